@@ -1,0 +1,30 @@
+package plan
+
+import (
+	"context"
+
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// Planner predicts a plan from the queries and keys. Every method is a
+// Planner; they differ only in how they decide what to compute.
+// Implementations must be safe for concurrent use.
+type Planner interface {
+	// Name is the method's short name, e.g. "dense" or "window".
+	Name() string
+	// Plan returns a plan with the given tiling for the queries q and keys
+	// k, whose shapes match t.Geometry. Planners may read v as well when
+	// their method needs it (an oracle does); others ignore it.
+	Plan(ctx context.Context, t Tiling, q, k, v *tensor.Tensor) (*Plan, error)
+}
+
+// DensePlanner plans the dense causal-aware pass.
+type DensePlanner struct{}
+
+// Name returns "dense".
+func (DensePlanner) Name() string { return "dense" }
+
+// Plan returns Dense(t).
+func (DensePlanner) Plan(ctx context.Context, t Tiling, q, k, v *tensor.Tensor) (*Plan, error) {
+	return Dense(t)
+}
