@@ -61,7 +61,7 @@ func TestDenseBlocksCountsVisibleBlocks(t *testing.T) {
 func TestValidateRejects(t *testing.T) {
 	tl := tiling(128, 128, 32, 32, true)
 	for _, tc := range []struct {
-		name   string
+		name    string
 		corrupt func(p *Plan)
 	}{
 		{"block-out-of-range", func(p *Plan) { p.KVBlock[0] = 4 }},
