@@ -1,0 +1,60 @@
+// Package workload generates synthetic attention inputs — Q, K and V
+// tensors — whose attention maps have the structures that training-free
+// sparse attention methods (SpargeAttn, UniSparse, S2O, PSA) exploit and
+// must not break. Every generator is seeded and size-configurable, and
+// Generate is a pure function of its Config: the same Config yields
+// bit-identical tensors on every run, every GOMAXPROCS and every platform.
+//
+// # Kinds
+//
+//   - llm: causal prefill of a decoder-only language model with
+//     grouped-query attention and rotary position embeddings (rotate-half
+//     layout, as in Llama/NeoX: dimension p pairs with p+D/2, frequency
+//     base^(−2p/D), base 10000 by default). Query heads cycle through four
+//     types, one of each per KV group with the default 4:1 grouping:
+//     "sink+local" streaming heads (StreamingLLM's attention sinks plus
+//     RoPE's recency window); "retrieval" heads with vertical stripes at
+//     heavy-hitter keys (H2O) that also carry the planted needle;
+//     "slash" heads attending at fixed relative offsets (MInference's and
+//     S2O's slash stripes, previous-token and induction-like heads); and
+//     "semantic" heads whose diffuse, content-driven attention follows a
+//     document's recurring topics. Every head has some sink attention. The
+//     last query retrieves a planted needle key (see Needle and
+//     NeedleRecall), so a method that drops the needle's block is caught.
+//   - video: bidirectional self-attention of a video diffusion transformer
+//     on a T×H×W latent grid, optionally followed by text tokens. Tokens
+//     are a smooth function of (t, h, w) — random low-frequency Fourier
+//     features with a global camera motion, plus noise — so adjacent
+//     tokens are similar (the locality SpargeAttn's Hilbert-curve
+//     permutation and PSA's pooling rely on), and a 3-D axial RoPE gives
+//     heads different spatial and temporal bandwidths: spatial (same
+//     frame), temporal (same position across frames), local 3-D and
+//     global heads. Text tokens are attended by every visual query.
+//   - image: the same on an H×W grid with 2-D axial RoPE: local, wide,
+//     row-axial and global heads.
+//   - random: i.i.d. standard Gaussian Q, K and V: near-uniform attention
+//     with no structure, the hard case where sparsity can only cost
+//     accuracy.
+//
+// # Calibration
+//
+// Component strengths are expressed directly in logits and were tuned by
+// measuring dense attention (see the package tests, and TestDiagnostics
+// with WORKLOAD_DIAG=1). On Default (N=4096, D=128) dense attention is
+// concentrated but never one-hot. Averaged over queries, the first four
+// tokens hold 0.07–0.50 of a head's mass (uniform share 0.006);
+// sink+local heads keep a further 0.37–0.41 within the last 64 tokens;
+// retrieval heads put about 0.39 on the heavy hitters; slash heads are the
+// sharpest (90% of the mass on 3–6% of the keys); semantic heads the most
+// diffuse (normalized entropy 0.66–0.70). The needle heads' last query
+// puts 0.90–0.95 of its mass on the needle.
+//
+// # Determinism
+//
+// Randomness comes only from math/rand/v2's PCG, seeded per purpose,
+// batch and head by hashing Config.Seed, so the result does not depend on
+// goroutine scheduling. Floating-point work avoids the math package's
+// transcendental functions (some have per-architecture assembly) and
+// rounds every product explicitly, which forbids fused multiply-add; see
+// detmath.go.
+package workload

@@ -1,0 +1,591 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"math"
+)
+
+// The llm generator builds every query and key as a sum of components that
+// live in chosen rotary-frequency bands, then applies RoPE. Pre-RoPE, with
+// q̃ and k̃ the vectors before rotation and scaling, the logit is
+// q̃ᵀ R((j−i)θ) k̃; the scaling (D^¼ on both sides) cancels 1/√D, so
+// component amplitudes below are in logit units.
+//
+// Bands (pair p rotates dimensions p and p+D/2, frequency θ_p = base^(−2p/D)):
+//   - positional: the highest frequencies. Keys carry a constant vector c
+//     here; a query carrying Σ_o α_o·R(−oθ)(w⊙c) gets the logit
+//     Σ_o α_o Σ_p w_p cos((i−j−o)θ_p), a kernel peaked at distance o. o = 0
+//     gives RoPE's recency bias (local windows), o > 0 slash stripes.
+//   - semantic: the middle frequencies. Projections of the smooth token
+//     embeddings; query and key projections are correlated, so tokens with
+//     similar content (the same topic) attract each other, with RoPE's
+//     natural decay over distance.
+//   - global: the lowest frequencies, which rotate least over the whole
+//     sequence. Orthogonal directions u_b (a shared key bias, as real keys
+//     have), u_s (sinks), u_v (heavy hitters) and u_n (the needle). What
+//     rotation remains would fade the sinks for late queries; each query's
+//     sink component (and the needle query's needle component) is scaled
+//     by the inverse of the surviving fraction, so the realized logits
+//     match the head's strengths.
+//
+// Every key also carries a per-token random "identity" ξ_j over all
+// dimensions. Slash heads' queries include R(−oθ)ξ_{i−o}, an exact match for
+// the key o tokens back — what a previous-token or induction head does.
+
+const (
+	llmEmbedDim  = 32  // width of the synthetic token embeddings
+	llmLatentDim = 16  // rank of their smooth latent
+	llmTopics    = 6   // distinct topics a document switches between
+	llmXiNorm    = 1.0 // expected norm of a key's identity vector ξ
+	llmKeyBias   = 0.8 // norm of the shared key bias
+	llmScaleK    = 1.5 // k = llmScaleK·D^¼·rotated k̃; q uses D^¼/llmScaleK
+)
+
+// llmHeadType is the dominant pattern a query head is built to show.
+type llmHeadType int
+
+const (
+	headLocal     llmHeadType = iota // streaming head: sinks + local window
+	headRetrieval                    // vertical stripes: heavy hitters; carries the needle
+	headSlash                        // slash stripes at fixed relative offsets
+	headSemantic                     // diffuse, content-driven
+	numLLMHeadTypes
+)
+
+func (t llmHeadType) String() string {
+	switch t {
+	case headLocal:
+		return "sink+local"
+	case headRetrieval:
+		return "retrieval (vertical stripes, needle)"
+	case headSlash:
+		return "slash (fixed offsets)"
+	case headSemantic:
+		return "semantic (diffuse)"
+	}
+	return fmt.Sprintf("headtype(%d)", int(t))
+}
+
+// llmHeadParams are a head type's component strengths, in logits.
+type llmHeadParams struct {
+	sink     float64 // boost of sink token 0 (later sinks get less)
+	stripe   float64 // boost of an average heavy hitter
+	needle   float64 // boost of the needle key at the needle query
+	local    float64 // peak of the recency kernel
+	widen    float64 // kernel roll-off window, in units of Config.Window
+	slashPos float64 // rotary kernel peak at each slash offset
+	slashID  float64 // identity-match peak at each slash offset
+	semantic float64 // content-similarity gain λ
+	noise    float64 // per-dimension query noise (pre-scaling)
+}
+
+// llmParams holds the calibrated strengths. They were tuned so that, at
+// N = 4096, D = 128, dense attention has realistic spread: sink heads put
+// roughly a third of their mass on the first four tokens and most of the
+// rest within the window, retrieval heads spend a large share on heavy
+// hitters, and the needle head's last query puts most of its mass on the
+// needle.
+func llmParams(t llmHeadType) llmHeadParams {
+	switch t {
+	case headLocal:
+		return llmHeadParams{sink: 9.0, stripe: 1.0, local: 7.5, widen: 1, semantic: 1.0, noise: 0.15}
+	case headRetrieval:
+		return llmHeadParams{sink: 7.5, stripe: 6.0, needle: 12, local: 3.0, widen: 2, semantic: 1.5, noise: 0.15}
+	case headSlash:
+		return llmHeadParams{sink: 7.0, stripe: 1.0, local: 0.5, widen: 1, slashPos: 2.0, slashID: 6.5, semantic: 1.0, noise: 0.15}
+	default:
+		return llmHeadParams{sink: 6.0, stripe: 2.0, local: 2.0, widen: 4, semantic: 5.0, noise: 0.15}
+	}
+}
+
+type llmKV struct {
+	us, uv, un, ub []float64 // global-band unit directions
+	cpos           []float64 // positional-band constant, unit norm
+	wk             matrix    // semantic dims × embed
+	wv             matrix    // D × embed
+}
+
+type llmQ struct {
+	typ      llmHeadType
+	par      llmHeadParams
+	needle   bool
+	wq       matrix    // semantic dims × embed
+	posConst []float64 // pre-RoPE positional component
+	offsets  []int     // slash offsets (slash heads)
+	offSin   [][]float64
+	offCos   [][]float64
+}
+
+type llmInput struct {
+	x  matrix    // N × embed token embeddings
+	hh []float64 // heavy-hitter key strength per position (0 = none)
+}
+
+type llmPlan struct {
+	r                   resolved
+	p                   int // rotary pairs, D/2
+	theta               []float64
+	lo, hi              []int // dimensions of every pair
+	posPairs, globPairs []int
+	semDims             []int
+	sinTab, cosTab      []float64 // N×P angle table (nil when too big)
+	kv                  []llmKV
+	q                   []llmQ
+	sigmaXi             float64
+	xiNorm2             float64 // expected |ξ|²
+	scaleQ, scaleK      float64
+	needleQ             int
+	needleHeads         []int
+	needleCos           []float64 // cos((needle query − needle key)·θ)
+	sinkKey             []float64
+}
+
+func genLLM(ctx context.Context, r resolved, w *Workload) error {
+	pl := newLLMPlan(r)
+	w.Causal = true
+	w.Description = fmt.Sprintf("causal LLM prefill with RoPE (rotate-half, base %g): %d attention sinks, local windows, "+
+		"%d heavy-hitter vertical stripes, slash heads, topic-driven semantic heads, and a needle at key %d retrieved by the last query",
+		r.base, r.sinks, r.heavy, r.needleK)
+	w.Needle = &Needle{QueryIndex: pl.needleQ, KeyIndex: r.needleK, Heads: append([]int(nil), pl.needleHeads...)}
+	w.HeadPatterns = make([]string, r.Hq)
+	for h, q := range pl.q {
+		w.HeadPatterns[h] = q.typ.String()
+		if q.needle && q.typ != headRetrieval {
+			w.HeadPatterns[h] += " + needle"
+		}
+	}
+
+	inputs := make([]llmInput, r.B)
+	if err := runJobs(ctx, r.B, func(b int) { inputs[b] = pl.input(b) }); err != nil {
+		return err
+	}
+	nkv := r.B * r.Hkv
+	return runJobs(ctx, nkv+r.B*r.Hq, func(i int) {
+		if i < nkv {
+			b, g := i/r.Hkv, i%r.Hkv
+			pl.keys(w, &inputs[b], b, g)
+			pl.values(w, &inputs[b], b, g)
+			return
+		}
+		i -= nkv
+		b, h := i/r.Hq, i%r.Hq
+		pl.queries(w, &inputs[b], b, h)
+	})
+}
+
+func newLLMPlan(r resolved) *llmPlan {
+	d, n := r.D, r.N
+	p := d / 2
+	pl := &llmPlan{r: r, p: p, needleQ: n - 1}
+	pl.theta = make([]float64, p)
+	pl.lo, pl.hi = make([]int, p), make([]int, p)
+	for f := range p {
+		pl.theta[f] = dpow(r.base, -2*float64(f)/float64(d))
+		pl.lo[f], pl.hi[f] = f, f+p
+	}
+	// Global band: the pairs that rotate by at most one radian over the
+	// whole sequence, clamped to [P/8, P/4] pairs.
+	nglob := 0
+	for _, t := range pl.theta {
+		if float64(t*float64(n)) <= 1 {
+			nglob++
+		}
+	}
+	nglob = min(max(nglob, max(1, p/8)), max(1, p/4))
+	// Positional band: frequencies down to 1/(2·Window), clamped so the
+	// semantic band keeps at least P/8 pairs.
+	npos := 0
+	for _, t := range pl.theta {
+		if float64(t*float64(2*r.window)) >= 1 {
+			npos++
+		}
+	}
+	npos = min(max(npos, max(1, p/4)), max(1, p-nglob-p/8))
+	for f := range npos {
+		pl.posPairs = append(pl.posPairs, f)
+	}
+	for f := max(npos, p-nglob); f < p; f++ {
+		pl.globPairs = append(pl.globPairs, f)
+	}
+	if len(pl.globPairs) == 0 {
+		pl.globPairs = []int{p - 1}
+	}
+	for f := npos; f < p-nglob; f++ {
+		pl.semDims = append(pl.semDims, f, f+p)
+	}
+	if len(pl.semDims) == 0 { // tiny D: share the global band
+		for _, f := range pl.globPairs {
+			pl.semDims = append(pl.semDims, f, f+p)
+		}
+	}
+
+	pl.needleCos = make([]float64, p)
+	for f, t := range pl.theta {
+		_, pl.needleCos[f] = dsincos(float64(float64(pl.needleQ-r.needleK) * t))
+	}
+
+	pl.sigmaXi = llmXiNorm / math.Sqrt(float64(d))
+	pl.xiNorm2 = pl.sigmaXi * pl.sigmaXi * (float64(d) - float64(float64(2*len(pl.globPairs))*(1-1.0/16)))
+	s := math.Sqrt(math.Sqrt(float64(d)))
+	pl.scaleK, pl.scaleQ = llmScaleK*s, s/llmScaleK
+
+	// Sink keys: token 0 strongest, then 0.8, then 0.6 for the rest.
+	pl.sinkKey = make([]float64, r.sinks)
+	for j := range pl.sinkKey {
+		pl.sinkKey[j] = max(0.6, 1-float64(0.2*float64(j)))
+	}
+
+	if n*p <= 1<<23 { // at most 128 MiB of tables; else rotate on the fly
+		pl.sinTab, pl.cosTab = make([]float64, n*p), make([]float64, n*p)
+		for i := range n {
+			for f, t := range pl.theta {
+				pl.sinTab[i*p+f], pl.cosTab[i*p+f] = dsincos(float64(float64(i) * t))
+			}
+		}
+	}
+
+	pl.buildHeads()
+	return pl
+}
+
+// globDirs returns unit directions for the sink, heavy-hitter, needle and
+// key-bias components, supported on the global band. With at least four
+// global pairs each direction gets pairs of its own — rotation maps a
+// pair's plane to itself, so the directions stay orthogonal after RoPE
+// turns queries against keys by any angle. The sink, needle and
+// heavy-hitter directions take turns at the least-rotating pairs; the
+// bias gets the fastest one. Within its pairs a direction is random,
+// weighted towards slower pairs. Tiny head dimensions share the band and
+// fall back to Gram–Schmidt.
+func (pl *llmPlan) globDirs(g *rng) (us, uv, un, ub []float64) {
+	d := pl.r.D
+	us, uv, un, ub = make([]float64, d), make([]float64, d), make([]float64, d), make([]float64, d)
+	fill := func(v []float64, f int) {
+		rot := float64(pl.theta[f] * float64(pl.r.N))
+		wt := 1 / (1 + float64(rot*rot))
+		v[f], v[f+pl.p] = float64(wt*g.norm()), float64(wt*g.norm())
+	}
+	gp := pl.globPairs // ascending frequency index: the slowest pair is last
+	if len(gp) >= 4 {
+		fill(ub, gp[0])
+		order := [][]float64{us, un, uv}
+		for k, i := 0, len(gp)-1; i >= 1; k, i = k+1, i-1 {
+			fill(order[k%3], gp[i])
+		}
+		for _, v := range [][]float64{us, uv, un, ub} {
+			normalize(v)
+		}
+		return us, uv, un, ub
+	}
+	for _, v := range [][]float64{us, uv, un, ub} {
+		for _, f := range gp {
+			fill(v, f)
+		}
+	}
+	// The needle and sink directions come first so they stay exactly
+	// orthogonal (before rotation) when the band is too small for all four.
+	orthonormalize([][]float64{un, us, uv, ub})
+	return us, uv, un, ub
+}
+
+func (pl *llmPlan) buildHeads() {
+	r := pl.r
+	nsem := len(pl.semDims)
+	inv := 1 / math.Sqrt(llmEmbedDim)
+	pl.kv = make([]llmKV, r.Hkv)
+	for gi := range pl.kv {
+		g := newRNG(r.Seed, tagLLMKVParams, uint64(gi))
+		kv := &pl.kv[gi]
+		kv.us, kv.uv, kv.un, kv.ub = pl.globDirs(g)
+		kv.cpos = make([]float64, r.D)
+		amp := 1 / math.Sqrt(float64(len(pl.posPairs)))
+		for _, f := range pl.posPairs {
+			s, c := dsincos(float64(2 * math.Pi * g.uniform()))
+			kv.cpos[f], kv.cpos[f+pl.p] = amp*c, amp*s
+		}
+		kv.wk = newMatrix(nsem, llmEmbedDim).gaussian(g, inv)
+		kv.wv = newMatrix(r.D, llmEmbedDim).gaussian(g, inv)
+	}
+
+	pl.q = make([]llmQ, r.Hq)
+	group := r.Hq / r.Hkv
+	for h := range pl.q {
+		g := newRNG(r.Seed, tagLLMQParams, uint64(h))
+		kv := &pl.kv[h/group]
+		q := &pl.q[h]
+		q.typ = llmHeadType(h % int(numLLMHeadTypes))
+		q.par = llmParams(q.typ)
+		q.needle = q.typ == headRetrieval
+		// Query and key projections share a component, so that content
+		// similarity raises the logit (x_iᵀ W_qᵀ W_k x_j has a positive
+		// definite part).
+		q.wq = newMatrix(nsem, llmEmbedDim).gaussian(g, 0.6*inv)
+		for i, v := range kv.wk.a {
+			q.wq.a[i] += v
+		}
+		win := q.par.widen * float64(r.window)
+		if q.typ == headSlash {
+			q.offsets = pl.slashOffsets(g)
+		}
+		q.posConst = make([]float64, r.D)
+		pl.addKernel(q.posConst, kv.cpos, 0, q.par.local, win)
+		for _, o := range q.offsets {
+			pl.addKernel(q.posConst, kv.cpos, o, q.par.slashPos, win)
+			sin, cos := make([]float64, pl.p), make([]float64, pl.p)
+			for f, t := range pl.theta {
+				s, c := dsincos(float64(float64(o) * t))
+				sin[f], cos[f] = -s, c // rotation by −oθ
+			}
+			q.offSin = append(q.offSin, sin)
+			q.offCos = append(q.offCos, cos)
+		}
+	}
+	for h, q := range pl.q {
+		if q.needle {
+			pl.needleHeads = append(pl.needleHeads, h)
+		}
+	}
+	if len(pl.needleHeads) == 0 { // a single head: it retrieves too
+		h := r.Hq - 1
+		pl.q[h].needle = true
+		pl.q[h].par.needle = llmParams(headRetrieval).needle
+		pl.needleHeads = []int{h}
+	}
+}
+
+// slashOffsets picks a head's slash offsets: a short one (1 or 2, a
+// previous-token head) and two longer ones drawn log-uniformly from
+// [8, min(512, N/4)].
+func (pl *llmPlan) slashOffsets(g *rng) []int {
+	n := pl.r.N
+	offs := []int{1 + g.intN(2)}
+	hi := float64(min(512, n/4))
+	for range 2 {
+		if hi <= 8 {
+			break
+		}
+		o := int(dexp(dlog(8) + float64(g.uniform()*dlog(hi/8))))
+		if o != offs[len(offs)-1] && o < n {
+			offs = append(offs, o)
+		}
+	}
+	return offs
+}
+
+// addKernel adds to dst the query-side positional vector that, against
+// keys carrying cpos, yields the logit peak·Σ_p w_p cos((i−j−o)θ_p) with
+// Σ_p w_p = 1 and weights rolling off below frequency 1/win.
+func (pl *llmPlan) addKernel(dst, cpos []float64, o int, peak, win float64) {
+	if peak == 0 {
+		return
+	}
+	w := make([]float64, len(pl.posPairs))
+	var sum float64
+	for i, f := range pl.posPairs {
+		x := 1 / float64(win*pl.theta[f])
+		x = float64(x * x)
+		w[i] = 1 / (1 + float64(x*x))
+		sum += w[i]
+	}
+	amp2 := 1 / float64(len(pl.posPairs)) // |c_p|²
+	for i, f := range pl.posPairs {
+		a := peak * w[i] / sum / amp2
+		s, c := dsincos(float64(-float64(o) * pl.theta[f]))
+		x, y := cpos[f], cpos[f+pl.p]
+		dst[f] += float64(a * (float64(x*c) - float64(y*s)))
+		dst[f+pl.p] += float64(a * (float64(x*s) + float64(y*c)))
+	}
+}
+
+// globGain is uᵀR u for a unit global-band direction u and a rotation
+// given by its cosines: the fraction of a u-to-u logit that survives the
+// rotation. It is clamped below at 0.25.
+func (pl *llmPlan) globGain(u, cos []float64) float64 {
+	var g float64
+	for _, f := range pl.globPairs {
+		a, b := u[f], u[f+pl.p]
+		g += float64(float64(float64(a*a)+float64(b*b)) * cos[f])
+	}
+	return max(g, 0.25)
+}
+
+// angles fills sin and cos with the rotation of token i.
+func (pl *llmPlan) angles(i int, sin, cos []float64) {
+	if pl.sinTab != nil {
+		copy(sin, pl.sinTab[i*pl.p:(i+1)*pl.p])
+		copy(cos, pl.cosTab[i*pl.p:(i+1)*pl.p])
+		return
+	}
+	for f, t := range pl.theta {
+		sin[f], cos[f] = dsincos(float64(float64(i) * t))
+	}
+}
+
+// input generates batch b's token embeddings and heavy hitters. The
+// embeddings follow a document model: a latent that is a topic vector
+// (switching every ~N/16 tokens among llmTopics topics, so topics recur)
+// plus a smooth AR(1) drift, mapped through a fixed embedding matrix, plus
+// per-token noise.
+func (pl *llmPlan) input(b int) llmInput {
+	r := pl.r
+	n := r.N
+	emb := newMatrix(llmEmbedDim, llmLatentDim).gaussian(newRNG(r.Seed, tagLLMEmbed), 1/math.Sqrt(llmLatentDim))
+	g := newRNG(r.Seed, tagLLMInput, uint64(b))
+	topics := newMatrix(llmTopics, llmLatentDim).gaussian(g, 1)
+	segMean := min(max(float64(n)/16, 32), 512)
+	rho := dexp(-1.0 / 8)
+	innov := math.Sqrt(1 - float64(rho*rho))
+	ar := make([]float64, llmLatentDim)
+	g.fillNorm(ar, 1)
+	z := make([]float64, llmLatentDim)
+	in := llmInput{x: newMatrix(n, llmEmbedDim), hh: make([]float64, n)}
+	topic, left := g.intN(llmTopics), 0
+	for t := range n {
+		if left == 0 {
+			topic = g.intN(llmTopics)
+			left = max(8, int(-segMean*dlog(1-g.uniform())))
+		}
+		left--
+		for k := range ar {
+			ar[k] = float64(rho*ar[k]) + float64(innov*g.noise())
+			z[k] = float64(math.Sqrt(0.6)*topics.row(topic)[k]) + float64(math.Sqrt(0.4)*ar[k])
+		}
+		x := in.x.row(t)
+		emb.mulVec(math.Sqrt(0.75), z, x)
+		for k := range x {
+			x[k] += float64(0.5 * g.noise())
+		}
+	}
+	// Heavy hitters: distinct positions after the sinks, never the needle
+	// key or the last token.
+	for placed := 0; placed < r.heavy; {
+		j := r.sinks + g.intN(n-1-r.sinks)
+		if j == r.needleK || in.hh[j] != 0 {
+			continue
+		}
+		in.hh[j] = 0.7 + float64(0.6*g.uniform())
+		placed++
+	}
+	return in
+}
+
+// xi fills dst with key identity ξ_j of batch b, KV head g. It is 4×
+// weaker in the global band, where queries carry their largest
+// components, so that it stays a small perturbation there.
+func (pl *llmPlan) xi(tok *rng, b, g, j int, dst []float64) {
+	tok.reseed(pl.r.Seed, tagLLMK, uint64(b), uint64(g), uint64(j))
+	tok.fillNoise(dst, pl.sigmaXi)
+	for _, f := range pl.globPairs {
+		dst[f] = float64(dst[f] * 0.25)
+		dst[f+pl.p] = float64(dst[f+pl.p] * 0.25)
+	}
+}
+
+func (pl *llmPlan) keys(w *Workload, in *llmInput, b, g int) {
+	r := pl.r
+	kv := &pl.kv[g]
+	row := make([]float64, r.D)
+	sem := make([]float64, len(pl.semDims))
+	sin, cos := make([]float64, pl.p), make([]float64, pl.p)
+	buf := make([]float32, r.D)
+	semScale := 1 / math.Sqrt(float64(len(pl.semDims)))
+	var tok rng
+	for j := range r.N {
+		pl.xi(&tok, b, g, j, row)
+		axpy(llmKeyBias, kv.ub, row)
+		if j < r.sinks {
+			axpy(pl.sinkKey[j], kv.us, row)
+		}
+		if a := in.hh[j]; a != 0 {
+			axpy(a, kv.uv, row)
+		}
+		if j == r.needleK {
+			axpy(1, kv.un, row)
+		}
+		axpy(1, kv.cpos, row)
+		kv.wk.mulVec(semScale, in.x.row(j), sem)
+		for k, dim := range pl.semDims {
+			row[dim] += sem[k]
+		}
+		pl.angles(j, sin, cos)
+		rotatePairs(row, pl.lo, pl.hi, sin, cos)
+		for k := range row {
+			row[k] = float64(row[k] * pl.scaleK)
+		}
+		writeRow(w.K, b, g, j, row, buf)
+	}
+}
+
+// values: a projection of the smooth embeddings plus noise. Sink tokens
+// get small values (their attention is a no-op, as in real models); the
+// needle's value is an unrelated, larger random vector.
+func (pl *llmPlan) values(w *Workload, in *llmInput, b, g int) {
+	r := pl.r
+	kv := &pl.kv[g]
+	rg := newRNG(r.Seed, tagLLMV, uint64(b), uint64(g))
+	row := make([]float64, r.D)
+	buf := make([]float32, r.D)
+	for j := range r.N {
+		kv.wv.mulVec(1, in.x.row(j), row)
+		for k := range row {
+			row[k] += float64(0.3 * rg.noise())
+		}
+		if j < r.sinks {
+			for k := range row {
+				row[k] = float64(row[k] * 0.2)
+			}
+		}
+		if j == r.needleK {
+			rg.fillNorm(row, 2)
+		}
+		writeRow(w.V, b, g, j, row, buf)
+	}
+}
+
+func (pl *llmPlan) queries(w *Workload, in *llmInput, b, h int) {
+	r := pl.r
+	q := &pl.q[h]
+	group := r.Hq / r.Hkv
+	gi := h / group
+	kv := &pl.kv[gi]
+	rg := newRNG(r.Seed, tagLLMQ, uint64(b), uint64(h))
+	row := make([]float64, r.D)
+	tmp := make([]float64, r.D)
+	sem := make([]float64, len(pl.semDims))
+	sin, cos := make([]float64, pl.p), make([]float64, pl.p)
+	buf := make([]float32, r.D)
+	semScale := q.par.semantic / math.Sqrt(float64(len(pl.semDims)))
+	idScale := q.par.slashID / pl.xiNorm2
+	var tok rng
+	for i := range r.N {
+		pl.angles(i, sin, cos)
+		rg.fillNoise(row, q.par.noise/math.Sqrt(float64(r.D)))
+		// The sink logit would fade as RoPE turns query i against key 0
+		// by iθ; the query's sink component grows to compensate, so every
+		// query sees sink token 0 at about the head's sink strength.
+		axpy(q.par.sink*(1+float64(0.1*rg.noise()))/pl.globGain(kv.us, cos), kv.us, row)
+		axpy(q.par.stripe, kv.uv, row)
+		if q.needle && i == pl.needleQ {
+			axpy(q.par.needle/pl.globGain(kv.un, pl.needleCos), kv.un, row)
+		}
+		axpy(1, q.posConst, row)
+		q.wq.mulVec(semScale, in.x.row(i), sem)
+		for k, dim := range pl.semDims {
+			row[dim] += sem[k]
+		}
+		for oi, o := range q.offsets {
+			if i-o < 0 || idScale == 0 {
+				continue
+			}
+			pl.xi(&tok, b, gi, i-o, tmp)
+			rotatePairs(tmp, pl.lo, pl.hi, q.offSin[oi], q.offCos[oi])
+			axpy(idScale, tmp, row)
+		}
+		rotatePairs(row, pl.lo, pl.hi, sin, cos)
+		for k := range row {
+			row[k] = float64(row[k] * pl.scaleQ)
+		}
+		writeRow(w.Q, b, h, i, row, buf)
+	}
+}
