@@ -73,6 +73,16 @@ func (b *Builder) Add(r int, kb int, level Level) {
 	}
 }
 
+// SetFilter attaches a λ filter to the plan being built.
+func (b *Builder) SetFilter(f *Filter) { b.p.Filter = f }
+
+// SetOrder attaches token orders to the plan being built. Causality is then
+// checked per token by executors, not per block by Build.
+func (b *Builder) SetOrder(o *TokenOrder) { b.p.Order = o }
+
+// SetStop attaches an early-stop rule to the plan being built.
+func (b *Builder) SetStop(s *StopRule) { b.p.Stop = s }
+
 // Build closes the remaining rows, validates the plan and returns it.
 func (b *Builder) Build() (*Plan, error) {
 	if b.err != nil {

@@ -47,9 +47,10 @@ type Shape struct {
 	B, H, N, D int
 }
 
-// MaxElements bounds the element count of one tensor (2^40), far beyond any
-// real attention input; it keeps size arithmetic clear of overflow.
-const MaxElements = 1 << 40
+// MaxElements bounds the element count of one tensor: 2^40 on 64-bit
+// platforms, far beyond any real attention input, and 2^28 on 32-bit ones.
+// It keeps size arithmetic clear of overflow.
+const MaxElements = 1 << (28 + 12*(^uint(0)>>63))
 
 // Len is the number of elements, B·H·N·D.
 func (s Shape) Len() int { return s.B * s.H * s.N * s.D }
@@ -63,7 +64,7 @@ func (s Shape) Validate() error {
 	n := 1
 	for _, a := range [...]int{s.B, s.H, s.N, s.D} {
 		if a > MaxElements/n {
-			return fmt.Errorf("%w: %v has more than 2^40 elements", ErrShape, s)
+			return fmt.Errorf("%w: %v has more than %d elements", ErrShape, s, MaxElements)
 		}
 		n *= a
 	}

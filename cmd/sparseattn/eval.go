@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sparseattn/sparseattn"
+	"github.com/sparseattn/sparseattn/internal/progress"
+	"github.com/sparseattn/sparseattn/metrics"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+	"github.com/sparseattn/sparseattn/tensorfile"
+	"github.com/sparseattn/sparseattn/workload"
+)
+
+const evalSummary = `Runs each method on a generated workload or on Q/K/V files and compares its
+output with dense attention computed by the same executor. Reports the
+skipped fraction of block products (from the executor's counters), relative
+L1 error, cosine similarity, time including planning (median of --repeat runs
+after --warmup), speedup over dense, and dense-equivalent GFLOPS.
+
+Inputs, one of:
+  (nothing)                   the embedded default: an llm workload
+  --workload llm|video|image|random [--n --heads --kv-heads --d --seed ...]
+  --input qkv.safetensors     or .npz; tensors named by --q-name/--k-name/--v-name
+  --q q.npy --k k.npy --v v.npy`
+
+// inputFlags selects and shapes the Q/K/V to evaluate.
+type inputFlags struct {
+	kind                string
+	seed                uint64
+	b, heads, kvHeads   int
+	n, d                int
+	dtype               string
+	frames, height, wid int
+	text                int
+	input               string
+	qPath, kPath, vPath string
+	qName, kName, vName string
+	layout              string
+	causal              string
+}
+
+func (in *inputFlags) register(fs *flag.FlagSet) {
+	def := workload.Default()
+	fs.StringVar(&in.kind, "workload", string(def.Kind), "generated workload: llm, video, image or random")
+	fs.Uint64Var(&in.seed, "seed", def.Seed, "workload seed")
+	fs.IntVar(&in.b, "batch", def.B, "workload batch size")
+	fs.IntVar(&in.heads, "heads", def.Hq, "workload query heads")
+	fs.IntVar(&in.kvHeads, "kv-heads", def.Hkv, "workload KV heads (divides --heads)")
+	fs.IntVar(&in.n, "n", def.N, "workload tokens (video/image: 0 derives it from the grid)")
+	fs.IntVar(&in.d, "d", def.D, "workload head dim")
+	fs.StringVar(&in.dtype, "dtype", "float32", "workload storage type: float32, float16 or bfloat16")
+	fs.IntVar(&in.frames, "frames", 8, "video: frames")
+	fs.IntVar(&in.height, "height", 16, "video/image: grid height in tokens")
+	fs.IntVar(&in.wid, "width", 16, "video/image: grid width in tokens")
+	fs.IntVar(&in.text, "text", 0, "video/image: text tokens appended")
+	fs.StringVar(&in.input, "input", "", "a .safetensors or .npz file holding Q, K and V")
+	fs.StringVar(&in.qPath, "q", "", "a .npy (or other tensor file) holding Q")
+	fs.StringVar(&in.kPath, "k", "", "a .npy file holding K")
+	fs.StringVar(&in.vPath, "v", "", "a .npy file holding V")
+	fs.StringVar(&in.qName, "q-name", "q", "name of Q inside --input")
+	fs.StringVar(&in.kName, "k-name", "k", "name of K inside --input")
+	fs.StringVar(&in.vName, "v-name", "v", "name of V inside --input")
+	fs.StringVar(&in.layout, "layout", "bhnd", "layout of input files: bhnd ([B,H,N,D], SDPA) or bnhd ([B,N,H,D], FlashAttention)")
+	fs.StringVar(&in.causal, "causal", "auto", "causal masking: true, false, or auto (the workload's own; false for files)")
+}
+
+// problem is a loaded attention input.
+type problem struct {
+	Source   string
+	q, k, v  *tensor.Tensor
+	Causal   bool
+	workload *workload.Workload // nil for files
+}
+
+func (in *inputFlags) load(ctx context.Context, fs *flag.FlagSet) (*problem, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fromFiles := in.input != "" || in.qPath != "" || in.kPath != "" || in.vPath != ""
+	var p problem
+	if fromFiles {
+		if set["workload"] {
+			return nil, fmt.Errorf("%w: use either --workload or --input/--q/--k/--v, not both", errUsage)
+		}
+		layout, err := tensor.ParseLayout(in.layout)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --layout: %v", errUsage, err)
+		}
+		var ts []*tensor.Tensor
+		if in.input != "" {
+			arrays, err := tensorfile.Load(in.input)
+			if err != nil {
+				return nil, err
+			}
+			if ts, err = tensorfile.Pick(arrays, layout, in.qName, in.kName, in.vName); err != nil {
+				return nil, fmt.Errorf("%s: %w", in.input, err)
+			}
+			p.Source = filepath.Base(in.input)
+		} else {
+			if in.qPath == "" || in.kPath == "" || in.vPath == "" {
+				return nil, fmt.Errorf("%w: --q, --k and --v must all be given", errUsage)
+			}
+			for _, path := range []string{in.qPath, in.kPath, in.vPath} {
+				arrays, err := tensorfile.Load(path)
+				if err != nil {
+					return nil, err
+				}
+				if len(arrays) != 1 {
+					return nil, fmt.Errorf("%s holds %d tensors; use --input with --q-name/--k-name/--v-name", path, len(arrays))
+				}
+				for name := range arrays {
+					t, err := tensorfile.Pick(arrays, layout, name)
+					if err != nil {
+						return nil, err
+					}
+					ts = append(ts, t[0])
+				}
+			}
+			p.Source = filepath.Base(in.qPath)
+		}
+		p.q, p.k, p.v = ts[0], ts[1], ts[2]
+	} else {
+		cfg := workload.Default()
+		kind, err := workload.ParseKind(in.kind)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --workload: %v", errUsage, err)
+		}
+		dtype, err := tensor.ParseDType(in.dtype)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --dtype: %v", errUsage, err)
+		}
+		cfg.Kind, cfg.Seed, cfg.B, cfg.Hq, cfg.Hkv, cfg.D, cfg.DType = kind, in.seed, in.b, in.heads, in.kvHeads, in.d, dtype
+		cfg.N = in.n
+		if kind == workload.Video || kind == workload.Image {
+			if !set["n"] {
+				cfg.N = 0
+			}
+			cfg.Frames, cfg.Height, cfg.Width, cfg.TextTokens = in.frames, in.height, in.wid, in.text
+		}
+		w, err := workload.Generate(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		p = problem{Source: string(kind), q: w.Q, k: w.K, v: w.V, Causal: w.Causal, workload: w}
+	}
+	switch in.causal {
+	case "auto":
+	case "true":
+		p.Causal = true
+	case "false":
+		p.Causal = false
+	default:
+		return nil, fmt.Errorf("%w: --causal must be true, false or auto, not %q", errUsage, in.causal)
+	}
+	return &p, nil
+}
+
+// evalRow is one method's line of the report.
+type evalRow struct {
+	Method       string  `json:"method"`
+	Sparsity     float64 `json:"sparsity"`
+	RelL1        float64 `json:"rel_l1"`
+	RelL2        float64 `json:"rel_l2"`
+	Cosine       float64 `json:"cosine"`
+	MSE          float64 `json:"mse"`
+	MAE          float64 `json:"mae"`
+	MaxAbs       float64 `json:"max_abs"`
+	PlanMS       float64 `json:"plan_ms"`
+	RunMS        float64 `json:"run_ms"`
+	TotalMS      float64 `json:"total_ms"`
+	Speedup      float64 `json:"speedup"`
+	GFLOPS       float64 `json:"dense_equivalent_gflops"`
+	NeedleRecall float64 `json:"needle_recall,omitempty"`
+}
+
+type evalReport struct {
+	Source   string          `json:"source"`
+	Geometry tensor.Geometry `json:"geometry"`
+	Causal   bool            `json:"causal"`
+	DType    string          `json:"dtype"`
+	Repeat   int             `json:"repeat"`
+	Rows     []evalRow       `json:"methods"`
+}
+
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("eval", evalSummary, stderr)
+	var in inputFlags
+	in.register(fs)
+	var mf methodFlags
+	mf.register(fs, strings.Join(methodNames, ","))
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	repeat := fs.Int("repeat", 3, "timed runs per method; the median is reported")
+	warmup := fs.Int("warmup", 1, "untimed runs per method before timing")
+	workers := fs.Int("workers", 0, "CPU goroutines (0 = all CPUs)")
+	blockQ := fs.Int("block-q", sparseattn.DefaultBlockQ, "query block size")
+	blockK := fs.Int("block-k", sparseattn.DefaultBlockK, "key block size")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *repeat < 1 || *warmup < 0 {
+		return fmt.Errorf("%w: --repeat must be ≥ 1 and --warmup ≥ 0", errUsage)
+	}
+	planners, err := mf.planners()
+	if err != nil {
+		return err
+	}
+	if planners[0].Name() != "dense" { // dense is the reference every row is compared with
+		planners = slices.Insert(planners, 0, plan.Planner(plan.DensePlanner{}))
+	}
+	bar := progress.New(stderr, len(planners)*(*repeat+*warmup)+1)
+	defer bar.Finish()
+	bar.Label("loading input")
+	prob, err := in.load(ctx, fs)
+	if err != nil {
+		return err
+	}
+	g, err := tensor.Validate(prob.q, prob.k, prob.v)
+	if err != nil {
+		return err
+	}
+	bar.Step("")
+	report := evalReport{Source: prob.Source, Geometry: g, Causal: prob.Causal, DType: prob.q.DType().String(), Repeat: *repeat}
+	var dense *tensor.Tensor
+	var denseMS float64
+	for _, pl := range planners {
+		opts := sparseattn.Options{Causal: prob.Causal, Planner: pl, BlockQ: *blockQ, BlockK: *blockK, Workers: *workers}
+		var res *sparseattn.Result
+		var plans, runs, totals []float64
+		for i := range *warmup + *repeat {
+			bar.Label(pl.Name())
+			res, err = sparseattn.Attention(ctx, prob.q, prob.k, prob.v, opts)
+			if err != nil {
+				return err
+			}
+			opts.SkipFiniteCheck = true // checked once is enough
+			bar.Step(pl.Name())
+			if i >= *warmup {
+				plans = append(plans, ms(res.PlanTime))
+				runs = append(runs, ms(res.RunTime))
+				totals = append(totals, ms(res.PlanTime+res.RunTime))
+			}
+		}
+		row := evalRow{Method: pl.Name(), Sparsity: res.Stats.Sparsity(), PlanMS: median(plans), RunMS: median(runs), TotalMS: median(totals)}
+		if dense == nil {
+			dense, denseMS = res.Out, row.TotalMS
+		}
+		e, err := metrics.CompareTensors(dense, res.Out)
+		if err != nil {
+			return err
+		}
+		row.RelL1, row.RelL2, row.Cosine, row.MSE, row.MAE, row.MaxAbs = e.RelL1, e.RelL2, e.Cosine, e.MSE, e.MAE, e.MaxAbs
+		row.Speedup = denseMS / row.TotalMS
+		row.GFLOPS = metrics.TOPS(g, prob.Causal, row.TotalMS/1e3) * 1e3
+		if prob.workload != nil && prob.workload.Needle != nil {
+			if row.NeedleRecall, err = prob.workload.NeedleRecall(res.Out); err != nil {
+				return err
+			}
+		}
+		report.Rows = append(report.Rows, row)
+	}
+	bar.Finish()
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	printEval(stdout, report)
+	return nil
+}
+
+func printEval(w io.Writer, r evalReport) {
+	g := r.Geometry
+	fmt.Fprintf(w, "%s: B=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d Dv=%d %s causal=%v; times are medians of %d runs\n\n",
+		r.Source, g.B, g.Hq, g.Hkv, g.Nq, g.Nk, g.D, g.Dv, r.DType, r.Causal, r.Repeat)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	needle := slices.ContainsFunc(r.Rows, func(x evalRow) bool { return x.NeedleRecall != 0 })
+	head := "method\tsparsity\trel L1\tcosine\tplan ms\ttotal ms\tspeedup\tGFLOPS\t"
+	if needle {
+		head += "needle\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, x := range r.Rows {
+		line := fmt.Sprintf("%s\t%.3f\t%.2e\t%.6f\t%.1f\t%.1f\t%.2fx\t%.1f\t", x.Method, x.Sparsity, x.RelL1, x.Cosine, x.PlanMS, x.TotalMS, x.Speedup, x.GFLOPS)
+		if needle {
+			line += fmt.Sprintf("%.3f\t", x.NeedleRecall)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nsparsity: skipped fraction of the QK+PV block products a dense causal-aware pass needs, from the executor's counters.")
+	fmt.Fprintln(w, "rel L1: Σ|O−O'|/Σ|O| against dense; GFLOPS: dense-equivalent, planning included.")
+	if needle {
+		fmt.Fprintln(w, "needle: cosine of the needle query's output with the needle value (dense ≈ 1 means retrievable).")
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

@@ -1,0 +1,42 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sparseattn/sparseattn/internal/testutil"
+	"github.com/sparseattn/sparseattn/metrics"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// BenchmarkDense times the dense causal pass and reports dense-equivalent
+// GFLOPS. Run: go test ./cpu -run '^$' -bench Dense
+func BenchmarkDense(b *testing.B) {
+	for _, n := range []int{1024, 4096} {
+		for _, d := range []int{64, 128} {
+			b.Run(fmt.Sprintf("N%d-D%d", n, d), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(1, 2))
+				s := tensor.Shape{B: 1, H: 4, N: n, D: d}
+				q := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, s, 1)
+				k := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, s, 1)
+				v := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, s, 1)
+				g, _ := tensor.Validate(q, k, v)
+				p, err := plan.Dense(plan.Tiling{Geometry: g, Causal: true, BlockQ: 64, BlockK: 64})
+				if err != nil {
+					b.Fatal(err)
+				}
+				out, _ := tensor.New(tensor.Float32, tensor.BHND, s)
+				b.ResetTimer()
+				for b.Loop() {
+					if _, _, err := (Executor{}).Run(context.Background(), p, q, k, v, out, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(metrics.DenseFLOPs(g, true)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+			})
+		}
+	}
+}

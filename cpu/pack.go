@@ -1,0 +1,116 @@
+package cpu
+
+import (
+	"math"
+	"sync"
+
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// run is the state of one Executor.Run call shared by its workers.
+type run struct {
+	p        *plan.Plan
+	g        tensor.Geometry
+	q, k, v  *tensor.Tensor
+	out      *tensor.Tensor
+	scale    float32
+	maxLevel plan.Level
+
+	// levels[l-1] holds the current KV head's keys and values at level l.
+	levels []packed
+}
+
+// packed is one KV head's keys and values at one pyramid level, laid out
+// block by block for the kernels.
+type packed struct {
+	kT   []float32 // block kb is a D×BlockK matrix, row stride BlockK, at kb·D·BlockK
+	v    []float32 // block kb is a BlockK×Dv matrix, row stride Dv, at kb·BlockK·Dv
+	bias []float32 // level > 1: ln(tokens pooled) per entry, at kb·BlockK; nil at level 1
+	n    []int     // entries per block
+}
+
+// pack fills r.levels for KV head kh of batch b.
+func (r *run) pack(b, kh, workers int) {
+	p, g := r.p, r.g
+	nb := p.KBlocks()
+	if r.levels == nil {
+		r.levels = make([]packed, r.maxLevel)
+		for i := range r.levels {
+			l := &r.levels[i]
+			l.kT = make([]float32, nb*g.D*p.BlockK)
+			l.v = make([]float32, nb*p.BlockK*g.Dv)
+			l.n = make([]int, nb)
+			if i > 0 {
+				l.bias = make([]float32, nb*p.BlockK)
+			}
+		}
+	}
+	parallel(nb, workers, func(kb int) {
+		base := &r.levels[0]
+		lo, hi := p.KeyRange(kb)
+		kT := base.kT[kb*g.D*p.BlockK:]
+		row := make([]float32, g.D)
+		for j := lo; j < hi; j++ {
+			r.k.ReadRow(b, kh, j, row)
+			for d, x := range row {
+				kT[d*p.BlockK+j-lo] = x
+			}
+			r.v.ReadRow(b, kh, j, base.v[(kb*p.BlockK+j-lo)*g.Dv:])
+		}
+		base.n[kb] = hi - lo
+		for lv := 2; lv <= len(r.levels); lv++ {
+			r.pool(kb, plan.Level(lv))
+		}
+	})
+}
+
+// pool builds block kb of level lv by averaging groups of 2^(lv-1)
+// consecutive level-1 keys and values (PSA §3, the KV pyramid).
+func (r *run) pool(kb int, lv plan.Level) {
+	p, g := r.p, r.g
+	base, dst := &r.levels[0], &r.levels[lv-1]
+	n, size := base.n[kb], lv.Pool()
+	m := (n + size - 1) / size
+	dst.n[kb] = m
+	kT0, kT := base.kT[kb*g.D*p.BlockK:], dst.kT[kb*g.D*p.BlockK:]
+	v0, v := base.v[kb*p.BlockK*g.Dv:], dst.v[kb*p.BlockK*g.Dv:]
+	for t := range m {
+		lo, hi := t*size, min(t*size+size, n)
+		inv := 1 / float32(hi-lo)
+		dst.bias[kb*p.BlockK+t] = float32(math.Log(float64(hi - lo)))
+		for d := range g.D {
+			var s float32
+			for j := lo; j < hi; j++ {
+				s += kT0[d*p.BlockK+j]
+			}
+			kT[d*p.BlockK+t] = s * inv
+		}
+		out := v[t*g.Dv : (t+1)*g.Dv]
+		clear(out)
+		for j := lo; j < hi; j++ {
+			for d, x := range v0[j*g.Dv : (j+1)*g.Dv] {
+				out[d] += x
+			}
+		}
+		for d := range out {
+			out[d] *= inv
+		}
+	}
+}
+
+// parallel calls f(i) for i in [0, n) on up to workers goroutines.
+func parallel(n, workers int, f func(i int)) {
+	workers = min(workers, n)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}

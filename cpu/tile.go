@@ -1,0 +1,247 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/plan"
+)
+
+// tile is one worker's scratch space for a query block.
+type tile struct {
+	qt    []float32 // BlockQ×D queries, pre-multiplied by the scale
+	s     []float32 // BlockQ×BlockK logits, then probabilities
+	acc   []float32 // BlockQ×Dv unnormalized output
+	m, l  []float32 // running row max and normalizer
+	mloc  []float32 // row max of the current block
+	qtok  []int32   // token index of each query row
+	ktok  []int32   // token index of each key column (gathered blocks)
+	gkT   []float32 // a gathered D×BlockK key block
+	gv    []float32 // a gathered BlockK×Dv value block
+	buf   []float32 // one input row
+	stats plan.Stats
+}
+
+func newTile(p *plan.Plan) *tile {
+	g := p.Geometry
+	bq, bk := p.BlockQ, p.BlockK
+	return &tile{
+		qt: make([]float32, bq*g.D), s: make([]float32, bq*bk), acc: make([]float32, bq*g.Dv),
+		m: make([]float32, bq), l: make([]float32, bq), mloc: make([]float32, bq),
+		qtok: make([]int32, bq), ktok: make([]int32, bk),
+		buf: make([]float32, max(g.D, g.Dv)),
+	}
+}
+
+// keyBlock is one KV block as the kernels read it.
+type keyBlock struct {
+	kT   []float32 // D×n keys, row stride ldk
+	ldk  int
+	v    []float32 // n×Dv values, row stride Dv
+	bias []float32 // per-key logit bias, or nil
+	n    int       // number of keys
+	tok  []int32   // token index per key, or nil for consecutive tokens from first
+	// first is the token index of key 0 when tok is nil.
+	first int
+	// partial is true when some (query, key) pair of the block is causally masked.
+	partial bool
+}
+
+// row computes query block qb of head h in batch b: the whole CSR row.
+func (t *tile) row(r *run, b, h, qb int) {
+	p, g := r.p, r.g
+	ri := p.Row(b, h, qb)
+	qlo, qhi := p.QueryRange(qb)
+	nq := qhi - qlo
+	order := p.Order
+	for i := range nq {
+		tok := int32(qlo + i)
+		if order != nil && order.Query != nil {
+			tok = order.Query[(b*g.Hq+h)*g.Nq+qlo+i]
+		}
+		t.qtok[i] = tok
+		r.q.ReadRow(b, h, int(tok), t.qt[i*g.D:])
+		kernel.Scale(t.qt[i*g.D:(i+1)*g.D], r.scale)
+	}
+	for i := range nq {
+		t.m[i] = float32(math.Inf(-1))
+		t.l[i] = 0
+	}
+	clear(t.acc[:nq*g.Dv])
+
+	kvOrder := -1
+	if order != nil && order.RowKV != nil {
+		kvOrder = int(order.RowKV[ri])
+	}
+	gathered := kvOrder >= 0 || (order != nil && order.Query != nil)
+	blocks, levels := p.Entries(ri)
+	for e, kb := range blocks {
+		lv := plan.Full
+		if levels != nil {
+			lv = levels[e]
+		}
+		if lv == plan.Skip {
+			continue
+		}
+		var blk keyBlock
+		if gathered {
+			blk = t.gather(r, b, h, int(kb), kvOrder)
+		} else {
+			blk = r.block(qb, int(kb), lv)
+		}
+		small := t.block(r, nq, blk, 1/float64(lv.Pool()))
+		if s := p.Stop; s != nil && e >= s.After && small {
+			t.stats.Stopped++
+			break
+		}
+	}
+
+	for i := range nq {
+		acc := t.acc[i*g.Dv : (i+1)*g.Dv]
+		if t.l[i] > 0 {
+			kernel.Scale(acc, 1/t.l[i])
+		} // else: no visible key; acc is all zeros
+		r.out.WriteRow(b, h, int(t.qtok[i]), acc)
+	}
+}
+
+// block returns KV block kb at level lv from the packed head.
+func (r *run) block(qb, kb int, lv plan.Level) keyBlock {
+	p, g := r.p, r.g
+	pk := &r.levels[lv-1]
+	blk := keyBlock{
+		kT: pk.kT[kb*g.D*p.BlockK:], ldk: p.BlockK,
+		v: pk.v[kb*p.BlockK*g.Dv:], n: pk.n[kb], first: kb * p.BlockK,
+	}
+	if pk.bias != nil {
+		blk.bias = pk.bias[kb*p.BlockK : kb*p.BlockK+blk.n]
+	}
+	_, blk.partial = p.BlockVisibility(qb, kb)
+	return blk
+}
+
+// gather copies block kb of the row's key order (or of the natural order
+// when kvOrder < 0) into the tile's scratch.
+func (t *tile) gather(r *run, b, h, kb, kvOrder int) keyBlock {
+	p, g := r.p, r.g
+	kh := g.KVHead(h)
+	if t.gkT == nil {
+		t.gkT = make([]float32, g.D*p.BlockK)
+		t.gv = make([]float32, p.BlockK*g.Dv)
+	}
+	var tokens []int32
+	if kvOrder >= 0 {
+		o := p.Order
+		tokens = o.KV[o.KVStart[kvOrder]:o.KVStart[kvOrder+1]]
+	}
+	lo := kb * p.BlockK
+	hi := lo + p.BlockK
+	if tokens != nil {
+		hi = min(hi, len(tokens))
+	} else {
+		hi = min(hi, g.Nk)
+	}
+	n := max(hi-lo, 0)
+	for j := range n {
+		tok := int32(lo + j)
+		if tokens != nil {
+			tok = tokens[lo+j]
+		}
+		t.ktok[j] = tok
+		r.k.ReadRow(b, kh, int(tok), t.buf)
+		for d, x := range t.buf[:g.D] {
+			t.gkT[d*p.BlockK+j] = x
+		}
+		r.v.ReadRow(b, kh, int(tok), t.gv[j*g.Dv:])
+	}
+	return keyBlock{kT: t.gkT, ldk: p.BlockK, v: t.gv, n: n, tok: t.ktok[:n], partial: p.Causal}
+}
+
+// block folds one KV block into the running softmax state of the first nq
+// query rows, and reports whether every row's normalizer grew by less than
+// the plan's stop fraction. work scales the block-product counters (1 for a
+// full block, 1/pool for a pooled one).
+func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
+	p, g := r.p, r.g
+	bk, n := p.BlockK, blk.n
+	if n == 0 {
+		return true
+	}
+	t.stats.QKBlocks += work
+	// S = (scale·Q)·Kᵀ
+	kernel.MatMul(nq, n, g.D, t.qt, g.D, blk.kT, blk.ldk, t.s, bk, false)
+	negInf := float32(math.Inf(-1))
+	off := g.QueryOffset()
+	for i := range nq {
+		s := t.s[i*bk : i*bk+n]
+		if blk.bias != nil {
+			kernel.Axpy(1, blk.bias, s)
+		}
+		if blk.partial {
+			limit := int(t.qtok[i]) + off // last visible key token
+			for j := range s {
+				kt := blk.first + j
+				if blk.tok != nil {
+					kt = int(blk.tok[j])
+				}
+				if kt > limit {
+					s[j] = negInf
+				}
+			}
+		}
+		t.mloc[i] = kernel.Max(s)
+	}
+
+	// Online softmax (FlashAttention-2 recurrence).
+	small = true
+	var tau float32
+	if p.Stop != nil {
+		tau = p.Stop.Tau
+	}
+	for i := range nq {
+		s := t.s[i*bk : i*bk+n]
+		mnew := max(t.m[i], t.mloc[i])
+		if mnew == negInf { // nothing visible to this row yet: no gain, no stop
+			clear(s)
+			small = false
+			continue
+		}
+		alpha := float32(math.Exp(float64(t.m[i] - mnew))) // 0 when m was -Inf
+		sum := kernel.ExpShift(s, s, mnew)
+		lold := t.l[i] * alpha
+		// S2O §3.2: the block's gain in the normalizer, Δℓ, against τ·ℓ.
+		if !(sum < tau*lold) {
+			small = false
+		}
+		t.l[i] = lold + sum
+		if alpha != 1 {
+			kernel.Scale(t.acc[i*g.Dv:(i+1)*g.Dv], alpha)
+		}
+		t.m[i] = mnew
+	}
+
+	// O += P̃·V, by row group when the λ filter is on.
+	f := p.Filter
+	if f == nil {
+		kernel.MatMul(nq, g.Dv, n, t.s, bk, blk.v, g.Dv, t.acc, g.Dv, true)
+		t.stats.PVBlocks += work
+		return small
+	}
+	groups := (nq + f.RowGroup - 1) / f.RowGroup
+	for lo := 0; lo < nq; lo += f.RowGroup {
+		hi := min(lo+f.RowGroup, nq)
+		// SpargeAttn §3.4: skip P̃V when max(m_local − m) < λ over the group.
+		gap := negInf
+		for i := lo; i < hi; i++ {
+			if t.m[i] != negInf {
+				gap = max(gap, t.mloc[i]-t.m[i])
+			}
+		}
+		if gap < f.Lambda {
+			continue
+		}
+		kernel.MatMul(hi-lo, g.Dv, n, t.s[lo*bk:], bk, blk.v, g.Dv, t.acc[lo*g.Dv:], g.Dv, true)
+		t.stats.PVBlocks += work / float64(groups)
+	}
+	return small
+}

@@ -1,0 +1,20 @@
+//go:build !amd64
+
+package kernel
+
+// accelerated is false: only the portable implementation exists here.
+const accelerated = false
+
+func matMul(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	matMulGeneric(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+}
+
+func expShift(dst, src []float32, shift float32) float32 { return expShiftGeneric(dst, src, shift) }
+
+func maxOf(x []float32) float32 { return maxGeneric(x) }
+
+func scale(x []float32, a float32) { scaleGeneric(x, a) }
+
+func dot(a, b []float32) float32 { return dotGeneric(a, b) }
+
+func axpy(a float32, x, y []float32) { axpyGeneric(a, x, y) }

@@ -1,0 +1,46 @@
+// Package window plans the sink-plus-local-window pattern (StreamingLLM's
+// attention sinks with a sliding window), the simplest static baseline in
+// the papers' comparisons: every query sees the first Sink tokens and the
+// Window tokens before it, at block granularity.
+package window
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// Planner keeps the sink blocks and the blocks within Window tokens of each
+// query block. For non-causal attention the window extends Window tokens on
+// both sides.
+type Planner struct {
+	Sink   int // leading tokens every query sees; e.g. 64
+	Window int // tokens of local context; e.g. 1024
+}
+
+// Name returns "window".
+func (w Planner) Name() string { return "window" }
+
+// Plan builds the static pattern; it reads only the geometry.
+func (w Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	if w.Sink < 0 || w.Window < 0 {
+		return nil, fmt.Errorf("%w: window planner needs Sink ≥ 0 and Window ≥ 0, got %d and %d", plan.ErrInvalid, w.Sink, w.Window)
+	}
+	off := t.Geometry.QueryOffset()
+	return plan.FromMask(t, func(b, h, qb, kb int) bool {
+		qlo := qb*t.BlockQ + off
+		qhi := min((qb+1)*t.BlockQ, t.Geometry.Nq) - 1 + off
+		klo := kb * t.BlockK
+		khi := min((kb+1)*t.BlockK, t.Geometry.Nk) - 1
+		if klo < w.Sink {
+			return true
+		}
+		hi := qhi
+		if !t.Causal {
+			hi = qhi + w.Window
+		}
+		return khi >= qlo-w.Window && klo <= hi
+	})
+}

@@ -1,0 +1,97 @@
+package sparseattn_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/sparseattn/sparseattn"
+	"github.com/sparseattn/sparseattn/internal/testutil"
+	"github.com/sparseattn/sparseattn/method/window"
+	"github.com/sparseattn/sparseattn/metrics"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/reference"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+func TestAttentionMatchesReference(t *testing.T) {
+	r := testutil.Rand(t)
+	for _, tc := range []struct {
+		name    string
+		q, k    tensor.Shape
+		dv      int
+		causal  bool
+		planner plan.Planner
+		scale   float32
+	}{
+		{"dense-causal-gqa", tensor.Shape{B: 1, H: 4, N: 130, D: 64}, tensor.Shape{B: 1, H: 2, N: 130, D: 64}, 64, true, nil, 0},
+		{"dense-decode", tensor.Shape{B: 2, H: 2, N: 1, D: 128}, tensor.Shape{B: 2, H: 1, N: 257, D: 128}, 128, true, nil, 0},
+		{"window-noncausal", tensor.Shape{B: 1, H: 2, N: 200, D: 32}, tensor.Shape{B: 1, H: 2, N: 200, D: 32}, 48, false, window.Planner{Sink: 16, Window: 40}, 0.3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tc.q, 1)
+			k := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tc.k, 1)
+			vs := tc.k
+			vs.D = tc.dv
+			v := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, vs, 1)
+			res, err := sparseattn.Attention(context.Background(), q, k, v, sparseattn.Options{Causal: tc.causal, Planner: tc.planner, Scale: tc.scale, BlockQ: 32, BlockK: 32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := res.Plan
+			kept := func(b, h, i, j int) float64 {
+				blocks, _ := p.Entries(p.Row(b, h, i/p.BlockQ))
+				for _, kb := range blocks {
+					if int(kb) == j/p.BlockK {
+						return 1
+					}
+				}
+				return 0
+			}
+			ref, err := reference.Attention(context.Background(), q, k, v, tc.causal, float64(tc.scale), kept)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, _ := metrics.Compare(ref, metrics.Tensor{Tensor: res.Out})
+			if e.MaxAbs > 2e-5 { // see cpu's maxAbsTol for the derivation
+				t.Errorf("max abs error %v", e.MaxAbs)
+			}
+			if tc.planner == nil && res.Stats.Sparsity() != 0 {
+				t.Errorf("dense sparsity %v", res.Stats.Sparsity())
+			}
+		})
+	}
+}
+
+func TestAttentionRejectsBadInput(t *testing.T) {
+	r := testutil.Rand(t)
+	s := tensor.Shape{B: 1, H: 2, N: 16, D: 32}
+	q := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, s, 1)
+	k := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, s, 1)
+	v := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, s, 1)
+	nan := q.Clone()
+	nan.Set(0, 1, 3, 4, float32(math.NaN()))
+	short := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 2, N: 16, D: 16}, 1)
+	for _, tc := range []struct {
+		name string
+		q    *tensor.Tensor
+		opts sparseattn.Options
+		want error
+	}{
+		{"nan", nan, sparseattn.Options{}, tensor.ErrNonFinite},
+		{"head-dim", short, sparseattn.Options{}, tensor.ErrShape},
+		{"scale", q, sparseattn.Options{Scale: float32(math.Inf(1))}, sparseattn.ErrOptions},
+		{"negative-scale", q, sparseattn.Options{Scale: -1}, sparseattn.ErrOptions},
+		{"block", q, sparseattn.Options{BlockQ: -4}, sparseattn.ErrOptions},
+		{"workers", q, sparseattn.Options{Workers: -1}, sparseattn.ErrOptions},
+		{"planner", q, sparseattn.Options{Planner: window.Planner{Window: -1}}, plan.ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := sparseattn.Attention(context.Background(), tc.q, k, v, tc.opts)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
