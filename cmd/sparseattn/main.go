@@ -66,7 +66,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errReported):
+		return 2
 	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "sparseattn %s: %v\nRun \"sparseattn %s --help\" for the flags.\n", args[0], err, args[0])
 		return 2
 	default:
 		fmt.Fprintf(stderr, "sparseattn %s: %v\n", args[0], err)
@@ -74,8 +77,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// errUsage marks an error the flag package already reported.
-var errUsage = errors.New("usage error")
+// errUsage marks a command line that cannot run; errReported marks one
+// the flag package has already explained.
+var (
+	errUsage    = errors.New("usage error")
+	errReported = errors.New("usage error reported")
+)
 
 // newFlagSet returns a flag set whose --help prints the command's summary
 // before its flags.
@@ -89,18 +96,18 @@ func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args, mapping flag errors to errUsage.
+// parse parses args; the flag package reports its own errors.
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return errReported
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(fs.Output(), "unexpected arguments: %v\n", fs.Args())
 		fs.Usage()
-		return errUsage
+		return errReported
 	}
 	return nil
 }

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sparseattn/sparseattn/tensor"
+	"github.com/sparseattn/sparseattn/tensorfile"
+)
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func decodeEval(t *testing.T, s string) evalReport {
+	t.Helper()
+	var r evalReport
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		t.Fatalf("bad JSON %q: %v", s, err)
+	}
+	return r
+}
+
+func TestEvalWorkloadJSON(t *testing.T) {
+	code, out, errs := runCLI(t, "eval", "--n", "512", "--heads", "2", "--kv-heads", "1", "--repeat", "1", "--warmup", "0",
+		"--methods", "window,oracle", "--window-size", "128", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	r := decodeEval(t, out)
+	if !r.Causal || r.Geometry.Nq != 512 || r.Geometry.Hkv != 1 {
+		t.Errorf("report header %+v", r)
+	}
+	if len(r.Rows) != 3 || r.Rows[0].Method != "dense" || r.Rows[1].Method != "window" || r.Rows[2].Method != "oracle" {
+		t.Fatalf("methods %+v; want dense first (the reference), then window, oracle", r.Rows)
+	}
+	d, w := r.Rows[0], r.Rows[1]
+	if d.Sparsity != 0 || d.RelL1 != 0 || d.Cosine < 0.999999 || d.NeedleRecall < 0.9 {
+		t.Errorf("dense row %+v", d)
+	}
+	if w.Sparsity <= 0.2 || w.RelL1 <= 0 || w.TotalMS <= 0 || w.Speedup <= 0 || w.GFLOPS <= 0 {
+		t.Errorf("window row %+v", w)
+	}
+}
+
+func TestEvalTable(t *testing.T) {
+	code, out, errs := runCLI(t, "eval", "--workload", "video", "--frames", "2", "--height", "8", "--width", "8", "--text", "4",
+		"--heads", "2", "--kv-heads", "2", "--d", "32", "--repeat", "1", "--warmup", "0", "--methods", "dense,window")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"video:", "Nq=132", "causal=false", "method", "sparsity", "rel L1", "speedup", "window"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestEvalInputFiles(t *testing.T) {
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(rand.Uint64(), 1))
+	mk := func(s tensor.Shape) *tensor.Tensor {
+		x, _ := tensor.New(tensor.BFloat16, tensor.BNHD, s)
+		for b := range s.B {
+			for h := range s.H {
+				for n := range s.N {
+					for d := range s.D {
+						x.Set(b, h, n, d, float32(r.NormFloat64()))
+					}
+				}
+			}
+		}
+		return x
+	}
+	q, k, v := mk(tensor.Shape{B: 1, H: 4, N: 100, D: 64}), mk(tensor.Shape{B: 1, H: 2, N: 100, D: 64}), mk(tensor.Shape{B: 1, H: 2, N: 100, D: 64})
+	st := filepath.Join(dir, "qkv.safetensors")
+	if err := tensorfile.Save(st, map[string]*tensorfile.Array{
+		"query": tensorfile.FromTensor(q), "key": tensorfile.FromTensor(k), "value": tensorfile.FromTensor(v),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "eval", "--input", st, "--q-name", "query", "--k-name", "key", "--v-name", "value",
+		"--layout", "bnhd", "--causal", "true", "--repeat", "1", "--warmup", "0", "--json", "--block-q", "32", "--block-k", "32")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	rep := decodeEval(t, out)
+	if g := rep.Geometry; g.Hq != 4 || g.Hkv != 2 || g.Nq != 100 || g.D != 64 || !rep.Causal || rep.DType != "bfloat16" {
+		t.Errorf("report %+v", rep)
+	}
+
+	// The same tensors as three .npy files (float32: NumPy has no bfloat16).
+	var paths []string
+	for name, x := range map[string]*tensor.Tensor{"q": q, "k": k, "v": v} {
+		f, _ := x.Convert(tensor.Float32, tensor.BNHD)
+		p := filepath.Join(dir, name+".npy")
+		if err := tensorfile.Save(p, map[string]*tensorfile.Array{name: tensorfile.FromTensor(f)}); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	code, out2, errs := runCLI(t, "eval", "--q", filepath.Join(dir, "q.npy"), "--k", filepath.Join(dir, "k.npy"), "--v", filepath.Join(dir, "v.npy"),
+		"--layout", "bnhd", "--causal", "true", "--repeat", "1", "--warmup", "0", "--json", "--methods", "dense", "--block-q", "32", "--block-k", "32")
+	if code != 0 {
+		t.Fatalf("npy: exit %d: %s", code, errs)
+	}
+	if rep2 := decodeEval(t, out2); rep2.Geometry != rep.Geometry || rep2.DType != "float32" {
+		t.Errorf("npy report %+v, want geometry %+v", rep2, rep.Geometry)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{nil, 2, "Usage"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"eval", "--methods", "magic"}, 2, "unknown method"},
+		{[]string{"eval", "--causal", "maybe"}, 2, "--causal"},
+		{[]string{"eval", "--workload", "llm", "--input", "x.npz"}, 2, "not both"},
+		{[]string{"eval", "--q", "q.npy"}, 2, "--q, --k and --v"},
+		{[]string{"eval", "--input", filepath.Join(dir, "missing.safetensors")}, 1, "missing.safetensors"},
+		{[]string{"eval", "--workload", "llm", "--n", "64", "--heads", "3", "--kv-heads", "2"}, 1, "Hkv"},
+		{[]string{"eval", "--nonsense"}, 2, "flag provided but not defined"},
+		{[]string{"bench", "--n", "0"}, 2, "positive"},
+		{[]string{"info", "extra"}, 2, "unexpected arguments"},
+	} {
+		code, out, errs := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(out+errs, tc.msg) {
+			t.Errorf("%v: exit %d, output %q; want exit %d mentioning %q", tc.args, code, out+errs, tc.code, tc.msg)
+		}
+	}
+}
+
+func TestHelpOnEveryCommand(t *testing.T) {
+	for _, cmd := range []string{"eval", "bench", "info"} {
+		code, out, errs := runCLI(t, cmd, "--help")
+		if code != 0 || !strings.Contains(out+errs, "Usage: sparseattn "+cmd) || !strings.Contains(out+errs, "-json") {
+			t.Errorf("%s --help: exit %d, %q", cmd, code, out+errs)
+		}
+	}
+	if code, out, _ := runCLI(t, "--help"); code != 0 || !strings.Contains(out, "eval") {
+		t.Errorf("--help: exit %d, %q", code, out)
+	}
+}
+
+func TestInfoAndBenchJSON(t *testing.T) {
+	code, out, errs := runCLI(t, "info", "--json", "--peak-time", "20ms")
+	if code != 0 {
+		t.Fatalf("info: exit %d: %s", code, errs)
+	}
+	var info infoReport
+	if err := json.Unmarshal([]byte(out), &info); err != nil || info.Kernels == "" || info.Peak.PerCore <= 0 {
+		t.Fatalf("info %q: %v", out, err)
+	}
+	code, out, errs = runCLI(t, "bench", "--n", "128,200", "--heads", "2", "--kv-heads", "1", "--d", "32", "--repeat", "1", "--warmup", "0", "--json", "--methods", "dense,window")
+	if code != 0 {
+		t.Fatalf("bench: exit %d: %s", code, errs)
+	}
+	var b benchReport
+	if err := json.Unmarshal([]byte(out), &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Rows) != 4 || b.Rows[0].N != 128 || b.Rows[3].N != 200 || b.Rows[3].Method != "window" {
+		t.Fatalf("bench rows %+v", b.Rows)
+	}
+	for _, r := range b.Rows {
+		if r.GFLOPS <= 0 || r.PeakPct <= 0 || r.MS <= 0 {
+			t.Errorf("row %+v", r)
+		}
+	}
+}
