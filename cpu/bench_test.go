@@ -17,26 +17,28 @@ import (
 func BenchmarkDense(b *testing.B) {
 	for _, n := range []int{1024, 4096} {
 		for _, d := range []int{64, 128} {
-			b.Run(fmt.Sprintf("N%d-D%d", n, d), func(b *testing.B) {
-				r := rand.New(rand.NewPCG(1, 2))
-				s := tensor.Shape{B: 1, H: 4, N: n, D: d}
-				q := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, s, 1)
-				k := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, s, 1)
-				v := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, s, 1)
-				g, _ := tensor.Validate(q, k, v)
-				p, err := plan.Dense(plan.Tiling{Geometry: g, Causal: true, BlockQ: 64, BlockK: 64})
-				if err != nil {
-					b.Fatal(err)
-				}
-				out, _ := tensor.New(tensor.Float32, tensor.BHND, s)
-				b.ResetTimer()
-				for b.Loop() {
-					if _, _, err := (Executor{}).Run(context.Background(), p, q, k, v, out, 0); err != nil {
+			for _, bs := range [][2]int{{64, 64}, {128, 128}} {
+				b.Run(fmt.Sprintf("N%d-D%d-%dx%d", n, d, bs[0], bs[1]), func(b *testing.B) {
+					r := rand.New(rand.NewPCG(1, 2))
+					s := tensor.Shape{B: 1, H: 4, N: n, D: d}
+					q := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, s, 1)
+					k := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, s, 1)
+					v := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, s, 1)
+					g, _ := tensor.Validate(q, k, v)
+					p, err := plan.Dense(plan.Tiling{Geometry: g, Causal: true, BlockQ: bs[0], BlockK: bs[1]})
+					if err != nil {
 						b.Fatal(err)
 					}
-				}
-				b.ReportMetric(metrics.DenseFLOPs(g, true)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
-			})
+					out, _ := tensor.New(tensor.Float32, tensor.BHND, s)
+					b.ResetTimer()
+					for b.Loop() {
+						if _, _, err := (Executor{}).Run(context.Background(), p, q, k, v, out, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(metrics.DenseFLOPs(g, true)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+				})
+			}
 		}
 	}
 }

@@ -206,7 +206,10 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 			small = false
 			continue
 		}
-		alpha := float32(math.Exp(float64(t.m[i] - mnew))) // 0 when m was -Inf
+		alpha := float32(1)
+		if mnew != t.m[i] { // the max moved: rescale (to 0 when m was -Inf)
+			alpha = float32(math.Exp(float64(t.m[i] - mnew)))
+		}
 		sum := kernel.ExpShift(s, s, mnew)
 		lold := t.l[i] * alpha
 		// S2O §3.2: the block's gain in the normalizer, Δℓ, against τ·ℓ.
