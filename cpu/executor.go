@@ -27,7 +27,14 @@ import (
 type Executor struct {
 	// Workers is the number of goroutines; 0 means runtime.GOMAXPROCS(0).
 	Workers int
+	// PackBudget bounds the bytes of keys and values repacked for the
+	// kernels at any one time; KV heads are processed in chunks that fit.
+	// 0 means DefaultPackBudget. At least one head is always packed.
+	PackBudget int
 }
+
+// DefaultPackBudget is the PackBudget used when none is set: 256 MiB.
+const DefaultPackBudget = 256 << 20
 
 // ErrMismatch reports tensors that do not match the plan's geometry.
 var ErrMismatch = errors.New("cpu: tensors do not match the plan")
@@ -74,33 +81,44 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 	for i := range scratch {
 		scratch[i] = newTile(p)
 	}
-	// Heads are done one KV head at a time so that only one head's packed
-	// keys and values are alive; its query heads and blocks run in parallel.
-	for b := range g.B {
-		for kh := range g.Hkv {
-			if err := ctx.Err(); err != nil {
-				return nil, plan.Stats{}, err
-			}
-			r.pack(b, kh, workers)
-			tasks := g.Group() * p.QBlocks()
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			for w := range workers {
-				wg.Add(1)
-				go func(t *tile) {
-					defer wg.Done()
-					for {
-						i := int(next.Add(1) - 1)
-						if i >= tasks || ctx.Err() != nil {
-							return
-						}
-						h := kh*g.Group() + i/p.QBlocks()
-						t.row(r, b, h, i%p.QBlocks())
-					}
-				}(scratch[w])
-			}
-			wg.Wait()
+	// KV heads (over the batch) are packed and run in chunks, so that the
+	// packed keys and values stay within the budget while every worker
+	// draws from one pool of (head, query block) tasks per chunk.
+	total := g.B * g.Hkv
+	budget := e.PackBudget
+	if budget <= 0 {
+		budget = DefaultPackBudget
+	}
+	chunk := max(1, min(total, budget/r.packedBytes()))
+	for first := 0; first < total; first += chunk {
+		if err := ctx.Err(); err != nil {
+			return nil, plan.Stats{}, err
 		}
+		heads := min(chunk, total-first)
+		r.pack(first, heads, workers)
+		rows := heads * g.Group() // query heads in this chunk
+		tasks := rows * p.QBlocks()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func(t *tile) {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= tasks || ctx.Err() != nil {
+						return
+					}
+					// Last query blocks first: under causal masking they
+					// are the longest, and starting them early balances
+					// the workers' finish times.
+					qb := p.QBlocks() - 1 - i/rows
+					bh := first*g.Group() + i%rows // b·Hq + h
+					t.row(r, bh/g.Hq, bh%g.Hq, qb)
+				}
+			}(scratch[w])
+		}
+		wg.Wait()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, plan.Stats{}, err

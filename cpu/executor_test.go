@@ -521,6 +521,31 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
+// TestPackChunks runs with budgets that pack one, two and all KV heads at a
+// time; the chunking must not change a single bit of the output.
+func TestPackChunks(t *testing.T) {
+	r := testutil.Rand(t)
+	pr := problem{"", 3, 4, 2, 70, 70, 32, 32, 16, 16, true, tensor.BFloat16, tensor.BNHD}
+	q, k, v := pr.inputs(t, r)
+	p, _ := plan.Dense(pr.tiling())
+	perHead := p.KBlocks() * pr.bk * (pr.d + pr.dv + 1) * 4
+	want, _, err := Executor{}.Run(context.Background(), p, q, k, v, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, budget := range []int{1, 2 * perHead, 5 * perHead} {
+		got, _, err := Executor{PackBudget: budget, Workers: 3}.Run(context.Background(), p, q, k, v, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, x := range got.Float32s() {
+			if x != want.Float32s()[i] {
+				t.Fatalf("budget %d: element %d is %v, want %v", budget, i, x, want.Float32s()[i])
+			}
+		}
+	}
+}
+
 func TestConcurrentRuns(t *testing.T) {
 	r := testutil.Rand(t)
 	pr := problems[4]

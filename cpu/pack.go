@@ -17,7 +17,13 @@ type run struct {
 	scale    float32
 	maxLevel plan.Level
 
-	// levels[l-1] holds the current KV head's keys and values at level l.
+	// heads[i].levels[l-1] holds the keys and values of the i-th KV head
+	// of the current chunk at pyramid level l.
+	heads []packedHead
+	first int // b·Hkv + kh of the chunk's first KV head
+}
+
+type packedHead struct {
 	levels []packed
 }
 
@@ -30,14 +36,26 @@ type packed struct {
 	n    []int     // entries per block
 }
 
-// pack fills r.levels for KV head kh of batch b.
-func (r *run) pack(b, kh, workers int) {
+// packedBytes is the memory one packed KV head takes, all levels included.
+func (r *run) packedBytes() int {
+	per := r.p.KBlocks() * r.p.BlockK * (r.g.D + r.g.Dv + 1) * 4
+	return max(1, per*int(r.maxLevel))
+}
+
+// head returns the packed KV head of query head h in batch b.
+func (r *run) head(b, h int) *packedHead {
+	return &r.heads[b*r.g.Hkv+r.g.KVHead(h)-r.first]
+}
+
+// pack fills r.heads with the KV heads first .. first+count-1, numbered
+// b·Hkv + kh.
+func (r *run) pack(first, count, workers int) {
 	p, g := r.p, r.g
 	nb := p.KBlocks()
-	if r.levels == nil {
-		r.levels = make([]packed, r.maxLevel)
-		for i := range r.levels {
-			l := &r.levels[i]
+	for len(r.heads) < count {
+		ph := packedHead{levels: make([]packed, r.maxLevel)}
+		for i := range ph.levels {
+			l := &ph.levels[i]
 			l.kT = make([]float32, nb*g.D*p.BlockK)
 			l.v = make([]float32, nb*p.BlockK*g.Dv)
 			l.n = make([]int, nb)
@@ -45,9 +63,13 @@ func (r *run) pack(b, kh, workers int) {
 				l.bias = make([]float32, nb*p.BlockK)
 			}
 		}
+		r.heads = append(r.heads, ph)
 	}
-	parallel(nb, workers, func(kb int) {
-		base := &r.levels[0]
+	r.first = first
+	parallel(count*nb, workers, func(i int) {
+		ph, kb := &r.heads[i/nb], i%nb
+		b, kh := (first+i/nb)/g.Hkv, (first+i/nb)%g.Hkv
+		base := &ph.levels[0]
 		lo, hi := p.KeyRange(kb)
 		kT := base.kT[kb*g.D*p.BlockK:]
 		row := make([]float32, g.D)
@@ -59,17 +81,17 @@ func (r *run) pack(b, kh, workers int) {
 			r.v.ReadRow(b, kh, j, base.v[(kb*p.BlockK+j-lo)*g.Dv:])
 		}
 		base.n[kb] = hi - lo
-		for lv := 2; lv <= len(r.levels); lv++ {
-			r.pool(kb, plan.Level(lv))
+		for lv := 2; lv <= len(ph.levels); lv++ {
+			r.pool(ph, kb, plan.Level(lv))
 		}
 	})
 }
 
 // pool builds block kb of level lv by averaging groups of 2^(lv-1)
 // consecutive level-1 keys and values (PSA §3, the KV pyramid).
-func (r *run) pool(kb int, lv plan.Level) {
+func (r *run) pool(ph *packedHead, kb int, lv plan.Level) {
 	p, g := r.p, r.g
-	base, dst := &r.levels[0], &r.levels[lv-1]
+	base, dst := &ph.levels[0], &ph.levels[lv-1]
 	n, size := base.n[kb], lv.Pool()
 	m := (n + size - 1) / size
 	dst.n[kb] = m

@@ -87,7 +87,7 @@ func (t *tile) row(r *run, b, h, qb int) {
 		if gathered {
 			blk = t.gather(r, b, h, int(kb), kvOrder)
 		} else {
-			blk = r.block(qb, int(kb), lv)
+			blk = r.block(r.head(b, h), qb, int(kb), lv)
 		}
 		small := t.block(r, nq, blk, 1/float64(lv.Pool()))
 		if s := p.Stop; s != nil && e >= s.After && small {
@@ -106,9 +106,9 @@ func (t *tile) row(r *run, b, h, qb int) {
 }
 
 // block returns KV block kb at level lv from the packed head.
-func (r *run) block(qb, kb int, lv plan.Level) keyBlock {
+func (r *run) block(ph *packedHead, qb, kb int, lv plan.Level) keyBlock {
 	p, g := r.p, r.g
-	pk := &r.levels[lv-1]
+	pk := &ph.levels[lv-1]
 	blk := keyBlock{
 		kT: pk.kT[kb*g.D*p.BlockK:], ldk: p.BlockK,
 		v: pk.v[kb*p.BlockK*g.Dv:], n: pk.n[kb], first: kb * p.BlockK,
