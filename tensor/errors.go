@@ -24,6 +24,7 @@ type NonFiniteError struct {
 	Value      float32
 }
 
+// Error says which element is not finite and what to do about it.
 func (e *NonFiniteError) Error() string {
 	name := e.Name
 	if name == "" {

@@ -105,6 +105,7 @@ type boundedReaderAt struct {
 	size int64
 }
 
+// ReadAt reads like io.ReaderAt but rejects offsets outside the file.
 func (b boundedReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%w: zip offset %d is negative", ErrFormat, off)

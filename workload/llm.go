@@ -53,6 +53,7 @@ const (
 	numLLMHeadTypes
 )
 
+// String names the head pattern, as Workload.HeadPatterns reports it.
 func (t llmHeadType) String() string {
 	switch t {
 	case headLocal:
