@@ -203,6 +203,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	workers := fs.Int("workers", 0, "CPU goroutines (0 = all CPUs)")
 	blockQ := fs.Int("block-q", sparseattn.DefaultBlockQ, "query block size")
 	blockK := fs.Int("block-k", sparseattn.DefaultBlockK, "key block size")
+	scale := fs.Float64("scale", 0, "softmax scale on QKᵀ (0 = 1/sqrt(D))")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -232,7 +233,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var dense *tensor.Tensor
 	var denseMS float64
 	for _, pl := range planners {
-		opts := sparseattn.Options{Causal: prob.Causal, Planner: pl, BlockQ: *blockQ, BlockK: *blockK, Workers: *workers}
+		opts := sparseattn.Options{Causal: prob.Causal, Planner: pl, BlockQ: *blockQ, BlockK: *blockK, Workers: *workers, Scale: float32(*scale)}
 		var res *sparseattn.Result
 		var plans, runs, totals []float64
 		for i := range *warmup + *repeat {

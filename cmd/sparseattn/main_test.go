@@ -134,6 +134,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"eval", "--workload", "llm", "--n", "64", "--heads", "3", "--kv-heads", "2"}, 1, "Hkv"},
 		{[]string{"eval", "--nonsense"}, 2, "flag provided but not defined"},
 		{[]string{"bench", "--n", "0"}, 2, "positive"},
+		{[]string{"eval", "--n", "64", "--scale", "-1"}, 1, "scale"},
 		{[]string{"info", "extra"}, 2, "unexpected arguments"},
 	} {
 		code, out, errs := runCLI(t, tc.args...)
