@@ -95,7 +95,7 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 			}
 		}
 	}
-	t := plan.Tiling{Geometry: g, Causal: opts.Causal, BlockQ: opts.BlockQ, BlockK: opts.BlockK}
+	t := plan.Tiling{Geometry: g, Causal: opts.Causal, BlockQ: opts.BlockQ, BlockK: opts.BlockK, Scale: opts.Scale}
 	if t.BlockQ == 0 {
 		t.BlockQ = DefaultBlockQ
 	}
@@ -112,11 +112,11 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 	if err != nil {
 		return nil, fmt.Errorf("planning with %s: %w", planner.Name(), err)
 	}
-	if p == nil || p.Geometry != g || p.Causal != t.Causal {
+	if p == nil || p.Geometry != g || p.Causal != t.Causal || p.SoftmaxScale() != t.SoftmaxScale() {
 		return nil, fmt.Errorf("%w: %s returned a plan for another problem", plan.ErrInvalid, planner.Name())
 	}
 	planned := time.Now()
-	out, stats, err := cpu.Executor{Workers: opts.Workers}.Run(ctx, p, q, k, v, nil, opts.Scale)
+	out, stats, err := cpu.Executor{Workers: opts.Workers}.Run(ctx, p, q, k, v, nil)
 	if err != nil {
 		return nil, fmt.Errorf("executing %s plan: %w", planner.Name(), err)
 	}

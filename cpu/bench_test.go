@@ -32,7 +32,7 @@ func BenchmarkDense(b *testing.B) {
 					out, _ := tensor.New(tensor.Float32, tensor.BHND, s)
 					b.ResetTimer()
 					for b.Loop() {
-						if _, _, err := (Executor{}).Run(context.Background(), p, q, k, v, out, 0); err != nil {
+						if _, _, err := (Executor{}).Run(context.Background(), p, q, k, v, out); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -41,7 +41,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	out, stats, err := cpu.Executor{}.Run(ctx, p, w.Q, w.K, w.V, nil, 0)
+	out, stats, err := cpu.Executor{}.Run(ctx, p, w.Q, w.K, w.V, nil)
 	if err != nil {
 		panic(err)
 	}

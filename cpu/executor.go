@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -42,8 +41,8 @@ var ErrMismatch = errors.New("cpu: tensors do not match the plan")
 // Run computes attention for the plan p into out and returns the work
 // counters. q, k and v must match p.Geometry; out must be [B, Hq, Nq, Dv]
 // in any storage type and layout, or nil to get a new float32 BHND tensor.
-// scale multiplies QKᵀ before the softmax; 0 means 1/sqrt(D).
-func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Tensor, scale float32) (*tensor.Tensor, plan.Stats, error) {
+// The softmax scale is the plan's.
+func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Tensor) (*tensor.Tensor, plan.Stats, error) {
 	if p == nil {
 		return nil, plan.Stats{}, fmt.Errorf("%w: nil plan", plan.ErrInvalid)
 	}
@@ -65,18 +64,12 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 	} else if out.Shape() != want {
 		return nil, plan.Stats{}, fmt.Errorf("%w: out is %v, want %v", ErrMismatch, out.Shape(), want)
 	}
-	if scale == 0 {
-		scale = float32(1 / math.Sqrt(float64(g.D)))
-	}
-	if !(scale > 0) || math.IsInf(float64(scale), 0) {
-		return nil, plan.Stats{}, fmt.Errorf("%w: softmax scale %v must be positive and finite", plan.ErrInvalid, scale)
-	}
 
 	workers := e.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	r := &run{p: p, g: g, q: q, k: k, v: v, out: out, scale: scale, maxLevel: maxLevel(p)}
+	r := &run{p: p, g: g, q: q, k: k, v: v, out: out, scale: p.SoftmaxScale(), maxLevel: maxLevel(p)}
 	scratch := make([]*tile, workers)
 	for i := range scratch {
 		scratch[i] = newTile(p)

@@ -91,7 +91,7 @@ func TestDensePlanMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, stats, err := Executor{Workers: 3}.Run(context.Background(), p, q, k, v, nil, 0)
+			out, stats, err := Executor{Workers: 3}.Run(context.Background(), p, q, k, v, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +116,7 @@ func TestFullyMaskedRowsAreZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := Executor{}.Run(context.Background(), p, q, k, v, nil, 0)
+	out, _, err := Executor{}.Run(context.Background(), p, q, k, v, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestFullyMaskedRowsAreZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, stats, err := Executor{}.Run(context.Background(), empty, q, k, v, nil, 0)
+	out, stats, err := Executor{}.Run(context.Background(), empty, q, k, v, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestSparsePlanMatchesMaskedReference(t *testing.T) {
 			q, k, v := pr.inputs(t, r)
 			tl := pr.tiling()
 			p, kept := randomPlan(t, r, tl, 0.5)
-			out, stats, err := Executor{Workers: 2}.Run(context.Background(), p, q, k, v, nil, 0)
+			out, stats, err := Executor{Workers: 2}.Run(context.Background(), p, q, k, v, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,7 +222,7 @@ func TestPooledLevelsMatchReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, stats, err := Executor{}.Run(context.Background(), p, q, k, v, nil, 0)
+	out, stats, err := Executor{}.Run(context.Background(), p, q, k, v, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestLambdaFilter(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.Filter = &plan.Filter{Lambda: tc.lambda, RowGroup: 16}
-			out, stats, err := Executor{}.Run(context.Background(), p, q, k, v, nil, 0)
+			out, stats, err := Executor{}.Run(context.Background(), p, q, k, v, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -429,7 +429,7 @@ func TestTokenOrders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := Executor{}.Run(context.Background(), p, q, k, v, nil, 0)
+	out, _, err := Executor{}.Run(context.Background(), p, q, k, v, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestStopRule(t *testing.T) {
 	q, k, v := pr.inputs(t, r)
 	p, _ := plan.Dense(pr.tiling())
 	p.Stop = &plan.StopRule{Tau: 0.2, After: 2}
-	out, stats, err := Executor{}.Run(context.Background(), p, q, k, v, nil, 0)
+	out, stats, err := Executor{}.Run(context.Background(), p, q, k, v, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +513,7 @@ func TestRunErrors(t *testing.T) {
 		{"canceled", canceled, p, q, nil, context.Canceled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := Executor{}.Run(tc.ctx, tc.p, tc.q, k, v, tc.out, 0)
+			_, _, err := Executor{}.Run(tc.ctx, tc.p, tc.q, k, v, tc.out)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -529,12 +529,12 @@ func TestPackChunks(t *testing.T) {
 	q, k, v := pr.inputs(t, r)
 	p, _ := plan.Dense(pr.tiling())
 	perHead := p.KBlocks() * pr.bk * (pr.d + pr.dv + 1) * 4
-	want, _, err := Executor{}.Run(context.Background(), p, q, k, v, nil, 0)
+	want, _, err := Executor{}.Run(context.Background(), p, q, k, v, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, budget := range []int{1, 2 * perHead, 5 * perHead} {
-		got, _, err := Executor{PackBudget: budget, Workers: 3}.Run(context.Background(), p, q, k, v, nil, 0)
+		got, _, err := Executor{PackBudget: budget, Workers: 3}.Run(context.Background(), p, q, k, v, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -551,7 +551,7 @@ func TestConcurrentRuns(t *testing.T) {
 	pr := problems[4]
 	q, k, v := pr.inputs(t, r)
 	p, _ := plan.Dense(pr.tiling())
-	want, _, err := Executor{Workers: 1}.Run(context.Background(), p, q, k, v, nil, 0)
+	want, _, err := Executor{Workers: 1}.Run(context.Background(), p, q, k, v, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +561,7 @@ func TestConcurrentRuns(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, _, err := Executor{Workers: 2}.Run(context.Background(), p, q, k, v, nil, 0)
+			got, _, err := Executor{Workers: 2}.Run(context.Background(), p, q, k, v, nil)
 			if err == nil {
 				for j, x := range got.Float32s() {
 					if x != want.Float32s()[j] {

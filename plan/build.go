@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -16,12 +17,26 @@ type Tiling struct {
 	Causal   bool            // token-exact causal masking, queries aligned to the end of the keys
 	BlockQ   int             // query rows per block
 	BlockK   int             // key rows per block
+	// Scale multiplies QKᵀ before the softmax; 0 means 1/sqrt(D). Planners
+	// that estimate attention use it too.
+	Scale float32
+}
+
+// SoftmaxScale is Scale, or 1/sqrt(D) when Scale is 0.
+func (l Tiling) SoftmaxScale() float32 {
+	if l.Scale == 0 {
+		return float32(1 / math.Sqrt(float64(l.Geometry.D)))
+	}
+	return l.Scale
 }
 
 func (l Tiling) check() error {
 	g := l.Geometry
 	if g.B <= 0 || g.Hq <= 0 || g.Hkv <= 0 || g.Nq <= 0 || g.Nk <= 0 || g.D <= 0 || g.Dv <= 0 || g.Hq%g.Hkv != 0 {
 		return fmt.Errorf("%w: geometry %+v", ErrInvalid, g)
+	}
+	if l.Scale < 0 || math.IsNaN(float64(l.Scale)) || math.IsInf(float64(l.Scale), 0) {
+		return fmt.Errorf("%w: softmax scale %v must be positive and finite (0 for 1/sqrt(D))", ErrInvalid, l.Scale)
 	}
 	if l.BlockQ <= 0 || l.BlockQ > MaxBlock || l.BlockK <= 0 || l.BlockK > MaxBlock {
 		return fmt.Errorf("%w: block sizes %d×%d must be in 1..%d", ErrInvalid, l.BlockQ, l.BlockK, MaxBlock)

@@ -87,6 +87,7 @@ func TestValidateRejects(t *testing.T) {
 			p.Order.RowKV[3] = 1
 		}},
 		{"block-size", func(p *Plan) { p.BlockQ = 0 }},
+		{"negative-scale", func(p *Plan) { p.Scale = -0.1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := Dense(tl)

@@ -23,8 +23,7 @@ import (
 // Planner keeps, per query block, the smallest set of KV blocks whose mean
 // attention mass over the block's queries reaches CDF.
 type Planner struct {
-	CDF   float64 // in (0, 1]; e.g. 0.95
-	Scale float32 // softmax scale; 0 means 1/sqrt(D)
+	CDF float64 // in (0, 1]; e.g. 0.95
 }
 
 // Name returns "oracle".
@@ -36,10 +35,7 @@ func (o Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 		return nil, fmt.Errorf("%w: oracle CDF %v must be in (0, 1]", plan.ErrInvalid, o.CDF)
 	}
 	g := t.Geometry
-	scale := o.Scale
-	if scale == 0 {
-		scale = float32(1 / math.Sqrt(float64(g.D)))
-	}
+	scale := t.SoftmaxScale()
 	dense, err := plan.Dense(t) // gives the visibility logic and block ranges
 	if err != nil {
 		return nil, err
