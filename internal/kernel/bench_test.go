@@ -3,33 +3,57 @@ package kernel
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
 	"testing"
 )
+
+// benchPaths are the paths this CPU can run, except the dispatching one
+// (which is one of the others).
+func benchPaths() []path {
+	var ps []path
+	for _, p := range paths {
+		if p.missing == "" && p.name != "dispatch" {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
 
 // benchShapes are attention tiles: Q·Kᵀ (BlockQ × BlockK × D), P·V
 // (BlockQ × Dv × BlockK, possibly ragged) and single-query decode.
 var benchShapes = []mmShape{
+	// Q·Kᵀ.
+	{64, 64, 32},
 	{64, 64, 128},
 	{64, 128, 64},
 	{128, 128, 128},
+	{128, 128, 256},
 	{64, 64, 80},
 	{128, 64, 96},
+	// P·V.
+	{64, 64, 64},
+	{64, 256, 64},
+	{64, 80, 64},
 	{64, 128, 37},
 	{65, 200, 33},
+	// Decode.
 	{1, 128, 128},
 	{1, 64, 256},
 }
 
+// BenchmarkMatMul runs every shape on every path in turn (shape-major, so
+// that the paths compared are measured close together in time).
 func BenchmarkMatMul(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, impl := range matMulImpls {
-		for _, sh := range benchShapes {
-			b.Run(fmt.Sprintf("%s/%dx%dx%d", impl.name, sh.m, sh.n, sh.k), func(b *testing.B) {
+	for _, sh := range benchShapes {
+		for _, p := range benchPaths() {
+			b.Run(fmt.Sprintf("%dx%dx%d/%s", sh.m, sh.n, sh.k, p.name), func(b *testing.B) {
 				a := randSlice(r, sh.m*sh.k, -1, 1)
 				bb := randSlice(r, sh.k*sh.n, -1, 1)
 				c := make([]float32, sh.m*sh.n)
 				for b.Loop() {
-					impl.f(sh.m, sh.n, sh.k, a, sh.k, bb, sh.n, c, sh.n, false)
+					p.matMul(sh.m, sh.n, sh.k, a, sh.k, bb, sh.n, c, sh.n, false)
 				}
 				flops := 2 * float64(sh.m*sh.n*sh.k) * float64(b.N)
 				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOPS")
@@ -38,15 +62,40 @@ func BenchmarkMatMul(b *testing.B) {
 	}
 }
 
+// BenchmarkMatMulParallel runs the tiles on every core at once (each
+// goroutine with its own operands, as the attention executor does), which
+// is what the clock frequency under a full AVX load allows. GFLOPS/core is
+// the total divided by GOMAXPROCS.
+func BenchmarkMatMulParallel(b *testing.B) {
+	for _, sh := range []mmShape{{64, 64, 128}, {64, 128, 64}, {128, 128, 128}} {
+		for _, p := range benchPaths() {
+			b.Run(fmt.Sprintf("%dx%dx%d/%s", sh.m, sh.n, sh.k, p.name), func(b *testing.B) {
+				var seed atomic.Uint64
+				b.RunParallel(func(pb *testing.PB) {
+					r := rand.New(rand.NewPCG(seed.Add(1), 2))
+					a := randSlice(r, sh.m*sh.k, -1, 1)
+					bb := randSlice(r, sh.k*sh.n, -1, 1)
+					c := make([]float32, sh.m*sh.n)
+					for pb.Next() {
+						p.matMul(sh.m, sh.n, sh.k, a, sh.k, bb, sh.n, c, sh.n, false)
+					}
+				})
+				flops := 2 * float64(sh.m*sh.n*sh.k) * float64(b.N)
+				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9/float64(runtime.GOMAXPROCS(0)), "GFLOPS/core")
+			})
+		}
+	}
+}
+
 func BenchmarkExpShift(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, impl := range expImpls {
-		for _, n := range []int{64, 128, 1024} {
-			b.Run(fmt.Sprintf("%s/%d", impl.name, n), func(b *testing.B) {
+	for _, n := range []int{64, 128, 1024} {
+		for _, p := range benchPaths() {
+			b.Run(fmt.Sprintf("%d/%s", n, p.name), func(b *testing.B) {
 				src := randSlice(r, n, -20, 0)
 				dst := make([]float32, n)
 				for b.Loop() {
-					impl.f(dst, src, 0.5)
+					p.expShift(dst, src, 0.5)
 				}
 				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
 			})
@@ -61,28 +110,30 @@ func BenchmarkBLAS1(b *testing.B) {
 	report := func(b *testing.B) {
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
 	}
-	b.Run("Max/128", func(b *testing.B) {
-		for b.Loop() {
-			Max(x)
-		}
-		report(b)
-	})
-	b.Run("Dot/128", func(b *testing.B) {
-		for b.Loop() {
-			Dot(x, y)
-		}
-		report(b)
-	})
-	b.Run("Axpy/128", func(b *testing.B) {
-		for b.Loop() {
-			Axpy(1e-3, x, y)
-		}
-		report(b)
-	})
-	b.Run("Scale/128", func(b *testing.B) {
-		for b.Loop() {
-			Scale(y, 1)
-		}
-		report(b)
-	})
+	for _, p := range benchPaths() {
+		b.Run(p.name+"/Max/128", func(b *testing.B) {
+			for b.Loop() {
+				p.max(x)
+			}
+			report(b)
+		})
+		b.Run(p.name+"/Dot/128", func(b *testing.B) {
+			for b.Loop() {
+				p.dot(x, y)
+			}
+			report(b)
+		})
+		b.Run(p.name+"/Axpy/128", func(b *testing.B) {
+			for b.Loop() {
+				p.axpy(1e-3, x, y)
+			}
+			report(b)
+		})
+		b.Run(p.name+"/Scale/128", func(b *testing.B) {
+			for b.Loop() {
+				p.scale(y, 1)
+			}
+			report(b)
+		})
+	}
 }

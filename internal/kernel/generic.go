@@ -3,7 +3,8 @@ package kernel
 import "math"
 
 // Constants of the exp approximation shared by expGeneric and the assembly
-// in kernel_amd64.s (which repeats them as bit patterns; keep them in sync).
+// in kernel_amd64.s and kernel_avx512_amd64.s (which repeat them as bit
+// patterns; keep them in sync).
 const (
 	// expLog2E is log2(e) rounded to float32.
 	expLog2E float32 = 1.44269502 // 0x3fb8aa3b

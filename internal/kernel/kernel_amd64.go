@@ -2,16 +2,108 @@ package kernel
 
 import "golang.org/x/sys/cpu"
 
-// accelerated records, once at initialization, whether the CPU (and OS)
-// support AVX2 and FMA. It is never written afterwards.
-var accelerated = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+// The CPU (and OS) support for each assembly implementation, recorded once
+// at initialization and never written afterwards. golang.org/x/sys/cpu
+// applies GODEBUG=cpu.<feature>=off before these are computed, so
+// cpu.avx2=off or cpu.fma=off selects the portable code (whatever the
+// AVX-512 support) and cpu.avx512f=off (or cpu.avx512=off) the AVX2 code.
+var (
+	// hasAVX2 reports AVX2 and FMA: the kernels in kernel_amd64.s.
+	hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	// hasAVX512 reports AVX512F on top of AVX2 and FMA: the kernels in
+	// kernel_avx512_amd64.s (which use VEX-encoded AVX instructions too).
+	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512 && cpu.X86.HasAVX512F
+)
 
-// Rows of C per micro-kernel panel.
+// accelerated names the implementation in use, for Accelerated.
+var accelerated = func() string {
+	switch {
+	case hasAVX512:
+		return "avx512"
+	case hasAVX2:
+		return "avx2+fma"
+	}
+	return "generic"
+}()
+
+// The dispatching functions called by the exported API: the best
+// implementation the CPU supports. The per-implementation functions below
+// them (matMulAVX512, matMulAVX2, …) are also called directly by the tests.
+
+func matMul(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	switch {
+	case hasAVX512:
+		matMulAVX512(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+	case hasAVX2:
+		matMulAVX2(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+	default:
+		matMulGeneric(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+	}
+}
+
+func expShift(dst, src []float32, shift float32) float32 {
+	switch {
+	case hasAVX512:
+		return expShiftAVX512(dst, src, shift)
+	case hasAVX2:
+		return expShiftAVX2(dst, src, shift)
+	}
+	return expShiftGeneric(dst, src, shift)
+}
+
+func maxOf(x []float32) float32 {
+	switch {
+	case hasAVX512:
+		return maxAVX512(x)
+	case hasAVX2:
+		return maxAVX2(x)
+	}
+	return maxGeneric(x)
+}
+
+func scale(x []float32, a float32) {
+	switch {
+	case hasAVX512:
+		scaleAVX512(x, a)
+	case hasAVX2:
+		scaleAVX2(x, a)
+	default:
+		scaleGeneric(x, a)
+	}
+}
+
+func dot(a, b []float32) float32 {
+	switch {
+	case hasAVX512:
+		return dotAVX512(a, b)
+	case hasAVX2:
+		return dotAVX2(a, b)
+	}
+	return dotGeneric(a, b)
+}
+
+func axpy(a float32, x, y []float32) {
+	switch {
+	case hasAVX512:
+		axpyAVX512(a, x, y)
+	case hasAVX2:
+		axpyAVX2(a, x, y)
+	default:
+		axpyGeneric(a, x, y)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// AVX2+FMA (kernel_amd64.s). The Go functions have the contracts of the
+// generic ones (MatMul's arguments checked, m, n, k ≥ 1; len(b) ≥ len(a)
+// for dot, len(y) ≥ len(x) for axpy) and must only be called when hasAVX2.
+
+// Rows of C per AVX2 micro-kernel panel.
 const panelRows = 6
 
-// The assembly micro-kernels, all in kernel_amd64.s. Strides are in
-// elements; mr is 1..panelRows; k ≥ 1. gemm16 and gemm8 compute an mr×16
-// or mr×8 block of C, gemmMask an mr×nr block with 1 ≤ nr ≤ 7.
+// The assembly micro-kernels. Strides are in elements; mr is 1..panelRows;
+// k ≥ 1. gemm16 and gemm8 compute an mr×16 or mr×8 block of C, gemmMask an
+// mr×nr block with 1 ≤ nr ≤ 7.
 
 //go:noescape
 func gemm16(mr, k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
@@ -22,30 +114,27 @@ func gemm8(mr, k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc 
 //go:noescape
 func gemmMask(mr, nr, k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
 
-// expShiftAVX2 handles any n ≥ 1 (the last n mod 8 with masked moves).
+// expShiftY handles any n ≥ 1 (the last n mod 8 with masked moves).
 //
 //go:noescape
-func expShiftAVX2(dst, src *float32, n int, shift float32) float32
+func expShiftY(dst, src *float32, n int, shift float32) float32
 
 // The following take n a positive multiple of 8.
 
 //go:noescape
-func maxAVX2(x *float32, n int) float32
+func maxY(x *float32, n int) float32
 
 //go:noescape
-func scaleAVX2(x *float32, n int, a float32)
+func scaleY(x *float32, n int, a float32)
 
 //go:noescape
-func dotAVX2(a, b *float32, n int) float32
+func dotY(a, b *float32, n int) float32
 
 //go:noescape
-func axpyAVX2(x, y *float32, n int, a float32)
+func axpyY(x, y *float32, n int, a float32)
 
-func matMul(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
-	if !accelerated {
-		matMulGeneric(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
-		return
-	}
+// matMulAVX2 is MatMul on 6×16 AVX2 micro-kernels.
+func matMulAVX2(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
 	// Column strips outside, row panels inside: the k×16 slice of B read
 	// by all panels of a strip stays in L1.
 	j := 0
@@ -67,19 +156,20 @@ func matMul(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32
 	}
 }
 
-func expShift(dst, src []float32, shift float32) float32 {
-	if !accelerated {
-		return expShiftGeneric(dst, src, shift)
+func expShiftAVX2(dst, src []float32, shift float32) float32 {
+	if len(src) == 0 {
+		return 0
 	}
-	return expShiftAVX2(&dst[0], &src[0], len(src), shift)
+	dst = dst[:len(src)]
+	return expShiftY(&dst[0], &src[0], len(src), shift)
 }
 
-func maxOf(x []float32) float32 {
+func maxAVX2(x []float32) float32 {
 	n := len(x) &^ 7
-	if !accelerated || n == 0 {
+	if n == 0 {
 		return maxGeneric(x)
 	}
-	m := maxAVX2(&x[0], n)
+	m := maxY(&x[0], n)
 	for _, v := range x[n:] {
 		if v > m {
 			m = v
@@ -88,30 +178,140 @@ func maxOf(x []float32) float32 {
 	return m
 }
 
-func scale(x []float32, a float32) {
+func scaleAVX2(x []float32, a float32) {
 	n := len(x) &^ 7
-	if !accelerated || n == 0 {
+	if n == 0 {
 		scaleGeneric(x, a)
 		return
 	}
-	scaleAVX2(&x[0], n, a)
+	scaleY(&x[0], n, a)
 	scaleGeneric(x[n:], a)
 }
 
-func dot(a, b []float32) float32 {
+func dotAVX2(a, b []float32) float32 {
 	n := len(a) &^ 7
-	if !accelerated || n == 0 {
+	if n == 0 {
 		return dotGeneric(a, b)
 	}
-	return dotAVX2(&a[0], &b[0], n) + dotGeneric(a[n:], b[n:])
+	b = b[:len(a)]
+	return dotY(&a[0], &b[0], n) + dotGeneric(a[n:], b[n:])
 }
 
-func axpy(a float32, x, y []float32) {
+func axpyAVX2(a float32, x, y []float32) {
 	n := len(x) &^ 7
-	if !accelerated || n == 0 {
+	if n == 0 {
 		axpyGeneric(a, x, y)
 		return
 	}
-	axpyAVX2(&x[0], &y[0], n, a)
+	y = y[:len(x)]
+	axpyY(&x[0], &y[0], n, a)
 	axpyGeneric(a, x[n:], y[n:])
+}
+
+// ---------------------------------------------------------------------------
+// AVX-512F (kernel_avx512_amd64.s). Same contracts as the AVX2 functions;
+// they must only be called when hasAVX512.
+
+// Rows of C per AVX-512 micro-kernel panel.
+const panelRowsZ = 8
+
+// The assembly micro-kernels. Strides are in elements; mr is
+// 1..panelRowsZ; k ≥ 1. gemmZ32 computes an mr×32 block of C, gemmZ16 an
+// mr×nr block with 1 ≤ nr ≤ 16 (through a lane mask).
+
+//go:noescape
+func gemmZ32(mr, k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func gemmZ16(mr, nr, k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+// The following take any n ≥ 1 (the last n mod 16 under a lane mask).
+
+//go:noescape
+func expShiftZ(dst, src *float32, n int, shift float32) float32
+
+//go:noescape
+func maxZ(x *float32, n int) float32
+
+//go:noescape
+func scaleZ(x *float32, n int, a float32)
+
+//go:noescape
+func dotZ(a, b *float32, n int) float32
+
+//go:noescape
+func axpyZ(x, y *float32, n int, a float32)
+
+// blockBytesZ bounds the size of the block of B that matMulAVX512 keeps in
+// L1 while all row panels of A pass over it: 32 KiB of the 48 KiB L1 data
+// cache of recent Intel server cores (32 KiB on AMD Zen 4, where part of
+// the block then comes from L2).
+const blockBytesZ = 32 << 10
+
+// matMulAVX512 is MatMul on 8×32 AVX-512 micro-kernels, with one or two
+// 16-column strips (the last one masked) for the ragged edge.
+//
+// B is cut into column blocks of nb columns, k·nb·4 ≤ blockBytesZ (but at
+// least one 32-column strip), so that a block stays in L1 while every
+// 8-row panel of A is multiplied by it, strip by strip; the panel (8·k
+// elements) stays in L1 across the strips. For the usual attention tiles
+// (k·n·4 ≤ 32 KiB: a Kᵀ or V block of 64 keys with a head dimension of at
+// most 128) there is a single block and the loop is simply panel by panel.
+func matMulAVX512(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	nb := max(32, blockBytesZ/(4*k)&^31)
+	for jb := 0; jb < n; {
+		je := min(n, jb+nb)
+		if n-je < 32 {
+			je = n // a ragged edge joins the last block
+		}
+		for i := 0; i < m; i += panelRowsZ {
+			mr := min(panelRowsZ, m-i)
+			ai, ci := a[i*lda:], c[i*ldc:]
+			j := jb
+			for ; j+32 <= je; j += 32 {
+				gemmZ32(mr, k, &ai[0], lda, &b[j], ldb, &ci[j], ldc, accumulate)
+			}
+			for ; j < je; j += 16 {
+				gemmZ16(mr, min(16, je-j), k, &ai[0], lda, &b[j], ldb, &ci[j], ldc, accumulate)
+			}
+		}
+		jb = je
+	}
+}
+
+func expShiftAVX512(dst, src []float32, shift float32) float32 {
+	if len(src) == 0 {
+		return 0
+	}
+	dst = dst[:len(src)]
+	return expShiftZ(&dst[0], &src[0], len(src), shift)
+}
+
+func maxAVX512(x []float32) float32 {
+	if len(x) == 0 {
+		return maxGeneric(x)
+	}
+	return maxZ(&x[0], len(x))
+}
+
+func scaleAVX512(x []float32, a float32) {
+	if len(x) > 0 {
+		scaleZ(&x[0], len(x), a)
+	}
+}
+
+func dotAVX512(a, b []float32) float32 {
+	if len(a) == 0 {
+		return 0
+	}
+	b = b[:len(a)]
+	return dotZ(&a[0], &b[0], len(a))
+}
+
+func axpyAVX512(a float32, x, y []float32) {
+	if len(x) == 0 {
+		return
+	}
+	y = y[:len(x)]
+	axpyZ(&x[0], &y[0], len(x), a)
 }

@@ -383,8 +383,8 @@ GLOBL expVec<>(SB), RODATA|NOPTR, $96
 	VMOVSHDUP    X0, X1; \
 	VADDSS       X1, X0, X0
 
-// func expShiftAVX2(dst, src *float32, n int, shift float32) float32
-TEXT ·expShiftAVX2(SB), NOSPLIT, $0-36
+// func expShiftY(dst, src *float32, n int, shift float32) float32
+TEXT ·expShiftY(SB), NOSPLIT, $0-36
 	MOVQ         dst+0(FP), DI
 	MOVQ         src+8(FP), SI
 	MOVQ         n+16(FP), CX
@@ -457,8 +457,8 @@ done:
 DATA negInf<>+0(SB)/4, $0xff800000
 GLOBL negInf<>(SB), RODATA|NOPTR, $4
 
-// func maxAVX2(x *float32, n int) float32
-TEXT ·maxAVX2(SB), NOSPLIT, $0-20
+// func maxY(x *float32, n int) float32
+TEXT ·maxY(SB), NOSPLIT, $0-20
 	MOVQ         x+0(FP), SI
 	MOVQ         n+8(FP), CX
 	VBROADCASTSS negInf<>(SB), Y0
@@ -510,8 +510,8 @@ maxred:
 	VZEROUPPER
 	RET
 
-// func scaleAVX2(x *float32, n int, a float32)
-TEXT ·scaleAVX2(SB), NOSPLIT, $0-20
+// func scaleY(x *float32, n int, a float32)
+TEXT ·scaleY(SB), NOSPLIT, $0-20
 	MOVQ         x+0(FP), SI
 	MOVQ         n+8(FP), CX
 	VBROADCASTSS a+16(FP), Y15
@@ -548,8 +548,8 @@ scaledone:
 	VZEROUPPER
 	RET
 
-// func dotAVX2(a, b *float32, n int) float32
-TEXT ·dotAVX2(SB), NOSPLIT, $0-28
+// func dotY(a, b *float32, n int) float32
+TEXT ·dotY(SB), NOSPLIT, $0-28
 	MOVQ   a+0(FP), SI
 	MOVQ   b+8(FP), DI
 	MOVQ   n+16(FP), CX
@@ -597,8 +597,8 @@ dotred:
 	VZEROUPPER
 	RET
 
-// func axpyAVX2(x, y *float32, n int, a float32)
-TEXT ·axpyAVX2(SB), NOSPLIT, $0-28
+// func axpyY(x, y *float32, n int, a float32)
+TEXT ·axpyY(SB), NOSPLIT, $0-28
 	MOVQ         x+0(FP), SI
 	MOVQ         y+8(FP), DI
 	MOVQ         n+16(FP), CX

@@ -2,8 +2,9 @@
 
 package kernel
 
-// accelerated is false: only the portable implementation exists here.
-const accelerated = false
+// accelerated names the implementation in use: only the portable one
+// exists here.
+const accelerated = "generic"
 
 func matMul(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
 	matMulGeneric(m, n, k, a, lda, b, ldb, c, ldc, accumulate)

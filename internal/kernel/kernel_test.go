@@ -5,8 +5,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -37,27 +40,55 @@ func randSlice(r *rand.Rand, n int, lo, hi float32) []float32 {
 	return x
 }
 
-// Each test runs the exported, dispatching function (assembly on amd64 with
-// AVX2+FMA) and the portable implementation, whatever the machine.
-type matMulImpl struct {
+// path is one complete implementation of the kernels: the exported,
+// dispatching functions (whatever this CPU selects), each assembly
+// implementation of the architecture (archPaths, in kernel_*_test.go) or
+// the portable code. Every test runs every path the CPU supports, so a
+// machine with AVX-512 checks the AVX-512, AVX2 and portable code side by
+// side against the same float64 references.
+type path struct {
 	name string
-	f    func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool)
+	// missing says why this CPU cannot run the path; empty when it can.
+	missing  string
+	matMul   func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool)
+	expShift func(dst, src []float32, shift float32) float32
+	max      func(x []float32) float32
+	scale    func(x []float32, a float32)
+	dot      func(a, b []float32) float32
+	axpy     func(a float32, x, y []float32)
 }
 
-var matMulImpls = []matMulImpl{
-	{"dispatch", MatMul},
-	{"generic", matMulGeneric},
+var paths = slices.Concat(
+	[]path{{"dispatch", "", MatMul, ExpShift, Max, Scale, Dot, Axpy}},
+	archPaths,
+	[]path{{"generic", "", matMulGeneric, expShiftGeneric, maxGeneric, scaleGeneric, dotGeneric, axpyGeneric}},
+)
+
+// forEachPath runs f in a subtest per path, skipping the paths this CPU
+// cannot run.
+func forEachPath(t *testing.T, f func(t *testing.T, p path)) {
+	t.Helper()
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			if p.missing != "" {
+				t.Skip(p.missing)
+			}
+			f(t, p)
+		})
+	}
 }
 
 type mmShape struct{ m, n, k int }
 
-// matMulShapes is a sample of the m, n, k ∈ {1, 2, 3, 5, 7, 8, 15, 16, 17,
-// 31, 33, 64, 65, 128, 200, 256} cube: every combination of the small
-// sizes (all row-panel remainders, 8/16-column strips and masked tails, odd
-// and even k), the attention tile shapes, and a random sample of the rest.
+// matMulShapes is a sample of the m, n, k ∈ {1, 2, 3, 4, 5, 6, 7, 8, 12,
+// 15, 16, 17, 31, 32, 33, 47, 64, 65, 128, 200, 256} cube: every
+// combination of the small sizes (all row-panel remainders of the 6-row
+// AVX2 and 8-row AVX-512 panels, 8/16/32-column strips and masked tails,
+// odd and even k), the attention tile shapes, and a random sample of the
+// rest.
 func matMulShapes(r *rand.Rand) []mmShape {
-	dims := []int{1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 33, 64, 65, 128, 200, 256}
-	small := []int{1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 33}
+	dims := []int{1, 2, 3, 4, 5, 6, 7, 8, 12, 15, 16, 17, 31, 32, 33, 47, 64, 65, 128, 200, 256}
+	small := []int{1, 2, 3, 4, 5, 6, 7, 8, 12, 15, 16, 17, 31, 32, 33, 47}
 	var s []mmShape
 	for _, m := range small {
 		for _, n := range small {
@@ -71,9 +102,11 @@ func matMulShapes(r *rand.Rand) []mmShape {
 		mmShape{64, 64, 128}, mmShape{64, 128, 64}, mmShape{128, 128, 128},
 		mmShape{64, 64, 80}, mmShape{64, 64, 96}, mmShape{128, 64, 200},
 		mmShape{64, 128, 33}, mmShape{128, 128, 256},
-		// P·V tiles with a ragged last key block.
+		// P·V tiles (BlockQ × Dv × BlockK), some with a ragged last key
+		// block.
+		mmShape{64, 64, 64}, mmShape{64, 96, 64}, mmShape{64, 256, 64},
 		mmShape{64, 128, 37}, mmShape{128, 64, 37}, mmShape{64, 80, 64},
-		mmShape{65, 200, 17}, mmShape{64, 256, 128},
+		mmShape{65, 200, 17}, mmShape{64, 256, 128}, mmShape{60, 112, 64},
 		// Decode.
 		mmShape{1, 64, 128}, mmShape{1, 128, 64}, mmShape{1, 256, 256}, mmShape{2, 200, 65},
 	)
@@ -87,16 +120,15 @@ func matMulShapes(r *rand.Rand) []mmShape {
 const sentinel = float32(-12345.5)
 
 func TestMatMul(t *testing.T) {
-	r := newRand(t)
-	shapes := matMulShapes(r)
-	for _, impl := range matMulImpls {
-		for _, sh := range shapes {
+	forEachPath(t, func(t *testing.T, p path) {
+		r := newRand(t)
+		for _, sh := range matMulShapes(r) {
 			for _, acc := range []bool{false, true} {
-				name := fmt.Sprintf("%s/%dx%dx%d/acc=%v", impl.name, sh.m, sh.n, sh.k, acc)
-				checkMatMul(t, r, name, impl.f, sh.m, sh.n, sh.k, acc)
+				name := fmt.Sprintf("%dx%dx%d/acc=%v", sh.m, sh.n, sh.k, acc)
+				checkMatMul(t, r, name, p.matMul, sh.m, sh.n, sh.k, acc)
 			}
 		}
-	}
+	})
 }
 
 // checkMatMul multiplies random matrices with random stride padding and
@@ -219,14 +251,18 @@ func TestMatMulSpecialCases(t *testing.T) {
 	}
 }
 
-// TestMatMulConcurrent runs MatMul on shared inputs from several goroutines
-// (meaningful under -race) and checks they all agree.
+// TestMatMulConcurrent runs MatMul and ExpShift on shared inputs from
+// several goroutines (meaningful under -race) and checks they all agree.
 func TestMatMulConcurrent(t *testing.T) {
+	forEachPath(t, testMatMulConcurrent)
+}
+
+func testMatMulConcurrent(t *testing.T, p path) {
 	r := newRand(t)
 	const m, n, k = 37, 70, 45
 	a, b := randSlice(r, m*k, -1, 1), randSlice(r, k*n, -1, 1)
 	want := make([]float32, m*n)
-	MatMul(m, n, k, a, k, b, n, want, n, false)
+	p.matMul(m, n, k, a, k, b, n, want, n, false)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -234,9 +270,9 @@ func TestMatMulConcurrent(t *testing.T) {
 			defer wg.Done()
 			c := make([]float32, m*n)
 			for range 20 {
-				MatMul(m, n, k, a, k, b, n, c, n, false)
+				p.matMul(m, n, k, a, k, b, n, c, n, false)
 				if g%2 == 0 {
-					ExpShift(c, c, 1)
+					p.expShift(c, c, 1)
 				}
 			}
 			if g%2 == 1 {
@@ -255,20 +291,10 @@ func TestMatMulConcurrent(t *testing.T) {
 // ---------------------------------------------------------------------------
 // ExpShift.
 
-type expImpl struct {
-	name string
-	f    func(dst, src []float32, shift float32) float32
-}
-
-var expImpls = []expImpl{
-	{"dispatch", ExpShift},
-	{"generic", expShiftGeneric},
-}
-
 // expTol bounds the relative error of one exp against math.Exp of the same
 // float32 argument. The maxima measured by TestExpShiftExhaustive are
-// 9.44e-8 for the AVX2 code and 1.16e-7 for the portable code on amd64
-// (no FMA). The budget: the final rounding to float32 (up to 2⁻²⁴ ≈ 6e-8),
+// 9.44e-8 for the AVX2 and AVX-512 code (bit-identical results) and
+// 1.16e-7 for the portable code on amd64 (no FMA). The budget: the final rounding to float32 (up to 2⁻²⁴ ≈ 6e-8),
 // the roundings in the Horner evaluation and in r = x - n·ln2, and the
 // polynomial's own error (below 9e-9). 2e-7 leaves room for compilers that
 // contract the portable code differently (arm64 fuses a*b+c).
@@ -315,28 +341,28 @@ func checkExp(x, got float32) error {
 }
 
 func TestExpShiftSweep(t *testing.T) {
-	r := newRand(t)
-	// A dense sweep of [-100, 0] plus a little beyond, with a random
-	// per-run offset, processed in chunks of random length so that every
-	// tail length is exercised.
-	const n = 1 << 20
-	src := make([]float32, n)
-	off := r.Float64()
-	for i := range src {
-		src[i] = float32(-100 + (100.5*(float64(i)+off))/n)
-	}
-	for _, impl := range expImpls {
+	forEachPath(t, func(t *testing.T, p path) {
+		r := newRand(t)
+		// A dense sweep of [-100, 0] plus a little beyond, with a random
+		// per-run offset, processed in chunks of random length so that
+		// every tail length is exercised.
+		const n = 1 << 20
+		src := make([]float32, n)
+		off := r.Float64()
+		for i := range src {
+			src[i] = float32(-100 + (100.5*(float64(i)+off))/n)
+		}
 		for _, shift := range []float32{0, 3.25, -1.5} {
 			dst := make([]float32, n)
 			var maxRel float64
 			for lo := 0; lo < n; {
 				hi := min(n, lo+1+r.IntN(100))
-				sum := impl.f(dst[lo:hi], src[lo:hi], shift)
+				sum := p.expShift(dst[lo:hi], src[lo:hi], shift)
 				var want float64
 				for i := lo; i < hi; i++ {
 					x := src[i] - shift
 					if err := checkExp(x, dst[i]); err != nil {
-						t.Fatalf("%s shift=%g: %v", impl.name, shift, err)
+						t.Fatalf("shift=%g: %v", shift, err)
 					}
 					if e := math.Exp(float64(x)); dst[i] != 0 {
 						maxRel = max(maxRel, math.Abs(float64(dst[i])-e)/e)
@@ -345,13 +371,13 @@ func TestExpShiftSweep(t *testing.T) {
 				}
 				// The sum of up to 100 positive terms, in float32.
 				if tol := float64(hi-lo) * 2 * u32 * want; math.Abs(float64(sum)-want) > tol {
-					t.Fatalf("%s: sum = %g, want %g", impl.name, sum, want)
+					t.Fatalf("sum = %g, want %g", sum, want)
 				}
 				lo = hi
 			}
-			t.Logf("%s shift=%g: max relative error %.3g", impl.name, shift, maxRel)
+			t.Logf("shift=%g: max relative error %.3g", shift, maxRel)
 		}
-	}
+	})
 }
 
 func TestExpShiftSpecial(t *testing.T) {
@@ -384,11 +410,12 @@ func TestExpShiftSpecial(t *testing.T) {
 		{-1, -1},
 		{0.5, -1},
 	}
-	for _, impl := range expImpls {
+	forEachPath(t, func(t *testing.T, p path) {
 		// Run every case in every lane position: as the last element of
-		// slices of 1 to 20 elements (main loop and masked tail).
+		// slices of 1 to 40 elements (main loops and masked tails of both
+		// the 8- and the 16-lane code).
 		for _, tc := range cases {
-			for n := 1; n <= 20; n++ {
+			for n := 1; n <= 40; n++ {
 				src := make([]float32, n)
 				for i := range src {
 					src[i] = -float32(i) // harmless companions
@@ -396,37 +423,37 @@ func TestExpShiftSpecial(t *testing.T) {
 				src[n-1] = tc.x
 				dst := make([]float32, n+1)
 				dst[n] = sentinel
-				impl.f(dst, src, 0)
+				p.expShift(dst, src, 0)
 				got := dst[n-1]
 				if tc.want == -1 {
 					if err := checkExp(tc.x, got); err != nil {
-						t.Errorf("%s n=%d: %v", impl.name, n, err)
+						t.Errorf("n=%d: %v", n, err)
 					}
 				} else if got != tc.want || math.Signbit(float64(got)) {
-					t.Errorf("%s n=%d: exp(%g) = %g, want %g", impl.name, n, tc.x, got, tc.want)
+					t.Errorf("n=%d: exp(%g) = %g, want %g", n, tc.x, got, tc.want)
 				}
 				if dst[n] != sentinel {
-					t.Fatalf("%s: wrote past len(src)", impl.name)
+					t.Fatalf("wrote past len(src)")
 				}
 			}
 		}
 		// The shift is applied before exp: exp(src - shift).
 		src := []float32{10, 10, 10, 10, 10, 10, 10, 10, 10}
 		dst := make([]float32, len(src))
-		if s := impl.f(dst, src, 10); s != 9 || dst[8] != 1 {
-			t.Errorf("%s: exp(10-10) gave %v, sum %g", impl.name, dst, s)
+		if s := p.expShift(dst, src, 10); s != 9 || dst[8] != 1 {
+			t.Errorf("exp(10-10) gave %v, sum %g", dst, s)
 		}
 		// -Inf scores contribute nothing to the sum.
 		src = []float32{float32(math.Inf(-1)), 2, float32(math.Inf(-1))}
-		if s := impl.f(make([]float32, 3), src, 2); s != 1 {
-			t.Errorf("%s: sum with -Inf = %g, want 1", impl.name, s)
+		if s := p.expShift(make([]float32, 3), src, 2); s != 1 {
+			t.Errorf("sum with -Inf = %g, want 1", s)
 		}
-	}
+	})
 }
 
 func TestExpShiftLengths(t *testing.T) {
-	r := newRand(t)
-	for _, impl := range expImpls {
+	forEachPath(t, func(t *testing.T, p path) {
+		r := newRand(t)
 		for n := 0; n <= 70; n++ {
 			src := randSlice(r, n, -30, 2)
 			if n > 0 {
@@ -436,98 +463,129 @@ func TestExpShiftLengths(t *testing.T) {
 			// Separate destination, with a sentinel after it.
 			dst := make([]float32, n+1)
 			dst[n] = sentinel
-			sum := impl.f(dst[:n], src, shift)
+			sum := p.expShift(dst[:n], src, shift)
 			var want float64
 			for i := range n {
 				if err := checkExp(src[i]-shift, dst[i]); err != nil {
-					t.Fatalf("%s n=%d i=%d: %v", impl.name, n, i, err)
+					t.Fatalf("n=%d i=%d: %v", n, i, err)
 				}
 				want += math.Exp(float64(src[i] - shift))
 			}
 			if dst[n] != sentinel {
-				t.Fatalf("%s n=%d: wrote past len(src)", impl.name, n)
+				t.Fatalf("n=%d: wrote past len(src)", n)
 			}
 			if tol := (float64(n)*2*u32 + expTol) * want; math.Abs(float64(sum)-want) > tol {
-				t.Errorf("%s n=%d: sum %g, want %g", impl.name, n, sum, want)
+				t.Errorf("n=%d: sum %g, want %g", n, sum, want)
 			}
 			// In place: dst aliases src.
 			in := append([]float32(nil), src...)
-			if s2 := impl.f(in, in, shift); s2 != sum {
-				t.Errorf("%s n=%d: in place sum %g != %g", impl.name, n, s2, sum)
+			if s2 := p.expShift(in, in, shift); s2 != sum {
+				t.Errorf("n=%d: in place sum %g != %g", n, s2, sum)
 			}
 			for i := range n {
 				if in[i] != dst[i] {
-					t.Fatalf("%s n=%d: in place result differs at %d", impl.name, n, i)
+					t.Fatalf("n=%d: in place result differs at %d", n, i)
 				}
 			}
 		}
-	}
+	})
 }
 
-// TestExpShiftExhaustive measures the maximum relative error over every
-// float32 in [-87.3365, 88.72] (2.2e9 arguments per implementation). It
-// takes several minutes, so it runs only when KERNEL_EXHAUSTIVE is set.
-func TestExpShiftExhaustive(t *testing.T) {
+// exhaustive reports whether the tests over every float32 should run.
+func exhaustive(t *testing.T) {
+	t.Helper()
 	if os.Getenv("KERNEL_EXHAUSTIVE") == "" {
 		t.Skip("set KERNEL_EXHAUSTIVE=1 to run")
 	}
-	for _, impl := range expImpls {
+}
+
+// forEachFloat32 calls f, from GOMAXPROCS goroutines, on consecutive chunks
+// of at most 1<<16 float32 values whose bit patterns cover [lo, hi]
+// (lo ≤ hi, as uint32). Every chunk is a fresh slice.
+func forEachFloat32(lo, hi uint32, f func(chunk []float32)) {
+	const chunk = 1 << 16
+	var next atomic.Uint64
+	next.Store(uint64(lo))
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]float32, chunk)
+			for {
+				start := next.Add(chunk) - chunk
+				if start > uint64(hi) {
+					return
+				}
+				end := min(start+chunk-1, uint64(hi))
+				x := buf[:end-start+1]
+				for i := range x {
+					x[i] = math.Float32frombits(uint32(start) + uint32(i))
+				}
+				f(x)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestExpShiftExhaustive measures the maximum relative error over every
+// float32 in [-87.3365, 88.72] (2.2e9 arguments per path), on all cores.
+// It takes tens of seconds per path, so it runs only when
+// KERNEL_EXHAUSTIVE is set.
+func TestExpShiftExhaustive(t *testing.T) {
+	exhaustive(t)
+	forEachPath(t, func(t *testing.T, p path) {
+		var mu sync.Mutex
 		var maxRel float64
 		var worst float32
-		const chunk = 1 << 16
-		src := make([]float32, 0, chunk)
-		dst := make([]float32, chunk)
-		flush := func() {
-			impl.f(dst, src, 0)
+		check := func(src []float32) {
+			dst := make([]float32, len(src))
+			p.expShift(dst, src, 0)
+			var m float64
+			var w float32
 			for i, x := range src {
 				e := math.Exp(float64(x))
-				if rel := math.Abs(float64(dst[i])-e) / e; rel > maxRel {
-					maxRel, worst = rel, x
+				if rel := math.Abs(float64(dst[i])-e) / e; rel > m {
+					m, w = rel, x
 				}
 			}
-			src = src[:0]
-		}
-		// Negative floats from -87.3365 up to -0, then positive up to 88.72.
-		for bits := math.Float32bits(-87.3365); bits >= 0x80000000; bits-- {
-			if src = append(src, math.Float32frombits(bits)); len(src) == chunk {
-				flush()
+			mu.Lock()
+			if m > maxRel {
+				maxRel, worst = m, w
 			}
+			mu.Unlock()
 		}
-		for bits := uint32(0); bits <= math.Float32bits(88.72); bits++ {
-			if src = append(src, math.Float32frombits(bits)); len(src) == chunk {
-				flush()
-			}
-		}
-		flush()
-		t.Logf("%s: max relative error %.4g at x = %.9g", impl.name, maxRel, worst)
+		// Negative floats from -0 down to -87.3365 (bit patterns
+		// 0x80000000 up), then positive ones from 0 up to 88.72.
+		forEachFloat32(0x80000000, math.Float32bits(-87.3365), check)
+		forEachFloat32(0, math.Float32bits(88.72), check)
+		t.Logf("max relative error %.4g at x = %.9g", maxRel, worst)
 		if maxRel > expTol {
-			t.Errorf("%s: max relative error %.4g > %g", impl.name, maxRel, expTol)
+			t.Errorf("max relative error %.4g > %g", maxRel, expTol)
 		}
-	}
+	})
 }
 
 // ---------------------------------------------------------------------------
 // Max, Scale, Dot, Axpy.
 
-// blasLengths covers every tail length around the 8- and 32-element steps.
+// blasLengths covers every tail length around the 8-, 16-, 32- and
+// 64-element steps.
 func blasLengths() []int {
 	var ns []int
-	for n := 0; n <= 70; n++ {
+	for n := 0; n <= 140; n++ {
 		ns = append(ns, n)
 	}
-	return append(ns, 96, 127, 128, 129, 255, 1000, 4099)
+	return append(ns, 191, 192, 193, 255, 256, 257, 1000, 4099)
 }
 
 func TestMax(t *testing.T) {
-	r := newRand(t)
-	impls := []struct {
-		name string
-		f    func([]float32) float32
-	}{{"dispatch", Max}, {"generic", maxGeneric}}
 	negInf := float32(math.Inf(-1))
-	for _, impl := range impls {
-		if got := impl.f(nil); got != negInf {
-			t.Errorf("%s(empty) = %g", impl.name, got)
+	forEachPath(t, func(t *testing.T, p path) {
+		r := newRand(t)
+		if got := p.max(nil); got != negInf {
+			t.Errorf("Max(empty) = %g", got)
 		}
 		for _, n := range blasLengths() {
 			x := randSlice(r, n, -100, 100)
@@ -545,131 +603,125 @@ func TestMax(t *testing.T) {
 					want = v
 				}
 			}
-			if got := impl.f(x); got != want {
-				t.Errorf("%s n=%d: %g, want %g", impl.name, n, got, want)
+			if got := p.max(x); got != want {
+				t.Errorf("n=%d: %g, want %g", n, got, want)
 			}
-			// The maximum in each position.
+			// The maximum in each position, and past the end (must not
+			// be seen).
 			if n > 0 {
-				p := r.IntN(n)
-				x[p] = 1000
-				if got := impl.f(x); got != 1000 {
-					t.Errorf("%s n=%d: max at %d: got %g", impl.name, n, p, got)
+				pos := r.IntN(n)
+				x[pos] = 1000
+				if got := p.max(x); got != 1000 {
+					t.Errorf("n=%d: max at %d: got %g", n, pos, got)
 				}
-				for i := range x {
-					x[i] = negInf
+				y := make([]float32, n+1)
+				for i := range y {
+					y[i] = negInf
 				}
-				if got := impl.f(x); got != negInf {
-					t.Errorf("%s n=%d: all -Inf: got %g", impl.name, n, got)
+				y[n] = 2000
+				if got := p.max(y[:n]); got != negInf {
+					t.Errorf("n=%d: all -Inf: got %g", n, got)
 				}
 			}
 		}
-	}
+	})
 }
 
 func TestScale(t *testing.T) {
-	r := newRand(t)
-	impls := []struct {
-		name string
-		f    func([]float32, float32)
-	}{{"dispatch", Scale}, {"generic", scaleGeneric}}
-	for _, impl := range impls {
+	forEachPath(t, func(t *testing.T, p path) {
+		r := newRand(t)
 		for _, n := range blasLengths() {
 			x := randSlice(r, n+1, -10, 10)
 			x[n] = sentinel
 			orig := append([]float32(nil), x...)
 			a := 3 * (r.Float32() - 0.5)
-			impl.f(x[:n], a)
+			p.scale(x[:n], a)
 			for i := range n {
 				// One rounded multiplication: exact agreement.
 				if want := orig[i] * a; x[i] != want {
-					t.Fatalf("%s n=%d: x[%d] = %g, want %g", impl.name, n, i, x[i], want)
+					t.Fatalf("n=%d: x[%d] = %g, want %g", n, i, x[i], want)
 				}
 			}
 			if x[n] != sentinel {
-				t.Fatalf("%s n=%d: wrote past the end", impl.name, n)
+				t.Fatalf("n=%d: wrote past the end", n)
 			}
 		}
-	}
+	})
 }
 
 func TestDot(t *testing.T) {
-	r := newRand(t)
-	impls := []struct {
-		name string
-		f    func(a, b []float32) float32
-	}{{"dispatch", Dot}, {"generic", dotGeneric}}
-	for _, impl := range impls {
+	forEachPath(t, func(t *testing.T, p path) {
+		r := newRand(t)
 		for _, n := range blasLengths() {
 			a := randSlice(r, n, -1, 1)
-			b := randSlice(r, n+3, -1, 1) // longer than a: only b[:n] counts
+			// Longer than a: only b[:n] counts (b[n:] is huge, so that
+			// reading it would show).
+			b := randSlice(r, n+3, -1, 1)
+			b[n], b[n+1], b[n+2] = 1e30, 1e30, 1e30
 			var want, s float64
 			for i := range n {
-				p := float64(a[i]) * float64(b[i])
-				want += p
-				s += math.Abs(p)
+				prod := float64(a[i]) * float64(b[i])
+				want += prod
+				s += math.Abs(prod)
 			}
-			got := float64(impl.f(a, b))
+			got := float64(p.dot(a, b))
 			// A float32 sum of n products in any order: γ_n·Σ|ab|, doubled.
 			if tol := float64(n) * 2 * u32 * s; math.Abs(got-want) > tol {
-				t.Errorf("%s n=%d: %g, want %g", impl.name, n, got, want)
+				t.Errorf("n=%d: %g, want %g", n, got, want)
 			}
 		}
-	}
+	})
 }
 
 func TestAxpy(t *testing.T) {
-	r := newRand(t)
-	impls := []struct {
-		name string
-		f    func(a float32, x, y []float32)
-	}{{"dispatch", Axpy}, {"generic", axpyGeneric}}
-	for _, impl := range impls {
+	forEachPath(t, func(t *testing.T, p path) {
+		r := newRand(t)
 		for _, n := range blasLengths() {
 			x := randSlice(r, n, -1, 1)
 			y := randSlice(r, n+1, -1, 1)
 			y[n] = sentinel
 			orig := append([]float32(nil), y...)
 			a := 4 * (r.Float32() - 0.5)
-			impl.f(a, x, y)
+			p.axpy(a, x, y)
 			for i := range n {
 				ax := float64(a) * float64(x[i])
 				want := float64(orig[i]) + ax
 				// a·x rounded at most once, then the sum once: 2·u·(|y|+|ax|).
 				tol := 2 * u32 * (math.Abs(float64(orig[i])) + math.Abs(ax))
 				if math.Abs(float64(y[i])-want) > tol {
-					t.Fatalf("%s n=%d: y[%d] = %g, want %g", impl.name, n, i, y[i], want)
+					t.Fatalf("n=%d: y[%d] = %g, want %g", n, i, y[i], want)
 				}
 			}
 			if y[n] != sentinel {
-				t.Fatalf("%s n=%d: wrote past len(x)", impl.name, n)
+				t.Fatalf("n=%d: wrote past len(x)", n)
 			}
 		}
-	}
+	})
 }
 
 func TestNoAllocs(t *testing.T) {
 	a, b, c := make([]float32, 64*128), make([]float32, 128*64), make([]float32, 64*64)
 	x, y := make([]float32, 77), make([]float32, 77)
-	allocs := testing.AllocsPerRun(20, func() {
-		MatMul(64, 64, 128, a, 128, b, 64, c, 64, false)
-		MatMul(5, 37, 3, a, 3, b, 37, c, 37, true)
-		ExpShift(x, y, 1)
-		Max(x)
-		Scale(x, 0.5)
-		Dot(x, y)
-		Axpy(2, x, y)
-		matMulGeneric(5, 37, 3, a, 3, b, 37, c, 37, true)
-		expShiftGeneric(x, y, 1)
+	forEachPath(t, func(t *testing.T, p path) {
+		allocs := testing.AllocsPerRun(20, func() {
+			p.matMul(64, 64, 128, a, 128, b, 64, c, 64, false)
+			p.matMul(5, 37, 3, a, 3, b, 37, c, 37, true)
+			p.expShift(x, y, 1)
+			p.max(x)
+			p.scale(x, 0.5)
+			p.dot(x, y)
+			p.axpy(2, x, y)
+		})
+		if allocs != 0 {
+			t.Errorf("%v allocations per run, want 0", allocs)
+		}
 	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per run, want 0", allocs)
-	}
 }
 
 func TestAccelerated(t *testing.T) {
 	s := Accelerated()
-	if s != "avx2+fma" && s != "generic" {
+	if s != "avx512" && s != "avx2+fma" && s != "generic" {
 		t.Errorf("Accelerated() = %q", s)
 	}
-	t.Logf("implementation: %s", s)
+	t.Logf("implementation: %s (GODEBUG=%q)", s, os.Getenv("GODEBUG"))
 }
