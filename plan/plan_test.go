@@ -87,6 +87,14 @@ func TestValidateRejects(t *testing.T) {
 			p.Order.RowKV[3] = 1
 		}},
 		{"block-size", func(p *Plan) { p.BlockQ = 0 }},
+		{"pooled-with-order", func(p *Plan) {
+			p.Level = make([]Level, len(p.KVBlock))
+			for i := range p.Level {
+				p.Level[i] = Full
+			}
+			p.Level[len(p.Level)-1] = 2
+			p.Order = &TokenOrder{KV: []int32{0, 1}, KVStart: []int{0, 2}, RowKV: make([]int32, p.Rows())}
+		}},
 		{"negative-scale", func(p *Plan) { p.Scale = -0.1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,6 +43,9 @@ func (p *Plan) Validate() error {
 			if lv > MaxLevel {
 				return fmt.Errorf("%w: level %d above MaxLevel %d", ErrInvalid, lv, MaxLevel)
 			}
+			if !natural && lv > Full {
+				return fmt.Errorf("%w: row %d pools KV block %d, but pooled levels need the natural token order", ErrInvalid, r, kb)
+			}
 			if natural && p.Causal {
 				anyVis, partial := p.BlockVisibility(qb, kb)
 				if !anyVis {

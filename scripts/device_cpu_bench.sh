@@ -12,9 +12,9 @@ threads=$(nproc)
 python3 -c 'import torch; print("torch", torch.__version__, "threads", torch.get_num_threads())'
 for causal in true false; do
   ./bin/sparseattn bench --workload random --n 1024,2048,4096,8192 --heads 8 --kv-heads 8 --d 128 \
-    --causal $causal --repeat 5 --warmup 1 --json > "$out/ours_causal_$causal.json"
+    --causal $causal --repeat 7 --warmup 2 --json > "$out/ours_causal_$causal.json"
   python3 scripts/peer_torch_cpu.py --n 1024,2048,4096,8192 --heads 8 --d 128 --causal $causal \
-    --repeat 5 --warmup 1 --threads "$threads" > "$out/torch_causal_$causal.json"
+    --repeat 7 --warmup 2 --threads "$threads" > "$out/torch_causal_$causal.json"
 done
 ./bin/sparseattn eval --repeat 3 --warmup 1 | tee "$out/eval_default.txt"
 python3 - "$out" <<'PY'

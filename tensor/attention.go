@@ -29,6 +29,14 @@ func Validate(q, k, v *Tensor) (Geometry, error) {
 	if q == nil || k == nil || v == nil {
 		return Geometry{}, fmt.Errorf("%w: q, k and v must all be non-nil", ErrShape)
 	}
+	for _, x := range []struct {
+		name string
+		t    *Tensor
+	}{{"q", q}, {"k", k}, {"v", v}} {
+		if err := checkHeader(x.t.dtype, x.t.layout, x.t.shape); err != nil {
+			return Geometry{}, fmt.Errorf("%s: %w (build tensors with New, FromFloat32 or FromBits16)", x.name, err)
+		}
+	}
 	qs, ks, vs := q.Shape(), k.Shape(), v.Shape()
 	g := Geometry{B: qs.B, Hq: qs.H, Hkv: ks.H, Nq: qs.N, Nk: ks.N, D: qs.D, Dv: vs.D}
 	switch {

@@ -170,6 +170,9 @@ func TestValidateGeometry(t *testing.T) {
 			t.Errorf("%s: %v, want ErrShape", tc.name, err)
 		}
 	}
+	if _, err := Validate(&Tensor{}, mk(1, 2, 4, 8), mk(1, 2, 4, 8)); !errors.Is(err, ErrDType) {
+		t.Errorf("zero-value tensor: %v, want ErrDType", err)
+	}
 }
 
 func TestParse(t *testing.T) {
