@@ -161,6 +161,9 @@ func TestLevel(t *testing.T) {
 
 func TestStatsSparsity(t *testing.T) {
 	s := Stats{DenseBlocks: 10, QKBlocks: 4, PVBlocks: 2}
+	if s.QKSkipped() != 6 || s.PVSkipped() != 8 {
+		t.Errorf("skipped QK %v PV %v, want 6 and 8", s.QKSkipped(), s.PVSkipped())
+	}
 	if got := s.Sparsity(); got != 0.7 {
 		t.Errorf("sparsity %v, want 0.7", got)
 	}

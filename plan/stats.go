@@ -20,6 +20,12 @@ func (s Stats) Sparsity() float64 {
 	return 1 - (s.QKBlocks+s.PVBlocks)/(2*s.DenseBlocks)
 }
 
+// QKSkipped is the number of QKᵀ block products skipped: Dense − QK.
+func (s Stats) QKSkipped() float64 { return s.DenseBlocks - s.QKBlocks }
+
+// PVSkipped is the number of P̃V block products skipped: Dense − PV.
+func (s Stats) PVSkipped() float64 { return s.DenseBlocks - s.PVBlocks }
+
 // Add accumulates o into s.
 func (s *Stats) Add(o Stats) {
 	s.DenseBlocks += o.DenseBlocks

@@ -168,6 +168,9 @@ func (in *inputFlags) load(ctx context.Context, fs *flag.FlagSet) (*problem, err
 type evalRow struct {
 	Method       string  `json:"method"`
 	Sparsity     float64 `json:"sparsity"`
+	DenseBlocks  float64 `json:"dense_block_products"`
+	QKBlocks     float64 `json:"qk_block_products"`
+	PVBlocks     float64 `json:"pv_block_products"`
 	RelL1        float64 `json:"rel_l1"`
 	RelL2        float64 `json:"rel_l2"`
 	Cosine       float64 `json:"cosine"`
@@ -250,7 +253,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				totals = append(totals, ms(res.PlanTime+res.RunTime))
 			}
 		}
-		row := evalRow{Method: pl.Name(), Sparsity: res.Stats.Sparsity(), PlanMS: median(plans), RunMS: median(runs), TotalMS: median(totals)}
+		st := res.Stats
+		row := evalRow{Method: pl.Name(), Sparsity: st.Sparsity(), DenseBlocks: st.DenseBlocks, QKBlocks: st.QKBlocks, PVBlocks: st.PVBlocks, PlanMS: median(plans), RunMS: median(runs), TotalMS: median(totals)}
 		if dense == nil {
 			dense, denseMS = res.Out, row.TotalMS
 		}

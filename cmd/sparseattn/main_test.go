@@ -46,6 +46,9 @@ func TestEvalWorkloadJSON(t *testing.T) {
 	if d.Sparsity != 0 || d.RelL1 != 0 || d.Cosine < 0.999999 || d.NeedleRecall < 0.9 {
 		t.Errorf("dense row %+v", d)
 	}
+	if got := 1 - (w.QKBlocks+w.PVBlocks)/(2*w.DenseBlocks); got != w.Sparsity || w.DenseBlocks != d.QKBlocks {
+		t.Errorf("window counters %+v do not give its sparsity %v", w, w.Sparsity)
+	}
 	if w.Sparsity <= 0.2 || w.RelL1 <= 0 || w.TotalMS <= 0 || w.Speedup <= 0 || w.GFLOPS <= 0 {
 		t.Errorf("window row %+v", w)
 	}
