@@ -42,3 +42,25 @@ func BenchmarkDense(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecode times one query token per head against a long KV cache,
+// where rows are too few for the workers and the split-KV path runs.
+// Run: go test ./cpu -run '^$' -bench Decode
+func BenchmarkDecode(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	g := tensor.Geometry{B: 1, Hq: 8, Hkv: 2, Nq: 1, Nk: 32768, D: 128, Dv: 128}
+	q := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hq, N: 1, D: g.D}, 1)
+	k := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hkv, N: g.Nk, D: g.D}, 1)
+	v := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hkv, N: g.Nk, D: g.Dv}, 1)
+	p, err := plan.Dense(plan.Tiling{Geometry: g, Causal: true, BlockQ: 64, BlockK: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, _, err := (Executor{}).Run(context.Background(), p, q, k, v, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bytes := float64(2*g.Hkv*g.Nk*g.D) * 4
+	b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s(KV)")
+}

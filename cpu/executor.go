@@ -70,6 +70,7 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 		workers = runtime.GOMAXPROCS(0)
 	}
 	r := &run{p: p, g: g, q: q, k: k, v: v, out: out, scale: p.SoftmaxScale(), maxLevel: maxLevel(p)}
+	r.readInPlace()
 	scratch := make([]*tile, workers)
 	for i := range scratch {
 		scratch[i] = newTile(p)
@@ -91,27 +92,33 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 		r.pack(first, heads, workers)
 		rows := heads * g.Group() // query heads in this chunk
 		tasks := rows * p.QBlocks()
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Add(1)
-			go func(t *tile) {
-				defer wg.Done()
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= tasks || ctx.Err() != nil {
-						return
-					}
-					// Last query blocks first: under causal masking they
-					// are the longest, and starting them early balances
-					// the workers' finish times.
-					qb := p.QBlocks() - 1 - i/rows
-					bh := first*g.Group() + i%rows // b·Hq + h
-					t.row(r, bh/g.Hq, bh%g.Hq, qb)
-				}
-			}(scratch[w])
+		// Last query blocks first: under causal masking they are the
+		// longest, and starting them early balances the finish times.
+		locate := func(task int) (b, h, qb int) {
+			bh := first*g.Group() + task%rows // b·Hq + h
+			return bh / g.Hq, bh % g.Hq, p.QBlocks() - 1 - task/rows
 		}
-		wg.Wait()
+		splits := splitCount(p, tasks, workers)
+		if splits == 1 {
+			pool(ctx, tasks, scratch, func(t *tile, i int) {
+				b, h, qb := locate(i)
+				t.row(r, b, h, qb)
+			})
+			continue
+		}
+		// Too few rows to keep every worker busy (decode, short prompts):
+		// split each row's KV blocks, then merge the partial softmax states.
+		parts := newPartials(tasks*splits, p.BlockQ, g.Dv)
+		pool(ctx, tasks*splits, scratch, func(t *tile, i int) {
+			b, h, qb := locate(i / splits)
+			nq := t.begin(r, b, h, qb)
+			t.visit(r, b, h, qb, i%splits, splits)
+			parts.save(i, t, nq, g.Dv)
+		})
+		pool(ctx, tasks, scratch, func(t *tile, task int) {
+			b, h, qb := locate(task)
+			parts.merge(r, t, b, h, qb, task*splits, splits)
+		})
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, plan.Stats{}, err
@@ -121,6 +128,44 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 		stats.Add(t.stats)
 	}
 	return out, stats, nil
+}
+
+// pool runs f(t, i) for i in [0, n), each worker with its own tile, and
+// stops early when ctx is canceled.
+func pool(ctx context.Context, n int, scratch []*tile, f func(t *tile, i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for _, t := range scratch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				f(t, i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// minSplitBlocks is the fewest KV blocks worth a split of their own.
+const minSplitBlocks = 8
+
+// splitCount is how many parts each row's KV blocks are cut into so that
+// about two tasks per worker exist. Rows under a stop rule are never split:
+// the rule needs them in order.
+func splitCount(p *plan.Plan, tasks, workers int) int {
+	if p.Stop != nil || tasks >= 2*workers {
+		return 1
+	}
+	longest := 0
+	for r := range p.Rows() {
+		longest = max(longest, p.RowStart[r+1]-p.RowStart[r])
+	}
+	return max(1, min((2*workers+tasks-1)/tasks, longest/minSplitBlocks))
 }
 
 func maxLevel(p *plan.Plan) plan.Level {

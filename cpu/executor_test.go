@@ -580,3 +580,44 @@ func TestConcurrentRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitRows covers the split-KV path taken when there are fewer rows
+// than workers (decode, short chunks): results must match the reference and
+// the unsplit run's counters.
+func TestSplitRows(t *testing.T) {
+	r := testutil.Rand(t)
+	for _, pr := range []problem{
+		{"decode", 1, 4, 1, 1, 2000, 64, 64, 16, 16, true, tensor.Float32, tensor.BHND},
+		{"decode-bf16-bnhd", 2, 2, 2, 1, 777, 128, 96, 64, 8, true, tensor.BFloat16, tensor.BNHD},
+		{"short-chunk", 1, 2, 1, 20, 1500, 32, 32, 32, 16, true, tensor.Float32, tensor.BHND},
+		{"noncausal", 1, 1, 1, 3, 900, 48, 48, 4, 16, false, tensor.Float16, tensor.BHND},
+	} {
+		t.Run(pr.name, func(t *testing.T) {
+			q, k, v := pr.inputs(t, r)
+			tl := pr.tiling()
+			p, kept := randomPlan(t, r, tl, 0.7)
+			if n := splitCount(p, pr.b*pr.hq*p.QBlocks(), 16); n < 2 {
+				t.Fatalf("plan would not be split (%d parts)", n)
+			}
+			whole, ws, err := Executor{Workers: 1}.Run(context.Background(), p, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			split, ss, err := Executor{Workers: 16}.Run(context.Background(), p, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ws != ss {
+				t.Errorf("counters differ: whole %+v, split %+v", ws, ss)
+			}
+			ref, _ := reference.Attention(context.Background(), q, k, v, pr.causal, 0, func(b, h, i, j int) float64 {
+				if kept[[4]int{b, h, i / pr.bq, j / pr.bk}] {
+					return 1
+				}
+				return 0
+			})
+			checkClose(t, ref, whole)
+			checkClose(t, ref, split)
+		})
+	}
+}

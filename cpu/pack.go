@@ -17,6 +17,11 @@ type run struct {
 	scale    float32
 	maxLevel plan.Level
 
+	// kRows and vRows are the float32 keys and values read in place,
+	// without packing, or nil. Keys are read in place only for runs with
+	// few queries, where the dot-product path beats packing for a GEMM.
+	kRows, vRows []float32
+
 	// heads[i].levels[l-1] holds the keys and values of the i-th KV head
 	// of the current chunk at pyramid level l.
 	heads []packedHead
@@ -36,9 +41,34 @@ type packed struct {
 	n    []int     // entries per block
 }
 
+// directQueries is the most queries for which keys are read in place.
+const directQueries = 4
+
+// readInPlace decides which float32 inputs the kernels read without
+// packing. Pyramid levels are built from packed level-1 data, so plans with
+// pooled levels pack everything.
+func (r *run) readInPlace() {
+	if r.maxLevel > plan.Full {
+		return
+	}
+	if r.k.DType() == tensor.Float32 && r.g.Nq <= directQueries {
+		r.kRows = r.k.Float32s()
+	}
+	if r.v.DType() == tensor.Float32 {
+		r.vRows = r.v.Float32s()
+	}
+}
+
 // packedBytes is the memory one packed KV head takes, all levels included.
 func (r *run) packedBytes() int {
-	per := r.p.KBlocks() * r.p.BlockK * (r.g.D + r.g.Dv + 1) * 4
+	d, dv := r.g.D, r.g.Dv
+	if r.kRows != nil {
+		d = 0
+	}
+	if r.vRows != nil {
+		dv = 0
+	}
+	per := r.p.KBlocks() * r.p.BlockK * (d + dv + 1) * 4
 	return max(1, per*int(r.maxLevel))
 }
 
@@ -56,8 +86,12 @@ func (r *run) pack(first, count, workers int) {
 		ph := packedHead{levels: make([]packed, r.maxLevel)}
 		for i := range ph.levels {
 			l := &ph.levels[i]
-			l.kT = make([]float32, nb*g.D*p.BlockK)
-			l.v = make([]float32, nb*p.BlockK*g.Dv)
+			if r.kRows == nil {
+				l.kT = make([]float32, nb*g.D*p.BlockK)
+			}
+			if r.vRows == nil {
+				l.v = make([]float32, nb*p.BlockK*g.Dv)
+			}
 			l.n = make([]int, nb)
 			if i > 0 {
 				l.bias = make([]float32, nb*p.BlockK)
@@ -71,16 +105,22 @@ func (r *run) pack(first, count, workers int) {
 		b, kh := (first+i/nb)/g.Hkv, (first+i/nb)%g.Hkv
 		base := &ph.levels[0]
 		lo, hi := p.KeyRange(kb)
-		kT := base.kT[kb*g.D*p.BlockK:]
-		row := make([]float32, g.D)
-		for j := lo; j < hi; j++ {
-			r.k.ReadRow(b, kh, j, row)
-			for d, x := range row {
-				kT[d*p.BlockK+j-lo] = x
-			}
-			r.v.ReadRow(b, kh, j, base.v[(kb*p.BlockK+j-lo)*g.Dv:])
-		}
 		base.n[kb] = hi - lo
+		if r.kRows == nil {
+			kT := base.kT[kb*g.D*p.BlockK:]
+			row := make([]float32, g.D)
+			for j := lo; j < hi; j++ {
+				r.k.ReadRow(b, kh, j, row)
+				for d, x := range row {
+					kT[d*p.BlockK+j-lo] = x
+				}
+			}
+		}
+		if r.vRows == nil {
+			for j := lo; j < hi; j++ {
+				r.v.ReadRow(b, kh, j, base.v[(kb*p.BlockK+j-lo)*g.Dv:])
+			}
+		}
 		for lv := 2; lv <= len(ph.levels); lv++ {
 			r.pool(ph, kb, plan.Level(lv))
 		}

@@ -35,9 +35,11 @@ func newTile(p *plan.Plan) *tile {
 
 // keyBlock is one KV block as the kernels read it.
 type keyBlock struct {
-	kT   []float32 // D×n keys, row stride ldk
+	kT   []float32 // D×n keys, row stride ldk; nil when k is set
 	ldk  int
-	v    []float32 // n×Dv values, row stride Dv
+	k    []float32 // n×D keys, row stride ldk, read in place from a float32 tensor
+	v    []float32 // n×Dv values, row stride ldv
+	ldv  int
 	bias []float32 // per-key logit bias, or nil
 	n    int       // number of keys
 	tok  []int32   // token index per key, or nil for consecutive tokens from first
@@ -47,55 +49,12 @@ type keyBlock struct {
 	partial bool
 }
 
-// row computes query block qb of head h in batch b: the whole CSR row.
+// row computes query block qb of head h in batch b over the whole CSR row
+// and writes the normalized output.
 func (t *tile) row(r *run, b, h, qb int) {
-	p, g := r.p, r.g
-	ri := p.Row(b, h, qb)
-	qlo, qhi := p.QueryRange(qb)
-	nq := qhi - qlo
-	order := p.Order
-	for i := range nq {
-		tok := int32(qlo + i)
-		if order != nil && order.Query != nil {
-			tok = order.Query[(b*g.Hq+h)*g.Nq+qlo+i]
-		}
-		t.qtok[i] = tok
-		r.q.ReadRow(b, h, int(tok), t.qt[i*g.D:])
-		kernel.Scale(t.qt[i*g.D:(i+1)*g.D], r.scale)
-	}
-	for i := range nq {
-		t.m[i] = float32(math.Inf(-1))
-		t.l[i] = 0
-	}
-	clear(t.acc[:nq*g.Dv])
-
-	kvOrder := -1
-	if order != nil && order.RowKV != nil {
-		kvOrder = int(order.RowKV[ri])
-	}
-	gathered := kvOrder >= 0 || (order != nil && order.Query != nil)
-	blocks, levels := p.Entries(ri)
-	for e, kb := range blocks {
-		lv := plan.Full
-		if levels != nil {
-			lv = levels[e]
-		}
-		if lv == plan.Skip {
-			continue
-		}
-		var blk keyBlock
-		if gathered {
-			blk = t.gather(r, b, h, int(kb), kvOrder)
-		} else {
-			blk = r.block(r.head(b, h), qb, int(kb), lv)
-		}
-		small := t.block(r, nq, blk, 1/float64(lv.Pool()))
-		if s := p.Stop; s != nil && e >= s.After && small {
-			t.stats.Stopped++
-			break
-		}
-	}
-
+	nq := t.begin(r, b, h, qb)
+	t.visit(r, b, h, qb, 0, 1)
+	g := r.g
 	for i := range nq {
 		acc := t.acc[i*g.Dv : (i+1)*g.Dv]
 		if t.l[i] > 0 {
@@ -105,13 +64,86 @@ func (t *tile) row(r *run, b, h, qb int) {
 	}
 }
 
-// block returns KV block kb at level lv from the packed head.
-func (r *run) block(ph *packedHead, qb, kb int, lv plan.Level) keyBlock {
+// begin loads query block qb of head h in batch b, scaled, and resets the
+// running softmax state. It returns the number of query rows.
+func (t *tile) begin(r *run, b, h, qb int) int {
 	p, g := r.p, r.g
-	pk := &ph.levels[lv-1]
-	blk := keyBlock{
-		kT: pk.kT[kb*g.D*p.BlockK:], ldk: p.BlockK,
-		v: pk.v[kb*p.BlockK*g.Dv:], n: pk.n[kb], first: kb * p.BlockK,
+	qlo, qhi := p.QueryRange(qb)
+	nq := qhi - qlo
+	for i := range nq {
+		t.qtok[i] = queryToken(p, b, h, qlo+i)
+		r.q.ReadRow(b, h, int(t.qtok[i]), t.qt[i*g.D:])
+		kernel.Scale(t.qt[i*g.D:(i+1)*g.D], r.scale)
+	}
+	for i := range nq {
+		t.m[i] = float32(math.Inf(-1))
+		t.l[i] = 0
+	}
+	clear(t.acc[:nq*g.Dv])
+	return nq
+}
+
+// queryToken is the token at position pos of head h's query order.
+func queryToken(p *plan.Plan, b, h, pos int) int32 {
+	if p.Order != nil && p.Order.Query != nil {
+		return p.Order.Query[(b*p.Geometry.Hq+h)*p.Geometry.Nq+pos]
+	}
+	return int32(pos)
+}
+
+// visit folds part `split` of `splits` equal parts of the row's entries into
+// the running state. With one part it honors the plan's stop rule.
+func (t *tile) visit(r *run, b, h, qb, split, splits int) {
+	p := r.p
+	ri := p.Row(b, h, qb)
+	nq := min(p.BlockQ, p.Geometry.Nq-qb*p.BlockQ)
+	order := p.Order
+	kvOrder := -1
+	if order != nil && order.RowKV != nil {
+		kvOrder = int(order.RowKV[ri])
+	}
+	gathered := kvOrder >= 0 || (order != nil && order.Query != nil)
+	blocks, levels := p.Entries(ri)
+	lo, hi := split*len(blocks)/splits, (split+1)*len(blocks)/splits
+	for e := lo; e < hi; e++ {
+		kb := int(blocks[e])
+		lv := plan.Full
+		if levels != nil {
+			lv = levels[e]
+		}
+		if lv == plan.Skip {
+			continue
+		}
+		var blk keyBlock
+		if gathered {
+			blk = t.gather(r, b, h, kb, kvOrder)
+		} else {
+			blk = r.block(b, h, qb, kb, lv)
+		}
+		small := t.block(r, nq, blk, 1/float64(lv.Pool()))
+		if s := p.Stop; s != nil && splits == 1 && e >= s.After && small {
+			t.stats.Stopped++
+			break
+		}
+	}
+}
+
+// block returns KV block kb at level lv for query head h of batch b:
+// packed, or read in place from float32 tensors where the run allows.
+func (r *run) block(b, h, qb, kb int, lv plan.Level) keyBlock {
+	p, g := r.p, r.g
+	pk := &r.head(b, h).levels[lv-1]
+	kh, klo := g.KVHead(h), kb*p.BlockK
+	blk := keyBlock{n: pk.n[kb], first: klo}
+	if r.kRows != nil {
+		blk.k, blk.ldk = r.kRows[r.k.RowOffset(b, kh, klo):], r.k.RowStride()
+	} else {
+		blk.kT, blk.ldk = pk.kT[kb*g.D*p.BlockK:], p.BlockK
+	}
+	if r.vRows != nil {
+		blk.v, blk.ldv = r.vRows[r.v.RowOffset(b, kh, klo):], r.v.RowStride()
+	} else {
+		blk.v, blk.ldv = pk.v[kb*p.BlockK*g.Dv:], g.Dv
 	}
 	if pk.bias != nil {
 		blk.bias = pk.bias[kb*p.BlockK : kb*p.BlockK+blk.n]
@@ -154,7 +186,7 @@ func (t *tile) gather(r *run, b, h, kb, kvOrder int) keyBlock {
 		}
 		r.v.ReadRow(b, kh, int(tok), t.gv[j*g.Dv:])
 	}
-	return keyBlock{kT: t.gkT, ldk: p.BlockK, v: t.gv, n: n, tok: t.ktok[:n], partial: p.Causal}
+	return keyBlock{kT: t.gkT, ldk: p.BlockK, v: t.gv, ldv: g.Dv, n: n, tok: t.ktok[:n], partial: p.Causal}
 }
 
 // block folds one KV block into the running softmax state of the first nq
@@ -169,7 +201,16 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 	}
 	t.stats.QKBlocks += work
 	// S = (scale·Q)·Kᵀ
-	kernel.MatMul(nq, n, g.D, t.qt, g.D, blk.kT, blk.ldk, t.s, bk, false)
+	if blk.kT != nil {
+		kernel.MatMul(nq, n, g.D, t.qt, g.D, blk.kT, blk.ldk, t.s, bk, false)
+	} else { // few queries: dot products against the keys in place
+		for i := range nq {
+			q := t.qt[i*g.D : (i+1)*g.D]
+			for j := range n {
+				t.s[i*bk+j] = kernel.Dot(q, blk.k[j*blk.ldk:j*blk.ldk+g.D])
+			}
+		}
+	}
 	negInf := float32(math.Inf(-1))
 	off := g.QueryOffset()
 	for i := range nq {
@@ -226,7 +267,7 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 	// O += P̃·V, by row group when the λ filter is on.
 	f := p.Filter
 	if f == nil {
-		kernel.MatMul(nq, g.Dv, n, t.s, bk, blk.v, g.Dv, t.acc, g.Dv, true)
+		kernel.MatMul(nq, g.Dv, n, t.s, bk, blk.v, blk.ldv, t.acc, g.Dv, true)
 		t.stats.PVBlocks += work
 		return small
 	}
@@ -243,7 +284,7 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 		if gap < f.Lambda {
 			continue
 		}
-		kernel.MatMul(hi-lo, g.Dv, n, t.s[lo*bk:], bk, blk.v, g.Dv, t.acc[lo*g.Dv:], g.Dv, true)
+		kernel.MatMul(hi-lo, g.Dv, n, t.s[lo*bk:], bk, blk.v, blk.ldv, t.acc[lo*g.Dv:], g.Dv, true)
 		t.stats.PVBlocks += work / float64(groups)
 	}
 	return small

@@ -166,6 +166,15 @@ func (t *Tensor) RowOffset(b, h, n int) int {
 	return ((b*s.H+h)*s.N + n) * s.D
 }
 
+// RowStride is the distance in the backing slice between rows [b, h, n]
+// and [b, h, n+1]: D for BHND, H·D for BNHD.
+func (t *Tensor) RowStride() int {
+	if t.layout == BNHD {
+		return t.shape.H * t.shape.D
+	}
+	return t.shape.D
+}
+
 // ReadRow converts row [b, h, n, :] to float32 into dst[:D].
 func (t *Tensor) ReadRow(b, h, n int, dst []float32) {
 	off := t.RowOffset(b, h, n)
