@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -71,6 +72,7 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 	}
 	r := &run{p: p, g: g, q: q, k: k, v: v, out: out, scale: p.SoftmaxScale(), maxLevel: maxLevel(p)}
 	r.readInPlace()
+	r.stack = stackedHeads(p)
 	scratch := make([]*tile, workers)
 	for i := range scratch {
 		scratch[i] = newTile(p)
@@ -90,12 +92,12 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 		}
 		heads := min(chunk, total-first)
 		r.pack(first, heads, workers)
-		rows := heads * g.Group() // query heads in this chunk
+		rows := heads * g.Group() / r.stack // tasks per query block in this chunk
 		tasks := rows * p.QBlocks()
 		// Last query blocks first: under causal masking they are the
 		// longest, and starting them early balances the finish times.
 		locate := func(task int) (b, h, qb int) {
-			bh := first*g.Group() + task%rows // b·Hq + h
+			bh := first*g.Group() + task%rows*r.stack // b·Hq + h
 			return bh / g.Hq, bh % g.Hq, p.QBlocks() - 1 - task/rows
 		}
 		splits := splitCount(p, tasks, workers)
@@ -111,9 +113,9 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 		parts := newPartials(tasks*splits, p.BlockQ, g.Dv)
 		pool(ctx, tasks*splits, scratch, func(t *tile, i int) {
 			b, h, qb := locate(i / splits)
-			nq := t.begin(r, b, h, qb)
-			t.visit(r, b, h, qb, i%splits, splits)
-			parts.save(i, t, nq, g.Dv)
+			n := t.begin(r, b, h, qb)
+			t.visit(r, b, h, qb, n, i%splits, splits)
+			parts.save(i, t, n, g.Dv)
 		})
 		pool(ctx, tasks, scratch, func(t *tile, task int) {
 			b, h, qb := locate(task)
@@ -128,6 +130,34 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 		stats.Add(t.stats)
 	}
 	return out, stats, nil
+}
+
+// stackedHeads is how many query heads of a GQA group share each tile: the
+// whole group when its queries fit in one block together and every head of
+// the group has the same plan row (as dense decode does), so that each key
+// and value block is read once per group instead of once per head.
+// Otherwise 1.
+func stackedHeads(p *plan.Plan) int {
+	g := p.Geometry
+	if g.Group() == 1 || p.Order != nil || g.Nq*g.Group() > p.BlockQ {
+		return 1
+	}
+	for b := range g.B {
+		for h := range g.Hq {
+			if h%g.Group() == 0 {
+				continue
+			}
+			for qb := range p.QBlocks() {
+				r0, r := p.Row(b, h-h%g.Group(), qb), p.Row(b, h, qb)
+				b0, l0 := p.Entries(r0)
+				b1, l1 := p.Entries(r)
+				if !slices.Equal(b0, b1) || !slices.Equal(l0, l1) {
+					return 1
+				}
+			}
+		}
+	}
+	return g.Group()
 }
 
 // pool runs f(t, i) for i in [0, n), each worker with its own tile, and

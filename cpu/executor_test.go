@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -588,6 +589,7 @@ func TestSplitRows(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, pr := range []problem{
 		{"decode", 1, 4, 1, 1, 2000, 64, 64, 16, 16, true, tensor.Float32, tensor.BHND},
+		{"decode-stacked-heads", 1, 8, 2, 2, 3000, 64, 64, 16, 16, true, tensor.Float32, tensor.BNHD},
 		{"decode-bf16-bnhd", 2, 2, 2, 1, 777, 128, 96, 64, 8, true, tensor.BFloat16, tensor.BNHD},
 		{"short-chunk", 1, 2, 1, 20, 1500, 32, 32, 32, 16, true, tensor.Float32, tensor.BHND},
 		{"noncausal", 1, 1, 1, 3, 900, 48, 48, 4, 16, false, tensor.Float16, tensor.BHND},
@@ -595,7 +597,14 @@ func TestSplitRows(t *testing.T) {
 		t.Run(pr.name, func(t *testing.T) {
 			q, k, v := pr.inputs(t, r)
 			tl := pr.tiling()
-			p, kept := randomPlan(t, r, tl, 0.7)
+			keep := 0.7
+			if strings.HasSuffix(pr.name, "stacked-heads") {
+				keep = 1 // every head of a group has the same row: heads share tiles
+			}
+			p, kept := randomPlan(t, r, tl, keep)
+			if want := map[bool]int{true: pr.hq / pr.hkv, false: 1}[keep == 1]; stackedHeads(p) != want {
+				t.Fatalf("stackedHeads = %d, want %d", stackedHeads(p), want)
+			}
 			if n := splitCount(p, pr.b*pr.hq*p.QBlocks(), 16); n < 2 {
 				t.Fatalf("plan would not be split (%d parts)", n)
 			}

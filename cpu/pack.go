@@ -16,6 +16,7 @@ type run struct {
 	out      *tensor.Tensor
 	scale    float32
 	maxLevel plan.Level
+	stack    int // query heads sharing a tile; see stackedHeads
 
 	// kRows and vRows are the float32 keys and values read in place,
 	// without packing, or nil. Keys are read in place only for runs with

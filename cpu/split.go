@@ -35,8 +35,9 @@ func (ps *partials) save(i int, t *tile, nq, dv int) {
 func (ps *partials) merge(r *run, t *tile, b, h, qb, first, n int) {
 	p := r.p
 	qlo, qhi := p.QueryRange(qb)
+	nq := qhi - qlo
 	out := t.acc[:ps.dv]
-	for i := range qhi - qlo {
+	for i := range nq * r.stack {
 		top := float32(math.Inf(-1))
 		for s := range n {
 			top = max(top, ps.m[(first+s)*ps.bq+i])
@@ -55,6 +56,7 @@ func (ps *partials) merge(r *run, t *tile, b, h, qb, first, n int) {
 			}
 			kernel.Scale(out, 1/l)
 		}
-		r.out.WriteRow(b, h, int(queryToken(p, b, h, qlo+i)), out)
+		hi := h + i/nq // stacked heads follow each other
+		r.out.WriteRow(b, hi, int(queryToken(p, b, hi, qlo+i%nq)), out)
 	}
 }

@@ -15,6 +15,7 @@ type tile struct {
 	m, l  []float32 // running row max and normalizer
 	mloc  []float32 // row max of the current block
 	qtok  []int32   // token index of each query row
+	qhead []int32   // query head of each row (rows of several heads share a tile when stacked)
 	ktok  []int32   // token index of each key column (gathered blocks)
 	gkT   []float32 // a gathered D×BlockK key block
 	gv    []float32 // a gathered BlockK×Dv value block
@@ -28,7 +29,7 @@ func newTile(p *plan.Plan) *tile {
 	return &tile{
 		qt: make([]float32, bq*g.D), s: make([]float32, bq*bk), acc: make([]float32, bq*g.Dv),
 		m: make([]float32, bq), l: make([]float32, bq), mloc: make([]float32, bq),
-		qtok: make([]int32, bq), ktok: make([]int32, bk),
+		qtok: make([]int32, bq), qhead: make([]int32, bq), ktok: make([]int32, bk),
 		buf: make([]float32, max(g.D, g.Dv)),
 	}
 }
@@ -52,27 +53,30 @@ type keyBlock struct {
 // row computes query block qb of head h in batch b over the whole CSR row
 // and writes the normalized output.
 func (t *tile) row(r *run, b, h, qb int) {
-	nq := t.begin(r, b, h, qb)
-	t.visit(r, b, h, qb, 0, 1)
+	n := t.begin(r, b, h, qb)
+	t.visit(r, b, h, qb, n, 0, 1)
 	g := r.g
-	for i := range nq {
+	for i := range n {
 		acc := t.acc[i*g.Dv : (i+1)*g.Dv]
 		if t.l[i] > 0 {
 			kernel.Scale(acc, 1/t.l[i])
 		} // else: no visible key; acc is all zeros
-		r.out.WriteRow(b, h, int(t.qtok[i]), acc)
+		r.out.WriteRow(b, int(t.qhead[i]), int(t.qtok[i]), acc)
 	}
 }
 
-// begin loads query block qb of head h in batch b, scaled, and resets the
-// running softmax state. It returns the number of query rows.
+// begin loads query block qb of head h in batch b — and of the next
+// r.stack-1 heads, stacked below it, when the run stacks heads — scaled, and
+// resets the running softmax state. It returns the number of rows.
 func (t *tile) begin(r *run, b, h, qb int) int {
 	p, g := r.p, r.g
 	qlo, qhi := p.QueryRange(qb)
-	nq := qhi - qlo
+	nq := (qhi - qlo) * r.stack
 	for i := range nq {
-		t.qtok[i] = queryToken(p, b, h, qlo+i)
-		r.q.ReadRow(b, h, int(t.qtok[i]), t.qt[i*g.D:])
+		hi := h + i/(qhi-qlo)
+		t.qhead[i] = int32(hi)
+		t.qtok[i] = queryToken(p, b, hi, qlo+i%(qhi-qlo))
+		r.q.ReadRow(b, hi, int(t.qtok[i]), t.qt[i*g.D:])
 		kernel.Scale(t.qt[i*g.D:(i+1)*g.D], r.scale)
 	}
 	for i := range nq {
@@ -92,11 +96,11 @@ func queryToken(p *plan.Plan, b, h, pos int) int32 {
 }
 
 // visit folds part `split` of `splits` equal parts of the row's entries into
-// the running state. With one part it honors the plan's stop rule.
-func (t *tile) visit(r *run, b, h, qb, split, splits int) {
+// the running state of the tile's first nq rows. With one part it honors the
+// plan's stop rule.
+func (t *tile) visit(r *run, b, h, qb, nq, split, splits int) {
 	p := r.p
 	ri := p.Row(b, h, qb)
-	nq := min(p.BlockQ, p.Geometry.Nq-qb*p.BlockQ)
 	order := p.Order
 	kvOrder := -1
 	if order != nil && order.RowKV != nil {
@@ -120,7 +124,8 @@ func (t *tile) visit(r *run, b, h, qb, split, splits int) {
 		} else {
 			blk = r.block(b, h, qb, kb, lv)
 		}
-		small := t.block(r, nq, blk, 1/float64(lv.Pool()))
+		// Each stacked head's share of the block counts as its own product.
+		small := t.block(r, nq, blk, float64(r.stack)/float64(lv.Pool()))
 		if s := p.Stop; s != nil && splits == 1 && e >= s.After && small {
 			t.stats.Stopped++
 			break
