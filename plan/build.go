@@ -63,13 +63,21 @@ func NewBuilder(l Tiling) (*Builder, error) {
 }
 
 // Add appends KV block kb at the given level to row r. Rows must be added in
-// non-decreasing order.
+// non-decreasing order. Errors surface from Build.
 func (b *Builder) Add(r int, kb int, level Level) {
 	if b.err != nil {
 		return
 	}
+	if b.p.BlockQ == 0 { // a zero Builder, not made by NewBuilder
+		b.err = fmt.Errorf("%w: Builder not made by NewBuilder", ErrInvalid)
+		return
+	}
 	if r < b.row || r >= b.p.Rows() {
 		b.err = fmt.Errorf("%w: row %d added after row %d or out of range [0,%d)", ErrInvalid, r, b.row, b.p.Rows())
+		return
+	}
+	if kb < 0 || kb > math.MaxInt32 {
+		b.err = fmt.Errorf("%w: KV block %d out of range", ErrInvalid, kb)
 		return
 	}
 	for b.row < r {
@@ -122,8 +130,12 @@ func Dense(l Tiling) (*Plan, error) {
 
 // FromMask returns the plan that visits, in key order, every block for
 // which keep returns true and that has a causally visible pair. Blocks that
-// are entirely in the future are never visited, whatever keep says.
+// are entirely in the future are never visited, whatever keep says. A nil
+// keep keeps every block.
 func FromMask(l Tiling, keep func(b, h, qb, kb int) bool) (*Plan, error) {
+	if keep == nil {
+		keep = func(b, h, qb, kb int) bool { return true }
+	}
 	bld, err := NewBuilder(l)
 	if err != nil {
 		return nil, err
@@ -134,7 +146,7 @@ func FromMask(l Tiling, keep func(b, h, qb, kb int) bool) (*Plan, error) {
 			for qb := range p.QBlocks() {
 				r := p.Row(b, h, qb)
 				for kb := range p.KBlocks() {
-					if any, _ := p.BlockVisibility(qb, kb); any && keep(b, h, qb, kb) {
+					if visible, _ := p.BlockVisibility(qb, kb); visible && keep(b, h, qb, kb) {
 						bld.Add(r, kb, Full)
 					}
 				}

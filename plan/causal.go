@@ -23,16 +23,16 @@ func (p *Plan) Visible(qi, kj int) bool {
 // BlockVisibility classifies KV block kb for query block qb in the natural
 // order: whether any of its pairs is visible, and whether some are masked,
 // so that the block needs token-exact masking.
-func (p *Plan) BlockVisibility(qb, kb int) (any, partial bool) {
+func (p *Plan) BlockVisibility(qb, kb int) (visible, partial bool) {
 	if !p.Causal {
 		return true, false
 	}
 	qlo, qhi := p.QueryRange(qb)
 	klo, khi := p.KeyRange(kb)
 	off := p.Geometry.QueryOffset()
-	any = klo <= qhi-1+off    // the last query sees the first key
-	partial = khi-1 > qlo+off // the first query misses the last key
-	return any, any && partial
+	visible = klo <= qhi-1+off // the last query sees the first key
+	partial = khi-1 > qlo+off  // the first query misses the last key
+	return visible, visible && partial
 }
 
 // DenseBlocks is the number of block products a dense causal-aware pass
@@ -41,7 +41,7 @@ func (p *Plan) DenseBlocks() int64 {
 	var n int64
 	for qb := range p.QBlocks() {
 		for kb := range p.KBlocks() {
-			if any, _ := p.BlockVisibility(qb, kb); any {
+			if visible, _ := p.BlockVisibility(qb, kb); visible {
 				n++
 			}
 		}

@@ -21,17 +21,14 @@ package plan
 
 import (
 	"errors"
-	"math"
 )
 
 // ErrInvalid is wrapped by every validation error of this package.
 var ErrInvalid = errors.New("plan: invalid")
 
-// ErrUnsupported is returned by an executor for a plan feature it does not
-// implement.
-var ErrUnsupported = errors.New("plan: feature not supported by this executor")
-
-// Level says how one KV block is computed for one query block.
+// Level says how one KV block is computed for one query block. A pooled key
+// standing for c tokens gets the logit bias ln c, (h−1)·ln 2 for a full group
+// (PSA §3, pyramid attention), so that it weighs as the c keys it replaces.
 type Level uint8
 
 const (
@@ -49,15 +46,6 @@ func (l Level) Pool() int {
 		return 0
 	}
 	return 1 << (l - 1)
-}
-
-// LogitBias is the logit offset that lets one pooled key stand for Pool()
-// keys in the softmax: (l-1)·ln 2 (PSA §3, pyramid attention).
-func (l Level) LogitBias() float32 {
-	if l <= Full {
-		return 0
-	}
-	return float32(float64(l-1) * math.Ln2)
 }
 
 // Filter is SpargeAttn's second-stage filter (SpargeAttn §3.4): inside a
@@ -87,8 +75,9 @@ type TokenOrder struct {
 }
 
 // StopRule is S2O's monotone-gain early stop (S2O §3.2, Alg. 3): after the
-// first After entries of a row, stop at the first KV block whose gain in the
-// softmax normalizer, Δℓ, is below Tau·ℓ for every query of the block.
+// first After entries of a row, the row ends after the first KV block whose
+// gain in the softmax normalizer, Δℓ, is below Tau·ℓ for every query of the
+// block. That block, already computed, is kept and counted.
 type StopRule struct {
 	Tau   float32 // in (0, 1); S2O uses 0.005
 	After int     // entries always computed before the rule applies
@@ -109,10 +98,10 @@ type Plan struct {
 	Stop   *StopRule   // optional early stop
 }
 
-// QBlocks is the number of query blocks, ⌈Nq/BlockQ⌉.
+// QBlocks is the number of query blocks, ⌈Nq/BlockQ⌉ (0 for a zero Plan).
 func (p *Plan) QBlocks() int { return ceilDiv(p.Geometry.Nq, p.BlockQ) }
 
-// KBlocks is the number of KV blocks, ⌈Nk/BlockK⌉.
+// KBlocks is the number of KV blocks, ⌈Nk/BlockK⌉ (0 for a zero Plan).
 func (p *Plan) KBlocks() int { return ceilDiv(p.Geometry.Nk, p.BlockK) }
 
 // Rows is the number of CSR rows, B·Hq·QBlocks.
@@ -139,4 +128,9 @@ func (p *Plan) LevelAt(i int) Level {
 	return p.Level[i]
 }
 
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
+func ceilDiv(a, b int) int {
+	if b <= 0 {
+		return 0
+	}
+	return (a + b - 1) / b
+}

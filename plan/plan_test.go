@@ -96,6 +96,18 @@ func TestValidateRejects(t *testing.T) {
 			p.Order = &TokenOrder{KV: []int32{0, 1}, KVStart: []int{0, 2}, RowKV: make([]int32, p.Rows())}
 		}},
 		{"negative-scale", func(p *Plan) { p.Scale = -0.1 }},
+		{"rowstart-overshoots", func(p *Plan) { p.RowStart[1] = len(p.KVBlock) + 100 }},
+		{"kvstart-overshoots", func(p *Plan) {
+			p.Order = &TokenOrder{KV: []int32{0, 1, 2}, KVStart: []int{0, 100, 3}}
+		}},
+		{"block-beyond-key-order", func(p *Plan) {
+			// Row 5 (query block 1) lists blocks 0 and 1, but its order has one block.
+			p.Order = &TokenOrder{KV: []int32{0, 1}, KVStart: []int{0, 2}, RowKV: make([]int32, p.Rows())}
+			for i := range p.Order.RowKV {
+				p.Order.RowKV[i] = -1
+			}
+			p.Order.RowKV[1] = 0
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := Dense(tl)
@@ -136,6 +148,20 @@ func TestBuilder(t *testing.T) {
 			t.Errorf("row %d has %d entries, want %d", r, len(blocks), want)
 		}
 	}
+	b3, _ := NewBuilder(tl)
+	b3.Add(0, 1<<40, Full)
+	if _, err := b3.Build(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("block 2^40: %v, want ErrInvalid", err)
+	}
+	var zero Builder
+	zero.Add(0, 0, Full)
+	if _, err := zero.Build(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("zero Builder: %v, want ErrInvalid", err)
+	}
+	var zp Plan
+	if zp.QBlocks() != 0 || zp.Rows() != 0 || zp.DenseBlocks() != 0 || !errors.Is(zp.Validate(), ErrInvalid) {
+		t.Error("zero Plan must report no blocks and fail validation")
+	}
 	b2, _ := NewBuilder(tl)
 	b2.Add(3, 0, Full)
 	b2.Add(2, 0, Full)
@@ -147,14 +173,10 @@ func TestBuilder(t *testing.T) {
 	}
 }
 
-func TestLevel(t *testing.T) {
-	for _, tc := range []struct {
-		l    Level
-		pool int
-		bias float32
-	}{{Skip, 0, 0}, {Full, 1, 0}, {2, 2, 0.6931472}, {4, 8, 2.0794415}} {
-		if tc.l.Pool() != tc.pool || tc.l.LogitBias() != tc.bias {
-			t.Errorf("level %d: pool %d bias %v, want %d %v", tc.l, tc.l.Pool(), tc.l.LogitBias(), tc.pool, tc.bias)
+func TestLevelPool(t *testing.T) {
+	for l, want := range map[Level]int{Skip: 0, Full: 1, 2: 2, 4: 8, MaxLevel: 128} {
+		if got := l.Pool(); got != want {
+			t.Errorf("level %d pools %d, want %d", l, got, want)
 		}
 	}
 }

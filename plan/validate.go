@@ -20,21 +20,27 @@ func (p *Plan) Validate() error {
 	if p.Level != nil && len(p.Level) != len(p.KVBlock) {
 		return fmt.Errorf("%w: Level has %d entries, KVBlock %d", ErrInvalid, len(p.Level), len(p.KVBlock))
 	}
+	for r := range rows {
+		if p.RowStart[r] > p.RowStart[r+1] {
+			return fmt.Errorf("%w: RowStart decreases at row %d", ErrInvalid, r)
+		}
+	}
 	if err := p.Order.validate(p); err != nil {
 		return err
 	}
 	seen := make([]int32, kblocks) // seen[kb] == r+1 when row r already lists kb
 	for r := range rows {
 		lo, hi := p.RowStart[r], p.RowStart[r+1]
-		if lo > hi {
-			return fmt.Errorf("%w: RowStart decreases at row %d", ErrInvalid, r)
-		}
 		qb := r % p.QBlocks()
 		natural := p.Order == nil || (p.Order.Query == nil && p.Order.kvOrder(r) < 0)
+		limit := kblocks // blocks the row's key order has
+		if ord := p.Order.kvOrder(r); ord >= 0 {
+			limit = (p.Order.KVStart[ord+1] - p.Order.KVStart[ord] + p.BlockK - 1) / p.BlockK
+		}
 		for i := lo; i < hi; i++ {
 			kb, lv := int(p.KVBlock[i]), p.LevelAt(i)
-			if kb < 0 || kb >= kblocks {
-				return fmt.Errorf("%w: row %d lists KV block %d of %d", ErrInvalid, r, kb, kblocks)
+			if kb < 0 || kb >= limit {
+				return fmt.Errorf("%w: row %d lists KV block %d of %d in its key order", ErrInvalid, r, kb, limit)
 			}
 			if seen[kb] == int32(r+1) {
 				return fmt.Errorf("%w: row %d lists KV block %d twice", ErrInvalid, r, kb)
@@ -105,10 +111,15 @@ func (o *TokenOrder) validate(p *Plan) error {
 	} else if o.KVStart[0] != 0 || o.KVStart[orders] != len(o.KV) {
 		return fmt.Errorf("%w: TokenOrder.KVStart must run from 0 to len(KV)=%d", ErrInvalid, len(o.KV))
 	}
+	for ord := range orders {
+		if lo, hi := o.KVStart[ord], o.KVStart[ord+1]; lo > hi || hi > len(o.KV) {
+			return fmt.Errorf("%w: key order %d has bounds [%d,%d) outside KV's %d tokens", ErrInvalid, ord, lo, hi, len(o.KV))
+		}
+	}
 	mark := make([]int32, g.Nk)
 	for ord := range orders {
 		lo, hi := o.KVStart[ord], o.KVStart[ord+1]
-		if lo > hi || hi-lo > g.Nk {
+		if hi-lo > g.Nk {
 			return fmt.Errorf("%w: key order %d has bad bounds [%d,%d)", ErrInvalid, ord, lo, hi)
 		}
 		for _, t := range o.KV[lo:hi] {
