@@ -26,12 +26,17 @@ import (
 // state between calls and is safe for concurrent use.
 type Executor struct {
 	// Workers is the number of goroutines; 0 means runtime.GOMAXPROCS(0).
+	// It is capped at 4·GOMAXPROCS.
 	Workers int
 	// PackBudget bounds the bytes of keys and values repacked for the
 	// kernels at any one time; KV heads are processed in chunks that fit.
 	// 0 means DefaultPackBudget. At least one head is always packed.
 	PackBudget int
 }
+
+// maxWorkersPerCPU caps Workers: goroutines beyond a few per CPU only cost
+// memory for their scratch tiles.
+const maxWorkersPerCPU = 4
 
 // DefaultPackBudget is the PackBudget used when none is set: 256 MiB.
 const DefaultPackBudget = 256 << 20
@@ -70,6 +75,7 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	workers = min(workers, maxWorkersPerCPU*runtime.GOMAXPROCS(0))
 	r := &run{p: p, g: g, q: q, k: k, v: v, out: out, scale: p.SoftmaxScale(), maxLevel: maxLevel(p)}
 	r.readInPlace()
 	r.stack = stackedHeads(p)
@@ -127,6 +133,9 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 	}
 	stats := plan.Stats{DenseBlocks: float64(p.DenseBlocks())}
 	for _, t := range scratch {
+		if t.err != nil {
+			return nil, plan.Stats{}, t.err
+		}
 		stats.Add(t.stats)
 	}
 	return out, stats, nil

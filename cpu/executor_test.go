@@ -346,8 +346,12 @@ func TestLambdaFilter(t *testing.T) {
 			e, _ := metrics.Compare(ref, metrics.Tensor{Tensor: out})
 			if tc.exact {
 				// Only row groups with no visible key in a diagonal block
-				// (all weights zero) may skip P̃V.
-				checkClose(t, ref, out)
+				// (all weights zero) may skip P̃V. The planted sink makes
+				// logits near 40, whose float32 rounding (2.4e-6 relative)
+				// is 8× that of the unit-scale logits maxAbsTol assumes.
+				if e.MaxAbs > 8*maxAbsTol {
+					t.Fatalf("max abs error %.3g > %.3g", e.MaxAbs, 8*maxAbsTol)
+				}
 				if want := stats.DenseBlocks - maskedGroups(p, 16); stats.PVBlocks != want {
 					t.Errorf("λ=%v: PV %v block products, want %v", tc.lambda, stats.PVBlocks, want)
 				}
@@ -483,6 +487,20 @@ func TestStopRule(t *testing.T) {
 		if last >= 0.2*before {
 			t.Errorf("query %d: last block gain %.3g ≥ τ·ℓ = %.3g", i, last, 0.2*before)
 		}
+	}
+}
+
+// TestLogitOverflow: finite inputs whose logits overflow float32 must give
+// ErrNonFinite, not NaN outputs.
+func TestLogitOverflow(t *testing.T) {
+	r := testutil.Rand(t)
+	pr := problem{"", 1, 1, 1, 8, 8, 32, 32, 8, 8, false, tensor.Float32, tensor.BHND}
+	q, k, v := pr.inputs(t, r)
+	tl := pr.tiling()
+	tl.Scale = 1e38
+	p, _ := plan.Dense(tl)
+	if _, _, err := (Executor{}).Run(context.Background(), p, q, k, v, nil); !errors.Is(err, tensor.ErrNonFinite) {
+		t.Fatalf("scale 1e38: %v, want ErrNonFinite", err)
 	}
 }
 

@@ -36,11 +36,15 @@ type packedHead struct {
 // packed is one KV head's keys and values at one pyramid level, laid out
 // block by block for the kernels.
 type packed struct {
-	kT   []float32 // block kb is a D×BlockK matrix, row stride BlockK, at kb·D·BlockK
-	v    []float32 // block kb is a BlockK×Dv matrix, row stride Dv, at kb·BlockK·Dv
-	bias []float32 // level > 1: ln(tokens pooled) per entry, at kb·BlockK; nil at level 1
-	n    []int     // entries per block
+	width int       // entries a block holds: ⌈BlockK/pool⌉
+	kT    []float32 // block kb is a D×width matrix, row stride width, at kb·D·width
+	v     []float32 // block kb is a width×Dv matrix, row stride Dv, at kb·width·Dv
+	bias  []float32 // level > 1: ln(tokens pooled) per entry, at kb·width; nil at level 1
+	n     []int     // entries per block
 }
+
+// levelWidth is how many entries one block holds at level lv.
+func levelWidth(blockK int, lv plan.Level) int { return (blockK + lv.Pool() - 1) / lv.Pool() }
 
 // directQueries is the most queries for which keys are read in place.
 const directQueries = 4
@@ -69,8 +73,11 @@ func (r *run) packedBytes() int {
 	if r.vRows != nil {
 		dv = 0
 	}
-	per := r.p.KBlocks() * r.p.BlockK * (d + dv + 1) * 4
-	return max(1, per*int(r.maxLevel))
+	per := 0
+	for lv := plan.Full; lv <= r.maxLevel; lv++ {
+		per += r.p.KBlocks() * levelWidth(r.p.BlockK, lv) * (d + dv + 1) * 4
+	}
+	return max(1, per)
 }
 
 // head returns the packed KV head of query head h in batch b.
@@ -87,15 +94,16 @@ func (r *run) pack(first, count, workers int) {
 		ph := packedHead{levels: make([]packed, r.maxLevel)}
 		for i := range ph.levels {
 			l := &ph.levels[i]
+			l.width = levelWidth(p.BlockK, plan.Level(i+1))
 			if r.kRows == nil {
-				l.kT = make([]float32, nb*g.D*p.BlockK)
+				l.kT = make([]float32, nb*g.D*l.width)
 			}
 			if r.vRows == nil {
-				l.v = make([]float32, nb*p.BlockK*g.Dv)
+				l.v = make([]float32, nb*l.width*g.Dv)
 			}
 			l.n = make([]int, nb)
 			if i > 0 {
-				l.bias = make([]float32, nb*p.BlockK)
+				l.bias = make([]float32, nb*l.width)
 			}
 		}
 		r.heads = append(r.heads, ph)
@@ -136,18 +144,19 @@ func (r *run) pool(ph *packedHead, kb int, lv plan.Level) {
 	n, size := base.n[kb], lv.Pool()
 	m := (n + size - 1) / size
 	dst.n[kb] = m
-	kT0, kT := base.kT[kb*g.D*p.BlockK:], dst.kT[kb*g.D*p.BlockK:]
-	v0, v := base.v[kb*p.BlockK*g.Dv:], dst.v[kb*p.BlockK*g.Dv:]
+	w := dst.width
+	kT0, kT := base.kT[kb*g.D*p.BlockK:], dst.kT[kb*g.D*w:]
+	v0, v := base.v[kb*p.BlockK*g.Dv:], dst.v[kb*w*g.Dv:]
 	for t := range m {
 		lo, hi := t*size, min(t*size+size, n)
 		inv := 1 / float32(hi-lo)
-		dst.bias[kb*p.BlockK+t] = float32(math.Log(float64(hi - lo)))
+		dst.bias[kb*w+t] = float32(math.Log(float64(hi - lo)))
 		for d := range g.D {
 			var s float32
 			for j := lo; j < hi; j++ {
 				s += kT0[d*p.BlockK+j]
 			}
-			kT[d*p.BlockK+t] = s * inv
+			kT[d*w+t] = s * inv
 		}
 		out := v[t*g.Dv : (t+1)*g.Dv]
 		clear(out)

@@ -1,10 +1,12 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
 	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
 )
 
 // tile is one worker's scratch space for a query block.
@@ -21,6 +23,7 @@ type tile struct {
 	gv    []float32 // a gathered BlockK×Dv value block
 	buf   []float32 // one input row
 	stats plan.Stats
+	err   error // first error met, reported by Run
 }
 
 func newTile(p *plan.Plan) *tile {
@@ -124,8 +127,13 @@ func (t *tile) visit(r *run, b, h, qb, nq, split, splits int) {
 		} else {
 			blk = r.block(b, h, qb, kb, lv)
 		}
-		// Each stacked head's share of the block counts as its own product.
-		small := t.block(r, nq, blk, float64(r.stack)/float64(lv.Pool()))
+		// Each stacked head's share of the block counts as its own product;
+		// a pooled block counts the fraction of keys it really scores.
+		work := float64(r.stack)
+		if lv > plan.Full {
+			work *= float64(blk.n) / float64(r.head(b, h).levels[0].n[kb])
+		}
+		small := t.block(r, nq, blk, work)
 		if s := p.Stop; s != nil && splits == 1 && e >= s.After && small {
 			t.stats.Stopped++
 			break
@@ -143,15 +151,15 @@ func (r *run) block(b, h, qb, kb int, lv plan.Level) keyBlock {
 	if r.kRows != nil {
 		blk.k, blk.ldk = r.kRows[r.k.RowOffset(b, kh, klo):], r.k.RowStride()
 	} else {
-		blk.kT, blk.ldk = pk.kT[kb*g.D*p.BlockK:], p.BlockK
+		blk.kT, blk.ldk = pk.kT[kb*g.D*pk.width:], pk.width
 	}
 	if r.vRows != nil {
 		blk.v, blk.ldv = r.vRows[r.v.RowOffset(b, kh, klo):], r.v.RowStride()
 	} else {
-		blk.v, blk.ldv = pk.v[kb*p.BlockK*g.Dv:], g.Dv
+		blk.v, blk.ldv = pk.v[kb*pk.width*g.Dv:], g.Dv
 	}
 	if pk.bias != nil {
-		blk.bias = pk.bias[kb*p.BlockK : kb*p.BlockK+blk.n]
+		blk.bias = pk.bias[kb*pk.width : kb*pk.width+blk.n]
 	}
 	_, blk.partial = p.BlockVisibility(qb, kb)
 	return blk
@@ -201,8 +209,8 @@ func (t *tile) gather(r *run, b, h, kb, kvOrder int) keyBlock {
 func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 	p, g := r.p, r.g
 	bk, n := p.BlockK, blk.n
-	if n == 0 {
-		return true
+	if n == 0 { // nothing computed: no evidence for a stop
+		return false
 	}
 	t.stats.QKBlocks += work
 	// S = (scale·Q)·Kᵀ
@@ -236,6 +244,11 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 			}
 		}
 		t.mloc[i] = kernel.Max(s)
+		if m := t.mloc[i]; m != m || m > math.MaxFloat32 {
+			// Finite inputs whose logits overflow float32 (|scale·q·k| > 3.4e38).
+			t.err = fmt.Errorf("%w: a logit overflows float32; scale down the inputs or the softmax scale", tensor.ErrNonFinite)
+			return false
+		}
 	}
 
 	// Online softmax (FlashAttention-2 recurrence).
