@@ -54,6 +54,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	causal := fs.String("causal", "auto", "true, false, or auto (the workload's own)")
 	var mf methodFlags
 	mf.register(fs, "dense")
+	fs.Lookup("methods").Usage += " (bench times each; dense need not be among them)"
 	repeat := fs.Int("repeat", 3, "timed runs per point; the median is reported")
 	warmup := fs.Int("warmup", 1, "untimed runs per point")
 	workers := fs.Int("workers", 0, "CPU goroutines (0 = all CPUs)")
@@ -72,6 +73,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *repeat < 1 || *warmup < 0 {
 		return fmt.Errorf("%w: --repeat must be ≥ 1 and --warmup ≥ 0", errUsage)
 	}
+	if *causal != "auto" && *causal != "true" && *causal != "false" {
+		return fmt.Errorf("%w: --causal must be true, false or auto, not %q", errUsage, *causal)
+	}
+	if *workers < 0 {
+		return fmt.Errorf("%w: --workers must be ≥ 0", errUsage)
+	}
 	wk, err := workload.ParseKind(*kind)
 	if err != nil {
 		return fmt.Errorf("%w: --workload: %v", errUsage, err)
@@ -88,6 +95,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg := workload.Default()
 		cfg.Kind, cfg.N, cfg.Hq, cfg.Hkv, cfg.D = wk, n, *heads, *kvHeads, *d
 		if wk == workload.Video || wk == workload.Image {
+			cfg.N = 0 // the grid decides
 			cfg.Frames, cfg.Height, cfg.Width = gridFor(wk, n)
 		}
 		bar.Label(fmt.Sprintf("generating N=%d", n))
@@ -96,7 +104,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		isCausal := w.Causal
-		if *causal != "auto" {
+		if *causal == "true" || *causal == "false" {
 			isCausal = *causal == "true"
 		}
 		report.Causal = isCausal

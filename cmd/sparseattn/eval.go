@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -74,6 +75,12 @@ func (in *inputFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&in.causal, "causal", "auto", "causal masking: true, false, or auto (the workload's own; false for files)")
 }
 
+// Flags that shape generated workloads, and of those the ones for token grids.
+var (
+	generatorFlags = []string{"seed", "batch", "heads", "kv-heads", "n", "d", "dtype"}
+	gridFlags      = []string{"frames", "height", "width", "text"}
+)
+
 // problem is a loaded attention input.
 type problem struct {
 	Source   string
@@ -90,6 +97,11 @@ func (in *inputFlags) load(ctx context.Context, fs *flag.FlagSet) (*problem, err
 	if fromFiles {
 		if set["workload"] {
 			return nil, fmt.Errorf("%w: use either --workload or --input/--q/--k/--v, not both", errUsage)
+		}
+		for _, name := range append(generatorFlags, gridFlags...) {
+			if set[name] {
+				return nil, fmt.Errorf("%w: --%s shapes a generated workload; it does not apply to --input/--q/--k/--v", errUsage, name)
+			}
 		}
 		layout, err := tensor.ParseLayout(in.layout)
 		if err != nil {
@@ -140,6 +152,13 @@ func (in *inputFlags) load(ctx context.Context, fs *flag.FlagSet) (*problem, err
 		}
 		cfg.Kind, cfg.Seed, cfg.B, cfg.Hq, cfg.Hkv, cfg.D, cfg.DType = kind, in.seed, in.b, in.heads, in.kvHeads, in.d, dtype
 		cfg.N = in.n
+		if kind != workload.Video && kind != workload.Image {
+			for _, name := range gridFlags {
+				if set[name] {
+					return nil, fmt.Errorf("%w: --%s applies to video and image workloads, not %s", errUsage, name, kind)
+				}
+			}
+		}
 		if kind == workload.Video || kind == workload.Image {
 			if !set["n"] {
 				cfg.N = 0
@@ -166,23 +185,23 @@ func (in *inputFlags) load(ctx context.Context, fs *flag.FlagSet) (*problem, err
 
 // evalRow is one method's line of the report.
 type evalRow struct {
-	Method       string  `json:"method"`
-	Sparsity     float64 `json:"sparsity"`
-	DenseBlocks  float64 `json:"dense_block_products"`
-	QKBlocks     float64 `json:"qk_block_products"`
-	PVBlocks     float64 `json:"pv_block_products"`
-	RelL1        float64 `json:"rel_l1"`
-	RelL2        float64 `json:"rel_l2"`
-	Cosine       float64 `json:"cosine"`
-	MSE          float64 `json:"mse"`
-	MAE          float64 `json:"mae"`
-	MaxAbs       float64 `json:"max_abs"`
-	PlanMS       float64 `json:"plan_ms"`
-	RunMS        float64 `json:"run_ms"`
-	TotalMS      float64 `json:"total_ms"`
-	Speedup      float64 `json:"speedup"`
-	GFLOPS       float64 `json:"dense_equivalent_gflops"`
-	NeedleRecall float64 `json:"needle_recall,omitempty"`
+	Method       string    `json:"method"`
+	Sparsity     float64   `json:"sparsity"`
+	DenseBlocks  float64   `json:"dense_block_products"`
+	QKBlocks     float64   `json:"qk_block_products"`
+	PVBlocks     float64   `json:"pv_block_products"`
+	RelL1        jsonFloat `json:"rel_l1"` // +Inf (JSON null) when dense is all zeros
+	RelL2        jsonFloat `json:"rel_l2"`
+	Cosine       float64   `json:"cosine"`
+	MSE          float64   `json:"mse"`
+	MAE          float64   `json:"mae"`
+	MaxAbs       float64   `json:"max_abs"`
+	PlanMS       float64   `json:"plan_ms"`
+	RunMS        float64   `json:"run_ms"`
+	TotalMS      float64   `json:"total_ms"`
+	Speedup      float64   `json:"speedup"`
+	GFLOPS       float64   `json:"dense_equivalent_gflops"`
+	NeedleRecall *float64  `json:"needle_cosine,omitempty"` // nil without a planted needle
 }
 
 type evalReport struct {
@@ -213,13 +232,20 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *repeat < 1 || *warmup < 0 {
 		return fmt.Errorf("%w: --repeat must be ≥ 1 and --warmup ≥ 0", errUsage)
 	}
+	if *blockQ < 1 || *blockK < 1 || *blockQ > plan.MaxBlock || *blockK > plan.MaxBlock {
+		return fmt.Errorf("%w: --block-q and --block-k must be in 1..%d", errUsage, plan.MaxBlock)
+	}
+	if !(*scale >= 0) || math.IsInf(*scale, 0) || *scale > math.MaxFloat32 {
+		return fmt.Errorf("%w: --scale must be ≥ 0 and finite (0 = 1/sqrt(D))", errUsage)
+	}
+	if *workers < 0 {
+		return fmt.Errorf("%w: --workers must be ≥ 0", errUsage)
+	}
 	planners, err := mf.planners()
 	if err != nil {
 		return err
 	}
-	if planners[0].Name() != "dense" { // dense is the reference every row is compared with
-		planners = slices.Insert(planners, 0, plan.Planner(plan.DensePlanner{}))
-	}
+	planners = withDenseFirst(planners)
 	bar := progress.New(stderr, len(planners)*(*repeat+*warmup)+1)
 	defer bar.Finish()
 	bar.Label("loading input")
@@ -262,13 +288,15 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		row.RelL1, row.RelL2, row.Cosine, row.MSE, row.MAE, row.MaxAbs = e.RelL1, e.RelL2, e.Cosine, e.MSE, e.MAE, e.MaxAbs
+		row.RelL1, row.RelL2, row.Cosine, row.MSE, row.MAE, row.MaxAbs = jsonFloat(e.RelL1), jsonFloat(e.RelL2), e.Cosine, e.MSE, e.MAE, e.MaxAbs
 		row.Speedup = denseMS / row.TotalMS
 		row.GFLOPS = metrics.TOPS(g, prob.Causal, row.TotalMS/1e3) * 1e3
 		if prob.workload != nil && prob.workload.Needle != nil {
-			if row.NeedleRecall, err = prob.workload.NeedleRecall(res.Out); err != nil {
+			recall, err := prob.workload.NeedleRecall(res.Out)
+			if err != nil {
 				return err
 			}
+			row.NeedleRecall = &recall
 		}
 		report.Rows = append(report.Rows, row)
 	}
@@ -287,7 +315,7 @@ func printEval(w io.Writer, r evalReport) {
 	fmt.Fprintf(w, "%s: B=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d Dv=%d %s causal=%v; times are medians of %d runs\n\n",
 		r.Source, g.B, g.Hq, g.Hkv, g.Nq, g.Nk, g.D, g.Dv, r.DType, r.Causal, r.Repeat)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	needle := slices.ContainsFunc(r.Rows, func(x evalRow) bool { return x.NeedleRecall != 0 })
+	needle := slices.ContainsFunc(r.Rows, func(x evalRow) bool { return x.NeedleRecall != nil })
 	head := "method\tsparsity\trel L1\tcosine\tplan ms\ttotal ms\tspeedup\tGFLOPS\t"
 	if needle {
 		head += "needle\t"
@@ -296,7 +324,7 @@ func printEval(w io.Writer, r evalReport) {
 	for _, x := range r.Rows {
 		line := fmt.Sprintf("%s\t%.3f\t%.2e\t%.6f\t%.1f\t%.1f\t%.2fx\t%.1f\t", x.Method, x.Sparsity, x.RelL1, x.Cosine, x.PlanMS, x.TotalMS, x.Speedup, x.GFLOPS)
 		if needle {
-			line += fmt.Sprintf("%.3f\t", x.NeedleRecall)
+			line += fmt.Sprintf("%.3f\t", *x.NeedleRecall)
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -304,8 +332,29 @@ func printEval(w io.Writer, r evalReport) {
 	fmt.Fprintln(w, "\nsparsity: skipped fraction of the QK+PV block products a dense causal-aware pass needs, from the executor's counters.")
 	fmt.Fprintln(w, "rel L1: Σ|O−O'|/Σ|O| against dense; GFLOPS: dense-equivalent, planning included.")
 	if needle {
-		fmt.Fprintln(w, "needle: cosine of the needle query's output with the needle value (dense ≈ 1 means retrievable).")
+		fmt.Fprintln(w, "needle: cosine (-1..1) of the needle query's output with the needle's value; dense ≈ 1, near 0 means lost.")
 	}
+}
+
+// jsonFloat is a float64 that encodes NaN and ±Inf as JSON null, which
+// encoding/json otherwise refuses, and decodes null as NaN.
+type jsonFloat float64
+
+// MarshalJSON writes the number, or null when it is not finite.
+func (f jsonFloat) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(f))
+}
+
+// UnmarshalJSON reads a number, or null as NaN.
+func (f *jsonFloat) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = jsonFloat(math.NaN())
+		return nil
+	}
+	return json.Unmarshal(b, (*float64)(f))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

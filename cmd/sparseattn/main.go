@@ -25,7 +25,7 @@ const usage = `sparseattn: training-free sparse attention, checked on your own t
 Usage:
   sparseattn eval  [flags]   run the methods on a workload or on --input files and
                              compare each with dense attention (sparsity, error, time)
-  sparseattn bench [flags]   sweep sequence length; report GFLOPS and %% of measured peak
+  sparseattn bench [flags]   sweep sequence length; report GFLOPS and % of measured peak
   sparseattn info  [flags]   report CPU features, the measured FMA peak and any GPUs
 
 With no flags, "sparseattn eval" runs the embedded default workload
@@ -43,7 +43,7 @@ func main() {
 // success, 1 on failure, 2 on a usage error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, usage)
+		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	var err error
@@ -55,10 +55,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "info":
 		err = runInfo(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(stdout, usage)
+		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "sparseattn: unknown command %q\n\n"+usage, args[0])
+		fmt.Fprintf(stderr, "sparseattn: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
 	switch {

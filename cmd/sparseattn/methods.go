@@ -51,5 +51,23 @@ func (m *methodFlags) planners() ([]plan.Planner, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: --methods names no method", errUsage)
 	}
+	if m.sink < 0 || m.window < 0 {
+		return nil, fmt.Errorf("%w: --window-sink and --window-size must be ≥ 0", errUsage)
+	}
+	if !(m.oracleCDF > 0 && m.oracleCDF <= 1) {
+		return nil, fmt.Errorf("%w: --oracle-cdf must be in (0, 1]", errUsage)
+	}
 	return out, nil
+}
+
+// withDenseFirst returns the planners with dense moved, or added, to the
+// front: dense is the reference every other row is compared with.
+func withDenseFirst(ps []plan.Planner) []plan.Planner {
+	out := []plan.Planner{plan.DensePlanner{}}
+	for _, p := range ps {
+		if p.Name() != "dense" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
