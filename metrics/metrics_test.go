@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/sparseattn/sparseattn/internal/testutil"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
@@ -21,7 +22,7 @@ func randomTensor(r *rand.Rand, s tensor.Shape) *tensor.Tensor {
 // TestCompareAgainstDirectSums checks every metric against a direct
 // computation over the flat data, and the metrics' own identities.
 func TestCompareAgainstDirectSums(t *testing.T) {
-	r := rand.New(rand.NewPCG(rand.Uint64(), 3))
+	r := testutil.Rand(t)
 	s := tensor.Shape{B: 2, H: 3, N: 17, D: 9}
 	ref, got := randomTensor(r, s), randomTensor(r, s)
 	e, err := CompareTensors(ref, got)
@@ -59,7 +60,7 @@ func TestCompareAgainstDirectSums(t *testing.T) {
 }
 
 func TestCompareIdentities(t *testing.T) {
-	r := rand.New(rand.NewPCG(rand.Uint64(), 4))
+	r := testutil.Rand(t)
 	s := tensor.Shape{B: 1, H: 2, N: 8, D: 4}
 	ref := randomTensor(r, s)
 	same, _ := CompareTensors(ref, ref)

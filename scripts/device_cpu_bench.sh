@@ -23,7 +23,7 @@ out = sys.argv[1]
 for causal in ("true", "false"):
     ours = json.load(open(os.path.join(out, f"ours_causal_{causal}.json")))
     peer = json.load(open(os.path.join(out, f"torch_causal_{causal}.json")))
-    print(f"causal={causal}  peak {ours['fma_peak_gflops']['AllCores']:.0f} GFLOPS ({ours['fma_peak_gflops']['Kind']})")
+    print(f"causal={causal}  peak {ours['fma_peak_gflops']['all_cores']:.0f} GFLOPS ({ours['fma_peak_gflops']['kind']})")
     print(f"{'N':>6} {'ours ms':>9} {'ours GF':>8} {'%peak':>6} {'torch ms':>9} {'torch GF':>9} {'ours/torch':>10}")
     for a, b in zip(ours["rows"], peer["rows"]):
         print(f"{a['n']:>6} {a['ms']:>9.1f} {a['dense_equivalent_gflops']:>8.1f} {a['percent_of_peak']:>6.1f} {b['ms']:>9.1f} {b['dense_equivalent_gflops']:>9.1f} {b['ms']/a['ms']:>9.2f}x")

@@ -9,7 +9,13 @@ const MaxHeadDim = 1024
 // [B, Hq, Nq, D], K is [B, Hkv, Nk, D] and V is [B, Hkv, Nk, Dv]. Hkv divides
 // Hq (grouped-query attention); query head h reads KV head h/(Hq/Hkv).
 type Geometry struct {
-	B, Hq, Hkv, Nq, Nk, D, Dv int
+	B   int `json:"b"`
+	Hq  int `json:"hq"`
+	Hkv int `json:"hkv"`
+	Nq  int `json:"nq"`
+	Nk  int `json:"nk"`
+	D   int `json:"d"`
+	Dv  int `json:"dv"`
 }
 
 // Group is the number of query heads that share one KV head.

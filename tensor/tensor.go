@@ -8,6 +8,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Layout is the memory order of a Tensor's four axes.
@@ -33,10 +34,10 @@ func (l Layout) String() string {
 
 // ParseLayout maps "bhnd" or "bnhd"/"nhd" (any case) to a Layout.
 func ParseLayout(s string) (Layout, error) {
-	switch s {
-	case "BHND", "bhnd", "HND", "hnd":
+	switch strings.ToUpper(s) {
+	case "BHND", "HND":
 		return BHND, nil
-	case "BNHD", "bnhd", "NHD", "nhd":
+	case "BNHD", "NHD":
 		return BNHD, nil
 	}
 	return 0, fmt.Errorf("%w: unknown layout %q (want BHND or BNHD)", ErrShape, s)

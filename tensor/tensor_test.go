@@ -184,7 +184,7 @@ func TestParse(t *testing.T) {
 	if _, err := ParseDType("int8"); !errors.Is(err, ErrDType) {
 		t.Errorf("int8: %v", err)
 	}
-	if l, err := ParseLayout("nhd"); err != nil || l != BNHD {
+	if l, err := ParseLayout("Bnhd"); err != nil || l != BNHD {
 		t.Errorf("nhd: %v %v", l, err)
 	}
 	if _, err := ParseLayout("x"); !errors.Is(err, ErrShape) {

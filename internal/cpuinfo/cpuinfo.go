@@ -58,10 +58,10 @@ func Features() []string {
 
 // Peak is a measured floating-point throughput.
 type Peak struct {
-	Kind       string  // the instruction measured, e.g. "avx2 fma (8×fp32)"
-	PerCore    float64 // GFLOPS on one goroutine
-	AllCores   float64 // GFLOPS on GOMAXPROCS goroutines
-	Goroutines int
+	Kind       string  `json:"kind"`      // the instruction measured, e.g. "avx2 fma (8×fp32)"
+	PerCore    float64 `json:"per_core"`  // GFLOPS on one goroutine
+	AllCores   float64 `json:"all_cores"` // GFLOPS on GOMAXPROCS goroutines
+	Goroutines int     `json:"goroutines"`
 }
 
 // MeasurePeak times a loop of independent fused multiply-adds on one

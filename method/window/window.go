@@ -29,6 +29,7 @@ func (w Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 		return nil, fmt.Errorf("%w: window planner needs Sink ≥ 0 and Window ≥ 0, got %d and %d", plan.ErrInvalid, w.Sink, w.Window)
 	}
 	off := t.Geometry.QueryOffset()
+	win := min(w.Window, t.Geometry.Nk+t.Geometry.Nq) // no wider than the sequence: keeps the sums below from overflowing
 	return plan.FromMask(t, func(b, h, qb, kb int) bool {
 		qlo := qb*t.BlockQ + off
 		qhi := min((qb+1)*t.BlockQ, t.Geometry.Nq) - 1 + off
@@ -39,8 +40,8 @@ func (w Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 		}
 		hi := qhi
 		if !t.Causal {
-			hi = qhi + w.Window
+			hi = qhi + win
 		}
-		return khi >= qlo-w.Window && klo <= hi
+		return khi >= qlo-win && klo <= hi
 	})
 }

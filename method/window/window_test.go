@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/plan"
@@ -24,6 +25,7 @@ func TestPlanMatchesTokenRule(t *testing.T) {
 		{1, 500, 64, 64, 64, 100, true},
 		{100, 100, 16, 16, 8, 20, false},
 		{50, 300, 32, 32, 4, 40, true},
+		{64, 64, 16, 16, 0, math.MaxInt, false}, // a window wider than everything keeps everything
 	} {
 		t.Run(fmt.Sprintf("%+v", tc), func(t *testing.T) {
 			tl := plan.Tiling{Geometry: tensor.Geometry{B: 1, Hq: 2, Hkv: 1, Nq: tc.nq, Nk: tc.nk, D: 8, Dv: 8}, Causal: tc.causal, BlockQ: tc.bq, BlockK: tc.bk}
@@ -48,7 +50,7 @@ func TestPlanMatchesTokenRule(t *testing.T) {
 							if tc.causal && j > pos {
 								continue
 							}
-							want = j < tc.sink || (j >= pos-tc.window && j <= pos+tc.window)
+							want = j < tc.sink || (j >= pos-min(tc.window, 1000) && j <= pos+min(tc.window, 1000))
 						}
 					}
 					if got[kb] != want {
