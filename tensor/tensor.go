@@ -265,7 +265,8 @@ func (t *Tensor) Convert(dtype DType, layout Layout) (*Tensor, error) {
 	return out, nil
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy, or nil for a Tensor not built by New,
+// FromFloat32 or FromBits16.
 func (t *Tensor) Clone() *Tensor {
 	out, _ := t.Convert(t.dtype, t.layout) // t's header was validated when t was built
 	return out
