@@ -148,8 +148,8 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 // Otherwise 1.
 func stackedHeads(p *plan.Plan) int {
 	g := p.Geometry
-	if g.Group() == 1 || p.Order != nil || g.Nq*g.Group() > p.BlockQ {
-		return 1
+	if g.Group() == 1 || g.Nq*g.Group() > p.BlockQ || p.Order != nil || p.Filter != nil || p.Stop != nil {
+		return 1 // the λ filter and the stop rule decide per head's query block
 	}
 	for b := range g.B {
 		for h := range g.Hq {
