@@ -14,6 +14,7 @@ import (
 	"github.com/sparseattn/sparseattn/internal/cpuinfo"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/metrics"
+	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 	"github.com/sparseattn/sparseattn/workload"
 )
@@ -58,6 +59,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	repeat := fs.Int("repeat", 3, "timed runs per point; the median is reported")
 	warmup := fs.Int("warmup", 1, "untimed runs per point")
 	workers := fs.Int("workers", 0, "CPU goroutines (0 = all CPUs)")
+	blockQ := fs.Int("block-q", sparseattn.DefaultBlockQ, "query block size")
+	blockK := fs.Int("block-k", sparseattn.DefaultBlockK, "key block size")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -78,6 +81,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *workers < 0 {
 		return fmt.Errorf("%w: --workers must be ≥ 0", errUsage)
+	}
+	if *blockQ < 1 || *blockK < 1 || *blockQ > plan.MaxBlock || *blockK > plan.MaxBlock {
+		return fmt.Errorf("%w: --block-q and --block-k must be in 1..%d", errUsage, plan.MaxBlock)
 	}
 	wk, err := workload.ParseKind(*kind)
 	if err != nil {
@@ -110,7 +116,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		report.Causal = isCausal
 		g, _ := tensor.Validate(w.Q, w.K, w.V)
 		for _, pl := range planners {
-			opts := sparseattn.Options{Causal: isCausal, Planner: pl, Workers: *workers}
+			opts := sparseattn.Options{Causal: isCausal, Planner: pl, Workers: *workers, BlockQ: *blockQ, BlockK: *blockK}
 			var times []float64
 			var res *sparseattn.Result
 			for i := range *warmup + *repeat {
