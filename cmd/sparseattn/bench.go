@@ -14,7 +14,6 @@ import (
 	"github.com/sparseattn/sparseattn/internal/cpuinfo"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/metrics"
-	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 	"github.com/sparseattn/sparseattn/workload"
 )
@@ -56,11 +55,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var mf methodFlags
 	mf.register(fs, "dense")
 	fs.Lookup("methods").Usage += " (bench times each; dense need not be among them)"
-	repeat := fs.Int("repeat", 3, "timed runs per point; the median is reported")
-	warmup := fs.Int("warmup", 1, "untimed runs per point")
-	workers := fs.Int("workers", 0, "CPU goroutines (0 = all CPUs)")
-	blockQ := fs.Int("block-q", sparseattn.DefaultBlockQ, "query block size")
-	blockK := fs.Int("block-k", sparseattn.DefaultBlockK, "key block size")
+	var rf runFlags
+	rf.register(fs, "point")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -73,17 +69,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		lengths = append(lengths, n)
 	}
-	if *repeat < 1 || *warmup < 0 {
-		return fmt.Errorf("%w: --repeat must be ≥ 1 and --warmup ≥ 0", errUsage)
+	if err := rf.check(); err != nil {
+		return err
 	}
 	if *causal != "auto" && *causal != "true" && *causal != "false" {
 		return fmt.Errorf("%w: --causal must be true, false or auto, not %q", errUsage, *causal)
-	}
-	if *workers < 0 {
-		return fmt.Errorf("%w: --workers must be ≥ 0", errUsage)
-	}
-	if *blockQ < 1 || *blockK < 1 || *blockQ > plan.MaxBlock || *blockK > plan.MaxBlock {
-		return fmt.Errorf("%w: --block-q and --block-k must be in 1..%d", errUsage, plan.MaxBlock)
 	}
 	wk, err := workload.ParseKind(*kind)
 	if err != nil {
@@ -93,9 +83,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	report := benchReport{CPU: cpuinfo.Model(), Workload: *kind, Heads: *heads, KVHeads: *kvHeads, D: *d, Repeat: *repeat}
+	report := benchReport{CPU: cpuinfo.Model(), Workload: *kind, Heads: *heads, KVHeads: *kvHeads, D: *d, Repeat: rf.repeat}
 	report.Peak = cpuinfo.MeasurePeak(ctx, 300*time.Millisecond)
-	bar := progress.New(stderr, len(lengths)*len(planners)*(*repeat+*warmup))
+	bar := progress.New(stderr, len(lengths)*len(planners)*(rf.repeat+rf.warmup))
 	defer bar.Finish()
 	for _, n := range lengths {
 		cfg := workload.Default()
@@ -116,21 +106,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		report.Causal = isCausal
 		g, _ := tensor.Validate(w.Q, w.K, w.V)
 		for _, pl := range planners {
-			opts := sparseattn.Options{Causal: isCausal, Planner: pl, Workers: *workers, BlockQ: *blockQ, BlockK: *blockK}
-			var times []float64
-			var res *sparseattn.Result
-			for i := range *warmup + *repeat {
-				bar.Label(fmt.Sprintf("N=%d %s", n, pl.Name()))
-				if res, err = sparseattn.Attention(ctx, w.Q, w.K, w.V, opts); err != nil {
-					return err
-				}
-				opts.SkipFiniteCheck = true
-				bar.Step("")
-				if i >= *warmup {
-					times = append(times, ms(res.PlanTime+res.RunTime))
-				}
+			tm, err := timeMethod(ctx, rf, bar, fmt.Sprintf("N=%d %s", n, pl.Name()), w.Q, w.K, w.V,
+				sparseattn.Options{Causal: isCausal, Planner: pl})
+			if err != nil {
+				return err
 			}
-			t := median(times)
+			t, res := tm.totalMS, tm.last
 			gf := metrics.TOPS(g, isCausal, t/1e3) * 1e3
 			report.Rows = append(report.Rows, benchRow{N: w.Q.Shape().N, Method: pl.Name(), MS: t, GFLOPS: gf, PeakPct: 100 * gf / report.Peak.AllCores, Sparsity: res.Stats.Sparsity()})
 		}
@@ -142,7 +123,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return enc.Encode(report)
 	}
 	fmt.Fprintf(stdout, "%s; FMA peak %.1f GFLOPS on %d threads (%s)\n", report.CPU, report.Peak.AllCores, report.Peak.Goroutines, report.Peak.Kind)
-	fmt.Fprintf(stdout, "%s workload, Hq=%d Hkv=%d D=%d causal=%v; medians of %d runs\n\n", *kind, *heads, *kvHeads, *d, report.Causal, *repeat)
+	fmt.Fprintf(stdout, "%s workload, Hq=%d Hkv=%d D=%d causal=%v; medians of %d runs\n\n", *kind, *heads, *kvHeads, *d, report.Causal, rf.repeat)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "N\tmethod\tms\tGFLOPS\t% peak\tsparsity\t")
 	for _, r := range report.Rows {

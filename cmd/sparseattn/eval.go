@@ -16,7 +16,6 @@ import (
 	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/metrics"
-	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 	"github.com/sparseattn/sparseattn/tensorfile"
 	"github.com/sparseattn/sparseattn/workload"
@@ -220,33 +219,24 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var mf methodFlags
 	mf.register(fs, strings.Join(methodNames, ","))
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	repeat := fs.Int("repeat", 3, "timed runs per method; the median is reported")
-	warmup := fs.Int("warmup", 1, "untimed runs per method before timing")
-	workers := fs.Int("workers", 0, "CPU goroutines (0 = all CPUs)")
-	blockQ := fs.Int("block-q", sparseattn.DefaultBlockQ, "query block size")
-	blockK := fs.Int("block-k", sparseattn.DefaultBlockK, "key block size")
+	var rf runFlags
+	rf.register(fs, "method")
 	scale := fs.Float64("scale", 0, "softmax scale on QKᵀ (0 = 1/sqrt(D))")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *repeat < 1 || *warmup < 0 {
-		return fmt.Errorf("%w: --repeat must be ≥ 1 and --warmup ≥ 0", errUsage)
-	}
-	if *blockQ < 1 || *blockK < 1 || *blockQ > plan.MaxBlock || *blockK > plan.MaxBlock {
-		return fmt.Errorf("%w: --block-q and --block-k must be in 1..%d", errUsage, plan.MaxBlock)
+	if err := rf.check(); err != nil {
+		return err
 	}
 	if !(*scale >= 0) || math.IsInf(*scale, 0) || *scale > math.MaxFloat32 {
 		return fmt.Errorf("%w: --scale must be ≥ 0 and finite (0 = 1/sqrt(D))", errUsage)
-	}
-	if *workers < 0 {
-		return fmt.Errorf("%w: --workers must be ≥ 0", errUsage)
 	}
 	planners, err := mf.planners()
 	if err != nil {
 		return err
 	}
 	planners = withDenseFirst(planners)
-	bar := progress.New(stderr, len(planners)*(*repeat+*warmup)+1)
+	bar := progress.New(stderr, len(planners)*(rf.repeat+rf.warmup)+1)
 	defer bar.Finish()
 	bar.Label("loading input")
 	prob, err := in.load(ctx, fs)
@@ -258,29 +248,17 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	bar.Step("")
-	report := evalReport{Source: prob.Source, Geometry: g, Causal: prob.Causal, DType: prob.q.DType().String(), Repeat: *repeat}
+	report := evalReport{Source: prob.Source, Geometry: g, Causal: prob.Causal, DType: prob.q.DType().String(), Repeat: rf.repeat}
 	var dense *tensor.Tensor
 	var denseMS float64
 	for _, pl := range planners {
-		opts := sparseattn.Options{Causal: prob.Causal, Planner: pl, BlockQ: *blockQ, BlockK: *blockK, Workers: *workers, Scale: float32(*scale)}
-		var res *sparseattn.Result
-		var plans, runs, totals []float64
-		for i := range *warmup + *repeat {
-			bar.Label(pl.Name())
-			res, err = sparseattn.Attention(ctx, prob.q, prob.k, prob.v, opts)
-			if err != nil {
-				return err
-			}
-			opts.SkipFiniteCheck = true // checked once is enough
-			bar.Step(pl.Name())
-			if i >= *warmup {
-				plans = append(plans, ms(res.PlanTime))
-				runs = append(runs, ms(res.RunTime))
-				totals = append(totals, ms(res.PlanTime+res.RunTime))
-			}
+		tm, err := timeMethod(ctx, rf, bar, pl.Name(), prob.q, prob.k, prob.v,
+			sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: float32(*scale)})
+		if err != nil {
+			return err
 		}
-		st := res.Stats
-		row := evalRow{Method: pl.Name(), Sparsity: st.Sparsity(), DenseBlocks: st.DenseBlocks, QKBlocks: st.QKBlocks, PVBlocks: st.PVBlocks, PlanMS: median(plans), RunMS: median(runs), TotalMS: median(totals)}
+		res, st := tm.last, tm.last.Stats
+		row := evalRow{Method: pl.Name(), Sparsity: st.Sparsity(), DenseBlocks: st.DenseBlocks, QKBlocks: st.QKBlocks, PVBlocks: st.PVBlocks, PlanMS: tm.planMS, RunMS: tm.runMS, TotalMS: tm.totalMS}
 		if dense == nil {
 			dense, denseMS = res.Out, row.TotalMS
 		}

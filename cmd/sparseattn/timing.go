@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/sparseattn/sparseattn"
+	"github.com/sparseattn/sparseattn/internal/progress"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// runFlags are the timing and tiling flags eval and bench share.
+type runFlags struct {
+	repeat, warmup, workers, blockQ, blockK int
+}
+
+func (f *runFlags) check() error {
+	switch {
+	case f.repeat < 1 || f.warmup < 0:
+		return fmt.Errorf("%w: --repeat must be ≥ 1 and --warmup ≥ 0", errUsage)
+	case f.workers < 0:
+		return fmt.Errorf("%w: --workers must be ≥ 0", errUsage)
+	case f.blockQ < 1 || f.blockK < 1 || f.blockQ > plan.MaxBlock || f.blockK > plan.MaxBlock:
+		return fmt.Errorf("%w: --block-q and --block-k must be in 1..%d", errUsage, plan.MaxBlock)
+	}
+	return nil
+}
+
+// timing is what timed runs of one method measured: medians in ms.
+type timing struct {
+	planMS, runMS, totalMS float64
+	last                   *sparseattn.Result
+}
+
+// timeMethod runs opts on q, k, v warmup+repeat times, stepping the bar
+// once per run, and returns the medians of the timed runs and the last
+// result. Inputs are checked for NaN/Inf on the first run only.
+func timeMethod(ctx context.Context, f runFlags, bar *progress.Bar, label string, q, k, v *tensor.Tensor, opts sparseattn.Options) (timing, error) {
+	opts.Workers, opts.BlockQ, opts.BlockK = f.workers, f.blockQ, f.blockK
+	var plans, runs, totals []float64
+	var res *sparseattn.Result
+	for i := range f.warmup + f.repeat {
+		bar.Label(label)
+		var err error
+		if res, err = sparseattn.Attention(ctx, q, k, v, opts); err != nil {
+			return timing{}, err
+		}
+		opts.SkipFiniteCheck = true
+		bar.Step(label)
+		if i >= f.warmup {
+			plans = append(plans, ms(res.PlanTime))
+			runs = append(runs, ms(res.RunTime))
+			totals = append(totals, ms(res.PlanTime+res.RunTime))
+		}
+	}
+	return timing{planMS: median(plans), runMS: median(runs), totalMS: median(totals), last: res}, nil
+}
+
+// register adds the shared flags; what names the unit being repeated.
+func (f *runFlags) register(fs *flag.FlagSet, what string) {
+	fs.IntVar(&f.repeat, "repeat", 3, "timed runs per "+what+"; the median is reported")
+	fs.IntVar(&f.warmup, "warmup", 1, "untimed runs per "+what+" before timing")
+	fs.IntVar(&f.workers, "workers", 0, "CPU goroutines (0 = all CPUs)")
+	fs.IntVar(&f.blockQ, "block-q", sparseattn.DefaultBlockQ, "query block size")
+	fs.IntVar(&f.blockK, "block-k", sparseattn.DefaultBlockK, "key block size")
+}
