@@ -9,7 +9,6 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -217,7 +216,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var in inputFlags
 	in.register(fs)
 	var mf methodFlags
-	mf.register(fs, strings.Join(methodNames, ","))
+	mf.register(fs, "")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	var rf runFlags
 	rf.register(fs, "method")

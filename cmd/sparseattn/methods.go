@@ -5,31 +5,80 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sparseattn/sparseattn/method/oracle"
-	"github.com/sparseattn/sparseattn/method/window"
 	"github.com/sparseattn/sparseattn/plan"
 )
 
-// methodFlags holds the hyperparameters of every method the CLI offers.
+// method is one attention method the CLI offers. Each lives in its own
+// file, method_<name>.go, and is listed once in methodCatalog.
+type method struct {
+	// name is what --methods and --method accept.
+	name string
+	// flags registers the method's hyperparameters, each named
+	// "<name>-<param>", on fs; nil when it has none.
+	flags func(fs *flag.FlagSet)
+	// planner builds the planner from the parsed flags, checking their
+	// ranges and wrapping errUsage when one is out of range.
+	planner func() (plan.Planner, error)
+	// knob is the one hyperparameter a sweep varies (compare); nil when
+	// the method has none (dense).
+	knob *knob
+}
+
+// knob is a method's main trade-off between sparsity and error.
+type knob struct {
+	name   string    // flag-style name, e.g. "cdf"
+	values []float64 // default sweep, from dense-like to sparsest
+	// planner builds the planner at knob value x, every other
+	// hyperparameter taken from the parsed flags.
+	planner func(x float64) (plan.Planner, error)
+}
+
+// methodCatalog returns every method, in the order tables list them.
+// Each call returns fresh flag storage, so flag sets never share state.
+func methodCatalog() []*method {
+	return []*method{
+		denseMethod(),
+		windowMethod(),
+		oracleMethod(),
+	}
+}
+
+// methodNames lists the names in catalog order.
+func methodNames(ms []*method) []string {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.name
+	}
+	return names
+}
+
+// methodFlags selects methods by name and holds their hyperparameters.
 type methodFlags struct {
-	names     string
-	sink      int
-	window    int
-	oracleCDF float64
+	names   string
+	catalog []*method
 }
 
 func (m *methodFlags) register(fs *flag.FlagSet, defaults string) {
-	fs.StringVar(&m.names, "methods", defaults, "comma-separated methods to run: "+strings.Join(methodNames, ", "))
-	fs.IntVar(&m.sink, "window-sink", 64, "window: leading sink tokens every query sees")
-	fs.IntVar(&m.window, "window-size", 1024, "window: tokens of local context")
-	fs.Float64Var(&m.oracleCDF, "oracle-cdf", 0.95, "oracle: cumulative attention mass each query block keeps, in (0,1]")
+	m.catalog = methodCatalog()
+	all := methodNames(m.catalog)
+	if defaults == "" {
+		defaults = strings.Join(all, ",")
+	}
+	fs.StringVar(&m.names, "methods", defaults, "comma-separated methods to run: "+strings.Join(all, ", "))
+	for _, meth := range m.catalog {
+		if meth.flags != nil {
+			meth.flags(fs)
+		}
+	}
 }
 
-var methodNames = []string{"dense", "window", "oracle"}
-
-// planners returns the selected planners in the order named.
-func (m *methodFlags) planners() ([]plan.Planner, error) {
-	var out []plan.Planner
+// selected returns the methods named by --methods, in the order named.
+func (m *methodFlags) selected() ([]*method, error) {
+	byName := map[string]*method{}
+	for _, meth := range m.catalog {
+		byName[meth.name] = meth
+	}
+	var out []*method
 	seen := map[string]bool{}
 	for _, name := range strings.Split(m.names, ",") {
 		name = strings.TrimSpace(name)
@@ -37,25 +86,31 @@ func (m *methodFlags) planners() ([]plan.Planner, error) {
 			continue
 		}
 		seen[name] = true
-		switch name {
-		case "dense":
-			out = append(out, plan.DensePlanner{})
-		case "window":
-			out = append(out, window.Planner{Sink: m.sink, Window: m.window})
-		case "oracle":
-			out = append(out, oracle.Planner{CDF: m.oracleCDF})
-		default:
-			return nil, fmt.Errorf("%w: unknown method %q (have %s)", errUsage, name, strings.Join(methodNames, ", "))
+		meth, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown method %q (have %s)", errUsage, name, strings.Join(methodNames(m.catalog), ", "))
 		}
+		out = append(out, meth)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: --methods names no method", errUsage)
 	}
-	if m.sink < 0 || m.window < 0 {
-		return nil, fmt.Errorf("%w: --window-sink and --window-size must be ≥ 0", errUsage)
+	return out, nil
+}
+
+// planners returns the planners of the selected methods, in the order named.
+func (m *methodFlags) planners() ([]plan.Planner, error) {
+	ms, err := m.selected()
+	if err != nil {
+		return nil, err
 	}
-	if !(m.oracleCDF > 0 && m.oracleCDF <= 1) {
-		return nil, fmt.Errorf("%w: --oracle-cdf must be in (0, 1]", errUsage)
+	out := make([]plan.Planner, 0, len(ms))
+	for _, meth := range ms {
+		p, err := meth.planner()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }
