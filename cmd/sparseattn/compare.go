@@ -240,6 +240,9 @@ func buildSweeps(mf *methodFlags, sweeps sweepFlag) ([]sweep, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !slices.ContainsFunc(selected, func(m *method) bool { return m.name != "dense" }) {
+		return nil, fmt.Errorf("%w: --methods names only dense, which is the reference; name a method to compare", errUsage)
+	}
 	var ms []*method
 	for _, m := range mf.catalog {
 		if m.name == "oracle" {
@@ -250,9 +253,6 @@ func buildSweeps(mf *methodFlags, sweeps sweepFlag) ([]sweep, error) {
 		if m.name != "dense" && m.name != "oracle" {
 			ms = append(ms, m)
 		}
-	}
-	if len(ms) == 0 {
-		return nil, fmt.Errorf("%w: --methods names only dense, which is the reference; name a method to compare", errUsage)
 	}
 	byName := map[string]*method{}
 	for _, m := range ms {
