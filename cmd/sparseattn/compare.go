@@ -104,16 +104,21 @@ type sweepCurve struct {
 }
 
 type compareReport struct {
-	Source        string          `json:"source"`
-	Geometry      tensor.Geometry `json:"geometry"`
-	Causal        bool            `json:"causal"`
-	DType         string          `json:"dtype"`
-	BlockQ        int             `json:"block_q"`
-	BlockK        int             `json:"block_k"`
-	Repeat        int             `json:"repeat"`
-	DenseMS       float64         `json:"dense_total_ms"`
-	Interpolation string          `json:"oracle_interpolation"`
-	Curves        []sweepCurve    `json:"curves"`
+	Source   string          `json:"source"`
+	Geometry tensor.Geometry `json:"geometry"`
+	Causal   bool            `json:"causal"`
+	DType    string          `json:"dtype"`
+	BlockQ   int             `json:"block_q"`
+	BlockK   int             `json:"block_k"`
+	Repeat   int             `json:"repeat"`
+	Warmup   int             `json:"warmup"`
+	// Timed is set when --repeat or --warmup was given: the times are
+	// then meant to be read; by default one cold run per point is taken
+	// and the table leaves its times out.
+	Timed         bool         `json:"timed"`
+	DenseMS       float64      `json:"dense_total_ms"`
+	Interpolation string       `json:"oracle_interpolation"`
+	Curves        []sweepCurve `json:"curves"`
 }
 
 const interpolationNote = "log(rel L1) linear in sparsity between the two nearest oracle points; no extrapolation outside the oracle's sparsity range"
@@ -186,7 +191,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	bar.Step("")
 	report := compareReport{Source: prob.Source, Geometry: g, Causal: prob.Causal, DType: prob.q.DType().String(),
-		BlockQ: rf.blockQ, BlockK: rf.blockK, Repeat: rf.repeat, Interpolation: interpolationNote}
+		BlockQ: rf.blockQ, BlockK: rf.blockK, Repeat: rf.repeat, Warmup: rf.warmup, Interpolation: interpolationNote}
+	fs.Visit(func(f *flag.Flag) { report.Timed = report.Timed || f.Name == "repeat" || f.Name == "warmup" })
 	denseRow, dense, err := measure(ctx, rf, bar, prob, g, float32(*scale), plan.DensePlanner{}, "dense (reference)", nil)
 	if err != nil {
 		return err
@@ -476,10 +482,18 @@ func writeCurvesPNG(path string, r compareReport, width, height int) error {
 
 func printCompare(w io.Writer, r compareReport) {
 	g := r.Geometry
-	fmt.Fprintf(w, "%s: B=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d Dv=%d %s causal=%v blocks %dx%d; dense (reference) %.1f ms\n\n",
-		r.Source, g.B, g.Hq, g.Hkv, g.Nq, g.Nk, g.D, g.Dv, r.DType, r.Causal, r.BlockQ, r.BlockK, r.DenseMS)
+	fmt.Fprintf(w, "%s: B=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d Dv=%d %s causal=%v blocks %dx%d; dense is the reference",
+		r.Source, g.B, g.Hq, g.Hkv, g.Nq, g.Nk, g.D, g.Dv, r.DType, r.Causal, r.BlockQ, r.BlockK)
+	if r.Timed {
+		fmt.Fprintf(w, " (%.1f ms); times are medians of %d runs after %d warmup", r.DenseMS, r.Repeat, r.Warmup)
+	}
+	fmt.Fprint(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "method\tknob\tsparsity\trel L1\tcosine\toracle L1\t×oracle\ttotal ms\tspeedup\t")
+	head := "method\tknob\tsparsity\trel L1\tcosine\toracle L1\t×oracle\t"
+	if r.Timed {
+		head += "total ms\tspeedup\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, c := range r.Curves {
 		for _, p := range c.Points {
 			knob := "-"
@@ -500,8 +514,12 @@ func printCompare(w io.Writer, r compareReport) {
 			default:
 				oracleL1, ratio = "-", "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.2e\t%.6f\t%s\t%s\t%.1f\t%.2fx\t\n",
-				c.Method, knob, p.Sparsity, float64(p.RelL1), p.Cosine, oracleL1, ratio, p.TotalMS, p.Speedup)
+			line := fmt.Sprintf("%s\t%s\t%.3f\t%.2e\t%.6f\t%s\t%s\t",
+				c.Method, knob, p.Sparsity, float64(p.RelL1), p.Cosine, oracleL1, ratio)
+			if r.Timed {
+				line += fmt.Sprintf("%.1f\t%.2fx\t", p.TotalMS, p.Speedup)
+			}
+			fmt.Fprintln(tw, line)
 		}
 	}
 	tw.Flush()
@@ -521,6 +539,9 @@ func printCompare(w io.Writer, r compareReport) {
 	fmt.Fprintln(w, "\nsparsity: skipped fraction of the QK+PV block products a dense causal-aware pass needs, from the executor's counters.")
 	fmt.Fprintln(w, "rel L1: Σ|O−O'|/Σ|O| against dense. oracle L1: the oracle's rel L1 at the same sparsity,", interpolationNote+";")
 	fmt.Fprintln(w, "\"<\"/\">\": sparsity below/above every oracle point (widen it with --sweep oracle=...). ×oracle = rel L1 / oracle L1.")
+	if !r.Timed {
+		fmt.Fprintln(w, "Times are left out: each point ran once, cold. Pass --warmup 1 --repeat 3 to time them (see also \"sparseattn bench\").")
+	}
 }
 
 var _ flag.Value = sweepFlag{}

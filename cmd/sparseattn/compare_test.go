@@ -52,7 +52,7 @@ func TestCompareJSON(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	r := decodeCompare(t, out)
-	if r.Geometry.Nq != 256 || !r.Causal || r.BlockQ != 32 || r.DenseMS <= 0 || r.Interpolation == "" {
+	if r.Geometry.Nq != 256 || !r.Causal || r.BlockQ != 32 || r.DenseMS <= 0 || r.Interpolation == "" || r.Timed {
 		t.Errorf("header %+v", r)
 	}
 	var got []string
@@ -106,17 +106,17 @@ func TestCompareJSON(t *testing.T) {
 	}
 }
 
-// TestCompareSweepTablePNG overrides the sweeps and checks the table and
-// the PNG: decodable, of the requested size.
+// TestCompareSweepTablePNG overrides the sweeps and checks the table (with
+// times, as --repeat was given) and the PNG: decodable, of the requested size.
 func TestCompareSweepTablePNG(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "curves.png")
 	args := append([]string{"compare", "--methods", "window", "--sweep", "oracle=0.99,0.9,0.5", "--sweep", "window=128,64",
-		"--png", path, "--png-size", "640x400"}, tiny...)
+		"--png", path, "--png-size", "640x400", "--repeat", "1"}, tiny...)
 	code, out, errs := runCLI(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"llm:", "dense (reference)", "×oracle", "cdf=0.5", "size=64", "geometric mean", "wrote " + path} {
+	for _, want := range []string{"llm:", "dense is the reference", "medians of 1 runs", "speedup", "×oracle", "cdf=0.5", "size=64", "geometric mean", "wrote " + path} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -406,5 +406,17 @@ func TestCompareVizHelp(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, "--help"); code != 0 || !strings.Contains(out, "compare") || !strings.Contains(out, "viz") {
 		t.Errorf("--help lacks compare and viz: %q", out)
+	}
+}
+
+// TestCompareUntimedTable: without --repeat or --warmup the table leaves
+// out the times of its single cold runs and says how to get them.
+func TestCompareUntimedTable(t *testing.T) {
+	code, out, errs := runCLI(t, append([]string{"compare", "--methods", "oracle", "--sweep", "oracle=0.9"}, tiny...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if strings.Contains(out, "speedup") || !strings.Contains(out, "--warmup 1 --repeat 3") {
+		t.Errorf("untimed table:\n%s", out)
 	}
 }

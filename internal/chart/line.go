@@ -222,10 +222,10 @@ func padRange(xs []float64) (lo, hi float64) {
 	return lo - d, hi + d
 }
 
-// linearTicks returns about five round ticks (1, 2 or 5 × 10^k apart)
+// linearTicks returns three to eight round ticks (1, 2 or 5 × 10^k apart)
 // within [lo, hi], all labelled.
 func linearTicks(lo, hi float64) (ticks []float64, labelled []bool) {
-	step := niceStep((hi - lo) / 5)
+	step := niceStep((hi - lo) / 7)
 	for i := math.Ceil(lo / step); i*step <= hi+step*1e-9; i++ {
 		ticks = append(ticks, i*step)
 		labelled = append(labelled, true)
