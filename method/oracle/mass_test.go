@@ -55,7 +55,7 @@ func TestBlockMassMatchesNaive(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, tc := range []struct {
 		b, hq, hkv, nq, nk, d, bq, bk int
-		causal                       bool
+		causal                        bool
 	}{
 		{1, 2, 1, 100, 100, 32, 16, 16, true},  // N not a multiple of the block, GQA
 		{1, 2, 2, 100, 100, 64, 32, 16, false}, // BlockQ != BlockK
