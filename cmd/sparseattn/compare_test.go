@@ -420,3 +420,23 @@ func TestCompareUntimedTable(t *testing.T) {
 		t.Errorf("untimed table:\n%s", out)
 	}
 }
+
+// TestMassPanelScale: the colour scale spans the visible masses, capped at
+// the given decades below the largest; invisible blocks are grey.
+func TestMassPanelScale(t *testing.T) {
+	g := tensor.Geometry{B: 1, Hq: 1, Hkv: 1, Nq: 8, Nk: 8, D: 8, Dv: 8}
+	dense, err := plan.Dense(plan.Tiling{Geometry: g, Causal: true, BlockQ: 4, BlockK: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mass := [][]float64{{1, 0}, {0.99, 1e-2}}
+	for _, tc := range []struct{ decades, lo float64 }{{5, 1e-2}, {1, 0.1}} {
+		p := massPanel(dense, mass, tc.decades)
+		if p.Scale.Hi != 1 || math.Abs(p.Scale.Lo-tc.lo) > 1e-15 {
+			t.Errorf("decades %v: scale %v..%v, want %v..1", tc.decades, p.Scale.Lo, p.Scale.Hi, tc.lo)
+		}
+		if p.Cells[0][1] != colorInvisible || p.Cells[0][0] != p.Scale.Color(1) || p.Cells[1][1] != p.Scale.Color(1e-2) {
+			t.Errorf("decades %v: cells %v", tc.decades, p.Cells)
+		}
+	}
+}

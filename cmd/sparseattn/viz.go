@@ -69,7 +69,7 @@ func runViz(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	head := fs.Int("head-index", 0, "query head to draw")
 	out := fs.String("png", "viz.png", "PNG file to write")
 	size := fs.Int("panel-size", 0, "pixels per panel side, 64..1024 (0 = about 4 px per block, 256..512)")
-	decades := fs.Float64("decades", 5, "decades of block mass the colour scale spans below the largest, 1..12")
+	decades := fs.Float64("decades", 5, "most decades of block mass the colour scale spans below the largest, 1..12")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -167,19 +167,27 @@ func runViz(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-// massPanel colours each block by its true mass on a log scale spanning
-// decades below the largest; blocks no query can see are grey.
+// massPanel colours each block by its true mass on a log scale from the
+// smallest visible mass, or decades below the largest if that is higher,
+// to the largest; blocks no query can see are grey.
 func massPanel(dense *plan.Plan, mass [][]float64, decades float64) chart.Panel {
-	hi := 0.0
-	for _, row := range mass {
-		for _, m := range row {
-			hi = max(hi, m)
+	hi, lo := 0.0, math.Inf(1)
+	for qb, row := range mass {
+		for kb, m := range row {
+			if visible, _ := dense.BlockVisibility(qb, kb); visible && m > 0 {
+				hi, lo = max(hi, m), min(lo, m)
+			}
 		}
 	}
 	if hi == 0 {
-		hi = 1
+		hi, lo = 1, 0.1
 	}
-	scale := &chart.ColorScale{Label: "block mass (log)", Lo: hi * math.Pow(10, -decades), Hi: hi, Log: true, Map: chart.Viridis}
+	// The scale spans the visible masses, at most decades below the largest.
+	lo = max(lo, hi*math.Pow(10, -decades))
+	if lo >= hi {
+		lo = hi / 10
+	}
+	scale := &chart.ColorScale{Label: "block mass (log)", Lo: lo, Hi: hi, Log: true, Map: chart.Viridis}
 	cells := make([][]color.RGBA, len(mass))
 	for qb, row := range mass {
 		cells[qb] = make([]color.RGBA, len(row))
