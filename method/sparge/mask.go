@@ -27,7 +27,7 @@ type MaskOptions struct {
 }
 
 // Mask derives M_g from the estimate (SpargeAttn §3.2, Alg. 1 lines 5–6)
-// for resolved hyperparameters p (see Params.resolve):
+// for hyperparameters p (defaults filled in; λ plays no part here):
 //
 //  1. a key block is non-self-similar when KSim < θ, a query block when
 //     QSim < θ (θ ≤ 0 switches the judge off: CosSim is never negative);
@@ -46,6 +46,7 @@ type MaskOptions struct {
 // which can fall short of τ; we keep the block that crosses τ too, so the
 // kept predicted mass is always at least τ.
 func (e *HeadEstimate) Mask(p Params, o MaskOptions) *HeadMask {
+	p = p.resolve()
 	m := &HeadMask{RowStart: make([]int, 1, e.QBlocks+1)}
 	s := newMaskScratch(e.KBlocks)
 	for i := range e.QBlocks {

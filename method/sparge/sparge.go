@@ -171,9 +171,40 @@ func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err != nil {
 		return nil, err
 	}
+	return assemble(bld, t, masks, filter)
+}
+
+// Assemble builds the plan of precomputed masks, one per (batch, query
+// head) at index b·Hq + h, with the λ filter of p's parameters. It is the
+// cheap tail of Plan, for callers such as the tuner that keep estimates
+// and derive masks themselves.
+func (p Planner) Assemble(t plan.Tiling, masks []*HeadMask) (*plan.Plan, error) {
+	bld, err := plan.NewBuilder(t)
+	if err != nil {
+		return nil, err
+	}
+	g := t.Geometry
+	if len(masks) != g.B*g.Hq {
+		return nil, fmt.Errorf("%w: %d masks for B·Hq = %d heads", plan.ErrInvalid, len(masks), g.B*g.Hq)
+	}
+	params, err := p.headParams(g.Hq)
+	if err != nil {
+		return nil, err
+	}
+	filter, err := p.filter(t, params)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(bld, t, masks, filter)
+}
+
+func assemble(bld *plan.Builder, t plan.Tiling, masks []*HeadMask, filter *plan.Filter) (*plan.Plan, error) {
 	g := t.Geometry
 	nqb := (g.Nq + t.BlockQ - 1) / t.BlockQ
 	for bh, m := range masks {
+		if len(m.RowStart) != nqb+1 {
+			return nil, fmt.Errorf("%w: mask %d has %d rows, the tiling %d query blocks", plan.ErrInvalid, bh, len(m.RowStart)-1, nqb)
+		}
 		for i := range nqb {
 			r := bh*nqb + i
 			for _, kb := range m.Row(i) {
