@@ -5,6 +5,7 @@
 //
 //	sparseattn eval  [flags]   compare methods against dense attention
 //	sparseattn bench [flags]   sweep sequence length, report GFLOPS
+//	sparseattn tune  [flags]   tune SpargeAttn per head for a layer, write a profile
 //	sparseattn info            CPU features, measured FMA peak, GPUs
 //
 // Run "sparseattn <command> --help" for a command's flags.
@@ -26,6 +27,8 @@ Usage:
   sparseattn eval  [flags]   run the methods on a workload or on --input files and
                              compare each with dense attention (sparsity, error, time)
   sparseattn bench [flags]   sweep sequence length; report GFLOPS and % of measured peak
+  sparseattn tune  [flags]   tune SpargeAttn per head for one layer under L1 bounds;
+                             write a JSON profile
   sparseattn info  [flags]   report CPU features, the measured FMA peak and any GPUs
 
 With no flags, "sparseattn eval" runs the embedded default workload
@@ -54,6 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "info":
 		err = runInfo(ctx, args[1:], stdout, stderr)
+	case "tune":
+		err = runTune(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
