@@ -7,6 +7,7 @@
 //	sparseattn compare [flags]   sweep each method's knob: error against sparsity
 //	sparseattn viz     [flags]   PNG heatmaps: true block mass beside each method's plan
 //	sparseattn bench   [flags]   sweep sequence length, report GFLOPS
+//	sparseattn tune    [flags]   tune SpargeAttn per head for a layer, write a profile
 //	sparseattn info              CPU features, measured FMA peak, GPUs
 //
 // Run "sparseattn <command> --help" for a command's flags.
@@ -32,6 +33,8 @@ Usage:
   sparseattn viz     [flags]   PNG heatmaps of the true block attention mass of one head
                                beside each method's mask or pyramid levels
   sparseattn bench   [flags]   sweep sequence length; report GFLOPS and % of measured peak
+  sparseattn tune    [flags]   tune SpargeAttn per head for one layer under L1 bounds;
+                               write a JSON profile
   sparseattn info    [flags]   report CPU features, the measured FMA peak and any GPUs
 
 With no flags, "sparseattn eval" runs the embedded default workload
@@ -64,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "info":
 		err = runInfo(ctx, args[1:], stdout, stderr)
+	case "tune":
+		err = runTune(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

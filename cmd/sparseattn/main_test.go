@@ -12,6 +12,7 @@ import (
 	"github.com/sparseattn/sparseattn/internal/testutil"
 	"github.com/sparseattn/sparseattn/tensor"
 	"github.com/sparseattn/sparseattn/tensorfile"
+	"github.com/sparseattn/sparseattn/tune"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -227,5 +228,76 @@ func TestInfoAndBenchJSON(t *testing.T) {
 		if r.GFLOPS <= 0 || r.PeakPct <= 0 || r.MS <= 0 {
 			t.Errorf("row %+v", r)
 		}
+	}
+}
+
+// TestEvalSparge: the sparge entry runs from the catalog; τ = 1 is the
+// dense limit, a small top-k skips work, and bad values are usage errors.
+func TestEvalSparge(t *testing.T) {
+	base := []string{"eval", "--n", "512", "--heads", "2", "--kv-heads", "1", "--d", "64", "--repeat", "1", "--warmup", "0",
+		"--block-q", "128", "--block-k", "64", "--methods", "sparge", "--json"}
+	code, out, errs := runCLI(t, append(base, "--sparge-cdf", "1")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	r := decodeEval(t, out)
+	if len(r.Rows) != 2 || r.Rows[1].Method != "sparge" || r.Rows[1].Sparsity != 0 || r.Rows[1].RelL1 > 1e-6 {
+		t.Fatalf("τ=1 rows %+v, want sparge at sparsity 0 and dense error", r.Rows)
+	}
+	code, out, errs = runCLI(t, append(base, "--sparge-topk", "0.2", "--sparge-theta", "-1", "--sparge-lambda", "-4")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if s := decodeEval(t, out).Rows[1]; s.Sparsity <= 0.1 || s.PVBlocks > s.QKBlocks {
+		t.Errorf("top-k 0.2 row %+v, want sparsity > 0.1 and no more PV than QK products", s)
+	}
+	for _, bad := range [][]string{{"--sparge-cdf", "1.5"}, {"--sparge-theta", "2"}, {"--sparge-lambda", "1"}, {"--sparge-cdf", "0.9", "--sparge-topk", "0.5"}} {
+		if code, _, errs := runCLI(t, append(base, bad...)...); code != 2 || !strings.Contains(errs, "bad hyperparameter") {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming the range", bad, code, errs)
+		}
+	}
+}
+
+// TestTune: tune writes a loadable profile, updates it by layer name,
+// reports held-out errors, and refuses impossible bounds.
+func TestTune(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "profile.json")
+	args := func(layer string, extra ...string) []string {
+		return append([]string{"tune", "--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32", "--block-q", "64", "--block-k", "32",
+			"--calib", "2", "--holdout", "1", "--layer", layer, "--out", out, "--json"}, extra...)
+	}
+	for _, layer := range []string{"a", "b", "a"} {
+		code, stdout, errs := runCLI(t, args(layer)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		var r tuneReport
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Heads) != 2 || r.HoldoutMax == nil || r.Heads[0].HoldoutL1 == nil || r.Inputs != 2 {
+			t.Fatalf("report %+v", r)
+		}
+		for _, h := range r.Heads {
+			if !(h.L1Mask < 0.05 && h.L1 < 0.06) {
+				t.Errorf("head %d: calibration L1 %v / %v above the default bounds", h.Index, h.L1Mask, h.L1)
+			}
+		}
+	}
+	prof, err := tune.LoadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prof.Layers) != 2 || prof.Layers[0].Name != "a" || prof.Layers[1].Name != "b" {
+		t.Errorf("profile layers %+v, want a then b", prof.Layers)
+	}
+	for _, bad := range [][]string{{"--l1", "0.1", "--l2", "0.05"}, {"--l1", "0"}, {"--l2", "1.5"}, {"--calib", "0"}} {
+		if code, _, errs := runCLI(t, args("c", bad...)...); code != 2 {
+			t.Errorf("%v: exit %d (%s), want a usage error", bad, code, errs)
+		}
+	}
+	// Another tiling cannot update the same profile.
+	if code, _, errs := runCLI(t, args("a", "--block-q", "128")...); code != 2 || !strings.Contains(errs, "was tuned with") {
+		t.Errorf("tiling mismatch: exit %d, %s", code, errs)
 	}
 }
