@@ -29,9 +29,11 @@ counters; error is relative L1, Σ|O−O'|/Σ|O|.
 The oracle (exact TopCdf on the true block mass) is always swept: each point's
 "×oracle" is its error divided by the oracle's error at the same sparsity,
 read off the oracle's curve by interpolating log(error) linearly in sparsity
-between its two nearest points. Points outside the oracle's sparsity range get
-no ratio (shown as "<" or ">"); widen the oracle's sweep to cover them, e.g.
---sweep oracle=0.9999,0.999,0.99,0.95,0.9,0.8,0.6,0.4.
+between its two nearest points. Where another method's point falls in a gap
+of the oracle's curve wider than 0.01 in sparsity, up to --oracle-refine extra
+oracle points bisect the oracle's knob there (marked "*"). Points outside the
+oracle's sparsity range get no ratio (shown as "<" or ">"); widen the oracle's
+sweep to cover them, e.g. --sweep oracle=0.999,0.99,0.95,0.9,0.8,0.6,0.4.
 
 Inputs are those of "sparseattn eval" (a generated --workload or --input files).
 --sweep method=v1,v2,... (repeatable) replaces a method's default knob values.
@@ -90,6 +92,8 @@ type sweepPoint struct {
 	OracleRelL1 jsonFloat `json:"oracle_rel_l1"`
 	OracleRatio jsonFloat `json:"oracle_ratio"`
 	Match       string    `json:"oracle_match"` // "in_range", "below_range", "above_range" or "no_oracle"
+	// Refined marks an oracle point added by --oracle-refine.
+	Refined bool `json:"refined,omitempty"`
 }
 
 // sweepCurve is one method's sweep, in the order of its knob values.
@@ -152,6 +156,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	pngPath := fs.String("png", "", "also draw the curves into this PNG file")
 	pngSize := fs.String("png-size", "800x500", "PNG width x height in pixels")
+	refine := fs.Int("oracle-refine", 8, "extra oracle points, each bisecting the oracle's knob where the widest sparsity gap holding another method's point is, 0..64")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -160,6 +165,9 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if err := checkScale(*scale); err != nil {
 		return err
+	}
+	if *refine < 0 || *refine > 64 {
+		return fmt.Errorf("%w: --oracle-refine %d must be in 0..64", errUsage, *refine)
 	}
 	width, height, err := parseSize(*pngSize)
 	if err != nil {
@@ -174,7 +182,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	steps := 1 + rf.warmup + rf.repeat
+	steps := 1 + (1+*refine)*(rf.warmup+rf.repeat)
 	for _, sw := range sws {
 		steps += len(sw.planners) * (rf.warmup + rf.repeat)
 	}
@@ -219,6 +227,25 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			c.Points = append(c.Points, sweepPoint{evalRow: row, Value: value})
 		}
 		report.Curves = append(report.Curves, c)
+	}
+	if sws[0].meth.name == "oracle" && sws[0].values != nil {
+		k := sws[0].meth.knob
+		err := refineOracle(*refine, minGap, report.Curves, func(x float64) (sweepPoint, error) {
+			label := fmt.Sprintf("oracle %s=%g (refining)", k.name, x)
+			pl, err := k.planner(x)
+			if err != nil {
+				return sweepPoint{}, err
+			}
+			row, _, err := measure(ctx, rf, bar, prob, g, float32(*scale), pl, label, ref)
+			if err != nil {
+				return sweepPoint{}, fmt.Errorf("%s: %w", label, err)
+			}
+			row.Method = "oracle"
+			return sweepPoint{evalRow: row, Value: &x, Refined: true}, nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	bar.Finish()
 	matchOracle(report.Curves)
@@ -299,6 +326,85 @@ func buildSweeps(mf *methodFlags, sweeps sweepFlag) ([]sweep, error) {
 		out = append(out, sw)
 	}
 	return out, nil
+}
+
+// minGap is the sparsity gap between consecutive oracle points below which
+// --oracle-refine stops bisecting: interpolation over 0.01 is close enough.
+const minGap = 0.01
+
+// refineOracle adds up to n points to the oracle's curve (the curve named
+// "oracle", whose points are sorted by sparsity as it goes). Each goes at
+// the midpoint of the knob values of two consecutive points that are more
+// than minGap apart in sparsity and bracket a point of another method;
+// of those pairs, the one whose errors differ most (in decades) is split
+// first. Log-linear interpolation is only as good as the oracle's sampling,
+// and the oracle's error climbs decades within its first percent of
+// sparsity. run measures the oracle at a knob value.
+func refineOracle(n int, minGap float64, curves []sweepCurve, run func(x float64) (sweepPoint, error)) error {
+	oi := slices.IndexFunc(curves, func(c sweepCurve) bool { return c.Method == "oracle" })
+	if oi < 0 {
+		return nil
+	}
+	oc := &curves[oi]
+	bySparsity := func(a, b sweepPoint) int {
+		switch {
+		case a.Sparsity < b.Sparsity:
+			return -1
+		case a.Sparsity > b.Sparsity:
+			return 1
+		}
+		return 0
+	}
+	var targets []float64
+	for _, c := range curves {
+		if c.Method != "oracle" {
+			for _, p := range c.Points {
+				targets = append(targets, p.Sparsity)
+			}
+		}
+	}
+	for range n {
+		slices.SortStableFunc(oc.Points, bySparsity)
+		best, bestSpan := -1, 0.0
+		for i := 1; i < len(oc.Points); i++ {
+			lo, hi := oc.Points[i-1], oc.Points[i]
+			if lo.Value == nil || hi.Value == nil || *lo.Value == *hi.Value {
+				continue
+			}
+			mid := (*lo.Value + *hi.Value) / 2
+			if mid == *lo.Value || mid == *hi.Value { // no float between them
+				continue
+			}
+			if hi.Sparsity-lo.Sparsity <= minGap || !slices.ContainsFunc(targets, func(s float64) bool { return s > lo.Sparsity && s < hi.Sparsity }) {
+				continue
+			}
+			if span := errorSpan(float64(lo.RelL1), float64(hi.RelL1)); best < 0 || span > bestSpan {
+				best, bestSpan = i, span
+			}
+		}
+		if best < 0 {
+			break
+		}
+		p, err := run((*oc.Points[best-1].Value + *oc.Points[best].Value) / 2)
+		if err != nil {
+			return err
+		}
+		oc.Points = append(oc.Points, p)
+	}
+	slices.SortStableFunc(oc.Points, bySparsity)
+	return nil
+}
+
+// errorSpan is how far apart two errors are in decades; +Inf when one is
+// zero and the other not, so such a segment is split first.
+func errorSpan(a, b float64) float64 {
+	switch {
+	case a > 0 && b > 0:
+		return math.Abs(math.Log10(b / a))
+	case a == b:
+		return 0
+	}
+	return math.Inf(1)
 }
 
 // matchOracle fills each point's oracle fields from the oracle's curve.
@@ -500,6 +606,9 @@ func printCompare(w io.Writer, r compareReport) {
 			if p.Value != nil {
 				knob = fmt.Sprintf("%s=%g", c.Knob, *p.Value)
 			}
+			if p.Refined {
+				knob += "*"
+			}
 			oracleL1, ratio := "", ""
 			switch p.Match {
 			case "in_range":
@@ -539,6 +648,11 @@ func printCompare(w io.Writer, r compareReport) {
 	fmt.Fprintln(w, "\nsparsity: skipped fraction of the QK+PV block products a dense causal-aware pass needs, from the executor's counters.")
 	fmt.Fprintln(w, "rel L1: Σ|O−O'|/Σ|O| against dense. oracle L1: the oracle's rel L1 at the same sparsity,", interpolationNote+";")
 	fmt.Fprintln(w, "\"<\"/\">\": sparsity below/above every oracle point (widen it with --sweep oracle=...). ×oracle = rel L1 / oracle L1.")
+	if slices.ContainsFunc(r.Curves, func(c sweepCurve) bool {
+		return slices.ContainsFunc(c.Points, func(p sweepPoint) bool { return p.Refined })
+	}) {
+		fmt.Fprintln(w, "*: oracle point added by --oracle-refine where another method's points fell in a wide gap of the oracle's curve.")
+	}
 	if !r.Timed {
 		fmt.Fprintln(w, "Times are left out: each point ran once, cold. Pass --warmup 1 --repeat 3 to time them (see also \"sparseattn bench\").")
 	}

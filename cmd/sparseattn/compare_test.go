@@ -22,6 +22,16 @@ import (
 // tiny is a workload small enough that a full sweep takes well under a second.
 var tiny = []string{"--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32", "--block-q", "32", "--block-k", "32"}
 
+func countRefined(c sweepCurve) int {
+	n := 0
+	for _, p := range c.Points {
+		if p.Refined {
+			n++
+		}
+	}
+	return n
+}
+
 func decodeCompare(t *testing.T, s string) compareReport {
 	t.Helper()
 	var r compareReport
@@ -71,13 +81,19 @@ func TestCompareJSON(t *testing.T) {
 				t.Errorf("%s: knob %q, want %q", c.Method, c.Knob, k.name)
 			}
 		}
-		if len(c.Points) != wantPoints {
-			t.Fatalf("%s: %d points, want %d", c.Method, len(c.Points), wantPoints)
+		var values []float64
+		for _, p := range c.Points {
+			if !p.Refined && p.Value != nil {
+				values = append(values, *p.Value)
+			}
+		}
+		if len(c.Points)-countRefined(c) != wantPoints || (k != nil && !slices.Equal(values, k.values)) {
+			t.Fatalf("%s: knob values %v (and %d refined), want %d points %v", c.Method, values, countRefined(c), wantPoints, k.values)
+		}
+		if c.Method != "oracle" && countRefined(c) > 0 {
+			t.Errorf("%s: refined points outside the oracle", c.Method)
 		}
 		for i, p := range c.Points {
-			if k != nil && (p.Value == nil || *p.Value != k.values[i]) {
-				t.Errorf("%s point %d: knob value %v, want %v", c.Method, i, p.Value, k.values[i])
-			}
 			if s := 1 - (p.QKBlocks+p.PVBlocks)/(2*p.DenseBlocks); math.Abs(s-p.Sparsity) > 1e-12 {
 				t.Errorf("%s point %d: sparsity %v, counters give %v", c.Method, i, p.Sparsity, s)
 			}
@@ -93,10 +109,17 @@ func TestCompareJSON(t *testing.T) {
 				t.Errorf("oracle point %d: %+v, want ratio 1 in range", i, p)
 			}
 		}
-		if c.Method == "oracle" || c.Method == "window" {
+		switch c.Method {
+		case "window": // in knob order: widest first
 			for i := 1; i < len(c.Points); i++ {
 				if c.Points[i].Sparsity < c.Points[i-1].Sparsity {
 					t.Errorf("%s: sparsity %v at %s=%v falls below %v at %v", c.Method, c.Points[i].Sparsity, c.Knob, *c.Points[i].Value, c.Points[i-1].Sparsity, *c.Points[i-1].Value)
+				}
+			}
+		case "oracle": // sorted by sparsity: the threshold must fall
+			for i := 1; i < len(c.Points); i++ {
+				if c.Points[i].Sparsity < c.Points[i-1].Sparsity || *c.Points[i].Value > *c.Points[i-1].Value {
+					t.Errorf("oracle: point %d (cdf %v, sparsity %v) after (cdf %v, sparsity %v)", i, *c.Points[i].Value, c.Points[i].Sparsity, *c.Points[i-1].Value, c.Points[i-1].Sparsity)
 				}
 			}
 		}
@@ -111,7 +134,7 @@ func TestCompareJSON(t *testing.T) {
 func TestCompareSweepTablePNG(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "curves.png")
 	args := append([]string{"compare", "--methods", "window", "--sweep", "oracle=0.99,0.9,0.5", "--sweep", "window=128,64",
-		"--png", path, "--png-size", "640x400", "--repeat", "1"}, tiny...)
+		"--png", path, "--png-size", "640x400", "--repeat", "1", "--oracle-refine", "0"}, tiny...)
 	code, out, errs := runCLI(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -383,6 +406,7 @@ func TestCompareVizUsageErrors(t *testing.T) {
 		{[]string{"compare", "--png-size", "10x10"}, "--png-size"},
 		{[]string{"compare", "--png", filepath.Join(dir, "no", "c.png")}, "does not exist"},
 		{[]string{"compare", "--repeat", "0"}, "--repeat"},
+		{[]string{"compare", "--oracle-refine", "-1"}, "--oracle-refine -1 must be in 0..64"},
 		{[]string{"compare", "--methods", "magic"}, "unknown method"},
 		{[]string{"viz", "--head-index", "9", "--n", "64", "--png", filepath.Join(dir, "v.png")}, "--head-index 9"},
 		{[]string{"viz", "--decades", "0"}, "--decades"},
@@ -437,6 +461,76 @@ func TestMassPanelScale(t *testing.T) {
 		}
 		if p.Cells[0][1] != colorInvisible || p.Cells[0][0] != p.Scale.Color(1) || p.Cells[1][1] != p.Scale.Color(1e-2) {
 			t.Errorf("decades %v: cells %v", tc.decades, p.Cells)
+		}
+	}
+}
+
+// TestRefineOracle bisects a synthetic oracle whose sparsity rises
+// steeply as its knob leaves 1, as TopCdf's does: with enough points
+// every gap holding another method's point ends narrower than minGap, each
+// new knob value is the midpoint of two neighbouring points, and with n = 0
+// nothing runs.
+func TestRefineOracle(t *testing.T) {
+	r := testutil.Rand(t)
+	sparsity := func(x float64) float64 { return math.Pow(1-x, 0.25) }
+	mk := func(x float64, refined bool) sweepPoint {
+		// Error 1e-4 at 0.999 and 1e-2 at 0.99: two decades, the widest span.
+		e := 1 - x
+		if x > 0.995 {
+			e /= 10
+		}
+		return sweepPoint{evalRow: evalRow{Method: "oracle", Sparsity: sparsity(x), RelL1: jsonFloat(e)}, Value: &x, Refined: refined}
+	}
+	for _, n := range []int{0, 1, 3, 64} {
+		oracle := sweepCurve{Method: "oracle"}
+		for _, x := range []float64{0.999, 0.99, 0.9, 0.5} {
+			oracle.Points = append(oracle.Points, mk(x, false))
+		}
+		other := sweepCurve{Method: "m"}
+		// One point in the first gap, the others anywhere in range.
+		other.Points = append(other.Points, sweepPoint{evalRow: evalRow{Sparsity: (sparsity(0.999) + sparsity(0.99)) / 2}})
+		for range 5 {
+			other.Points = append(other.Points, sweepPoint{evalRow: evalRow{Sparsity: sparsity(0.999) + r.Float64()*(sparsity(0.5)-sparsity(0.999))}})
+		}
+		curves := []sweepCurve{oracle, other}
+		runs := 0
+		err := refineOracle(n, minGap, curves, func(x float64) (sweepPoint, error) {
+			runs++
+			pts := curves[0].Points // sorted by sparsity before each run
+			if !slices.ContainsFunc(pts[1:], func(p sweepPoint) bool {
+				i := slices.IndexFunc(pts, func(q sweepPoint) bool { return q.Value == p.Value })
+				return x == (*pts[i-1].Value+*p.Value)/2
+			}) {
+				t.Errorf("n=%d: ran cdf %v, not the midpoint of two neighbouring points", n, x)
+			}
+			return mk(x, true), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pts := curves[0].Points
+		if runs > n || len(pts) != 4+runs {
+			t.Fatalf("n=%d: %d runs, %d points", n, runs, len(pts))
+		}
+		for i := 1; i < len(pts); i++ {
+			lo, hi := pts[i-1], pts[i]
+			if hi.Sparsity < lo.Sparsity {
+				t.Fatalf("n=%d: points not sorted by sparsity", n)
+			}
+			if n == 64 && hi.Sparsity-lo.Sparsity > minGap {
+				for _, p := range other.Points {
+					if p.Sparsity > lo.Sparsity && p.Sparsity < hi.Sparsity {
+						t.Errorf("n=%d: point at %v left in gap %v..%v", n, p.Sparsity, lo.Sparsity, hi.Sparsity)
+					}
+				}
+			}
+		}
+		a, b := 0.999, 0.99 // variables: float64 arithmetic, as refineOracle's
+		if n == 1 && (runs != 1 || !slices.ContainsFunc(pts, func(p sweepPoint) bool { return p.Refined && *p.Value == (a+b)/2 })) {
+			t.Errorf("n=1: the first split is not between 0.999 and 0.99 (two decades apart): %d runs", runs)
+		}
+		if n == 3 && runs != 3 {
+			t.Errorf("n=3: %d runs; the gaps are wide enough for all three", runs)
 		}
 	}
 }
