@@ -15,6 +15,7 @@ import (
 	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/metrics"
+	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 	"github.com/sparseattn/sparseattn/tensorfile"
 	"github.com/sparseattn/sparseattn/workload"
@@ -220,15 +221,15 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	var rf runFlags
 	rf.register(fs, "method")
-	scale := fs.Float64("scale", 0, "softmax scale on QKᵀ (0 = 1/sqrt(D))")
+	scale := registerScale(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := rf.check(); err != nil {
 		return err
 	}
-	if !(*scale >= 0) || math.IsInf(*scale, 0) || *scale > math.MaxFloat32 {
-		return fmt.Errorf("%w: --scale must be ≥ 0 and finite (0 = 1/sqrt(D))", errUsage)
+	if err := checkScale(*scale); err != nil {
+		return err
 	}
 	planners, err := mf.planners()
 	if err != nil {
@@ -248,32 +249,14 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	bar.Step("")
 	report := evalReport{Source: prob.Source, Geometry: g, Causal: prob.Causal, DType: prob.q.DType().String(), Repeat: rf.repeat}
-	var dense *tensor.Tensor
-	var denseMS float64
+	var ref *reference
 	for _, pl := range planners {
-		tm, err := timeMethod(ctx, rf, bar, pl.Name(), prob.q, prob.k, prob.v,
-			sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: float32(*scale)})
+		row, res, err := measure(ctx, rf, bar, prob, g, float32(*scale), pl, pl.Name(), ref)
 		if err != nil {
 			return err
 		}
-		res, st := tm.last, tm.last.Stats
-		row := evalRow{Method: pl.Name(), Sparsity: st.Sparsity(), DenseBlocks: st.DenseBlocks, QKBlocks: st.QKBlocks, PVBlocks: st.PVBlocks, PlanMS: tm.planMS, RunMS: tm.runMS, TotalMS: tm.totalMS}
-		if dense == nil {
-			dense, denseMS = res.Out, row.TotalMS
-		}
-		e, err := metrics.CompareTensors(dense, res.Out)
-		if err != nil {
-			return err
-		}
-		row.RelL1, row.RelL2, row.Cosine, row.MSE, row.MAE, row.MaxAbs = jsonFloat(e.RelL1), jsonFloat(e.RelL2), e.Cosine, e.MSE, e.MAE, e.MaxAbs
-		row.Speedup = denseMS / row.TotalMS
-		row.GFLOPS = metrics.TOPS(g, prob.Causal, row.TotalMS/1e3) * 1e3
-		if prob.workload != nil && prob.workload.Needle != nil {
-			recall, err := prob.workload.NeedleRecall(res.Out)
-			if err != nil {
-				return err
-			}
-			row.NeedleRecall = &recall
+		if ref == nil {
+			ref = &reference{out: res.Out, totalMS: row.TotalMS}
 		}
 		report.Rows = append(report.Rows, row)
 	}
@@ -284,6 +267,56 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return enc.Encode(report)
 	}
 	printEval(stdout, report)
+	return nil
+}
+
+// reference is the dense output every method is compared with.
+type reference struct {
+	out     *tensor.Tensor
+	totalMS float64
+}
+
+// measure times pl on the problem as rf says and compares its output with
+// ref; with ref nil the run is the reference itself (dense) and its row
+// has zero error. It returns the row and the result of the last run.
+func measure(ctx context.Context, rf runFlags, bar *progress.Bar, prob *problem, g tensor.Geometry, scale float32, pl plan.Planner, label string, ref *reference) (evalRow, *sparseattn.Result, error) {
+	tm, err := timeMethod(ctx, rf, bar, label, prob.q, prob.k, prob.v,
+		sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: scale})
+	if err != nil {
+		return evalRow{}, nil, err
+	}
+	res, st := tm.last, tm.last.Stats
+	row := evalRow{Method: pl.Name(), Sparsity: st.Sparsity(), DenseBlocks: st.DenseBlocks, QKBlocks: st.QKBlocks, PVBlocks: st.PVBlocks, PlanMS: tm.planMS, RunMS: tm.runMS, TotalMS: tm.totalMS}
+	if ref == nil {
+		ref = &reference{out: res.Out, totalMS: row.TotalMS}
+	}
+	e, err := metrics.CompareTensors(ref.out, res.Out)
+	if err != nil {
+		return evalRow{}, nil, err
+	}
+	row.RelL1, row.RelL2, row.Cosine, row.MSE, row.MAE, row.MaxAbs = jsonFloat(e.RelL1), jsonFloat(e.RelL2), e.Cosine, e.MSE, e.MAE, e.MaxAbs
+	row.Speedup = ref.totalMS / row.TotalMS
+	row.GFLOPS = metrics.TOPS(g, prob.Causal, row.TotalMS/1e3) * 1e3
+	if prob.workload != nil && prob.workload.Needle != nil {
+		recall, err := prob.workload.NeedleRecall(res.Out)
+		if err != nil {
+			return evalRow{}, nil, err
+		}
+		row.NeedleRecall = &recall
+	}
+	return row, res, nil
+}
+
+// registerScale adds --scale, the softmax scale, to fs.
+func registerScale(fs *flag.FlagSet) *float64 {
+	return fs.Float64("scale", 0, "softmax scale on QKᵀ (0 = 1/sqrt(D))")
+}
+
+// checkScale rejects a --scale the executor cannot use.
+func checkScale(scale float64) error {
+	if !(scale >= 0) || math.IsInf(scale, 0) || scale > math.MaxFloat32 {
+		return fmt.Errorf("%w: --scale must be ≥ 0 and finite (0 = 1/sqrt(D))", errUsage)
+	}
 	return nil
 }
 

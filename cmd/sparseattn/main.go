@@ -3,10 +3,12 @@
 //
 // Usage:
 //
-//	sparseattn eval  [flags]   compare methods against dense attention
-//	sparseattn bench [flags]   sweep sequence length, report GFLOPS
-//	sparseattn tune  [flags]   tune SpargeAttn per head for a layer, write a profile
-//	sparseattn info            CPU features, measured FMA peak, GPUs
+//	sparseattn eval    [flags]   compare methods against dense attention
+//	sparseattn compare [flags]   sweep each method's knob: error against sparsity
+//	sparseattn viz     [flags]   PNG heatmaps: true block mass beside each method's plan
+//	sparseattn tune    [flags]   tune SpargeAttn per head for a layer, write a profile
+//	sparseattn bench   [flags]   sweep sequence length, report GFLOPS
+//	sparseattn info              CPU features, measured FMA peak, GPUs
 //
 // Run "sparseattn <command> --help" for a command's flags.
 package main
@@ -24,12 +26,16 @@ import (
 const usage = `sparseattn: training-free sparse attention, checked on your own tensors.
 
 Usage:
-  sparseattn eval  [flags]   run the methods on a workload or on --input files and
-                             compare each with dense attention (sparsity, error, time)
-  sparseattn bench [flags]   sweep sequence length; report GFLOPS and % of measured peak
-  sparseattn tune  [flags]   tune SpargeAttn per head for one layer under L1 bounds;
-                             write a JSON profile
-  sparseattn info  [flags]   report CPU features, the measured FMA peak and any GPUs
+  sparseattn eval    [flags]   run the methods on a workload or on --input files and
+                               compare each with dense attention (sparsity, error, time)
+  sparseattn compare [flags]   sweep each method's knob on the same input: error against
+                               sparsity side by side, ratio to the oracle, optional PNG plot
+  sparseattn viz     [flags]   PNG heatmaps of the true block attention mass of one head
+                               beside each method's mask or pyramid levels
+  sparseattn tune    [flags]   tune SpargeAttn per head for one layer under L1 bounds;
+                               write a JSON profile
+  sparseattn bench   [flags]   sweep sequence length; report GFLOPS and % of measured peak
+  sparseattn info    [flags]   report CPU features, the measured FMA peak and any GPUs
 
 With no flags, "sparseattn eval" runs the embedded default workload
 (an 8-head, 4096-token causal LLM layer with a planted needle).
@@ -53,6 +59,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "eval":
 		err = runEval(ctx, args[1:], stdout, stderr)
+	case "compare":
+		err = runCompare(ctx, args[1:], stdout, stderr)
+	case "viz":
+		err = runViz(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "info":

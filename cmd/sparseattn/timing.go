@@ -60,8 +60,19 @@ func timeMethod(ctx context.Context, f runFlags, bar *progress.Bar, label string
 
 // register adds the shared flags; what names the unit being repeated.
 func (f *runFlags) register(fs *flag.FlagSet, what string) {
-	fs.IntVar(&f.repeat, "repeat", 3, "timed runs per "+what+"; the median is reported")
-	fs.IntVar(&f.warmup, "warmup", 1, "untimed runs per "+what+" before timing")
+	f.registerWith(fs, what, 3, 1)
+}
+
+// registerWith is register with other defaults for --repeat and --warmup,
+// for commands whose subject is accuracy rather than time.
+func (f *runFlags) registerWith(fs *flag.FlagSet, what string, repeat, warmup int) {
+	fs.IntVar(&f.repeat, "repeat", repeat, "timed runs per "+what+"; the median is reported")
+	fs.IntVar(&f.warmup, "warmup", warmup, "untimed runs per "+what+" before timing")
+	f.registerTiling(fs)
+}
+
+// registerTiling adds only the flags that shape a run, not its timing.
+func (f *runFlags) registerTiling(fs *flag.FlagSet) {
 	fs.IntVar(&f.workers, "workers", 0, "CPU goroutines (0 = all CPUs)")
 	fs.IntVar(&f.blockQ, "block-q", sparseattn.DefaultBlockQ, "query block size")
 	fs.IntVar(&f.blockK, "block-k", sparseattn.DefaultBlockK, "key block size")

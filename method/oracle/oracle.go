@@ -95,9 +95,10 @@ func newScratch(t plan.Tiling, nkb int) *scratch {
 	}
 }
 
-// topCDF returns, in key order, the fewest visible KV blocks of query block
-// qb whose mean attention mass reaches cdf.
-func (sc *scratch) topCDF(p *plan.Plan, q, k *tensor.Tensor, b, h, qb int, scale float32, cdf float64) []int {
+// blockMass fills sc.mass[kb] with the exact attention mass the queries of
+// query block qb put on each KV block, averaged over those queries, and
+// returns the visible KV blocks of the row in key order.
+func (sc *scratch) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h, qb int, scale float32) []int32 {
 	g := p.Geometry
 	bk, nkb := p.BlockK, p.KBlocks()
 	kh := g.KVHead(h)
@@ -157,6 +158,13 @@ func (sc *scratch) topCDF(p *plan.Plan, q, k *tensor.Tensor, b, h, qb int, scale
 			}
 		}
 	}
+	return blocks
+}
+
+// topCDF returns, in key order, the fewest visible KV blocks of query block
+// qb whose mean attention mass reaches cdf.
+func (sc *scratch) topCDF(p *plan.Plan, q, k *tensor.Tensor, b, h, qb int, scale float32, cdf float64) []int {
+	blocks := sc.blockMass(p, q, k, b, h, qb, scale)
 	order := make([]int, len(blocks))
 	for i, kb := range blocks {
 		order[i] = int(kb)

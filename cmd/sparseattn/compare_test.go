@@ -1,0 +1,442 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sparseattn/sparseattn/internal/testutil"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// tiny is a workload small enough that a full sweep takes well under a second.
+var tiny = []string{"--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32", "--block-q", "32", "--block-k", "32"}
+
+func decodeCompare(t *testing.T, s string) compareReport {
+	t.Helper()
+	var r compareReport
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		t.Fatalf("bad JSON %q: %v", s, err)
+	}
+	return r
+}
+
+// TestCompareJSON sweeps every catalog method with a knob on a tiny
+// workload: one curve per method, oracle first, one point per knob value,
+// sparsity consistent with the counters, and, for the methods whose knob
+// orders their plans (window's width, the oracle's threshold), sparsity
+// non-decreasing along the knob. (Window's default widths are for long
+// inputs: on 256 tokens only the last skips anything.)
+func TestCompareJSON(t *testing.T) {
+	var names []string
+	knobs := map[string]*knob{}
+	for _, m := range methodCatalog() {
+		if m.name != "dense" {
+			names = append(names, m.name)
+			knobs[m.name] = m.knob
+		}
+	}
+	args := append([]string{"compare", "--json", "--methods", strings.Join(names, ",")}, tiny...)
+	code, out, errs := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	r := decodeCompare(t, out)
+	if r.Geometry.Nq != 256 || !r.Causal || r.BlockQ != 32 || r.DenseMS <= 0 || r.Interpolation == "" || r.Timed {
+		t.Errorf("header %+v", r)
+	}
+	var got []string
+	for _, c := range r.Curves {
+		got = append(got, c.Method)
+	}
+	if want := append([]string{"oracle"}, slices.DeleteFunc(slices.Clone(names), func(s string) bool { return s == "oracle" })...); !slices.Equal(got, want) {
+		t.Fatalf("curves %v, want %v (oracle first, one per method)", got, want)
+	}
+	for _, c := range r.Curves {
+		k := knobs[c.Method]
+		wantPoints := 1
+		if k != nil {
+			wantPoints = len(k.values)
+			if c.Knob != k.name {
+				t.Errorf("%s: knob %q, want %q", c.Method, c.Knob, k.name)
+			}
+		}
+		if len(c.Points) != wantPoints {
+			t.Fatalf("%s: %d points, want %d", c.Method, len(c.Points), wantPoints)
+		}
+		for i, p := range c.Points {
+			if k != nil && (p.Value == nil || *p.Value != k.values[i]) {
+				t.Errorf("%s point %d: knob value %v, want %v", c.Method, i, p.Value, k.values[i])
+			}
+			if s := 1 - (p.QKBlocks+p.PVBlocks)/(2*p.DenseBlocks); math.Abs(s-p.Sparsity) > 1e-12 {
+				t.Errorf("%s point %d: sparsity %v, counters give %v", c.Method, i, p.Sparsity, s)
+			}
+			if !(p.RelL1 >= 0) || p.Method != c.Method {
+				t.Errorf("%s point %d: %+v", c.Method, i, p)
+			}
+			if !slices.Contains([]string{"in_range", "below_range", "above_range"}, p.Match) {
+				t.Errorf("%s point %d: oracle_match %q", c.Method, i, p.Match)
+			}
+			// The oracle's own points lie on its curve: ratio 1 wherever
+			// its error is positive.
+			if c.Method == "oracle" && (p.Match != "in_range" || p.RelL1 > 0 && math.Abs(float64(p.OracleRatio)-1) > 1e-9) {
+				t.Errorf("oracle point %d: %+v, want ratio 1 in range", i, p)
+			}
+		}
+		if c.Method == "oracle" || c.Method == "window" {
+			for i := 1; i < len(c.Points); i++ {
+				if c.Points[i].Sparsity < c.Points[i-1].Sparsity {
+					t.Errorf("%s: sparsity %v at %s=%v falls below %v at %v", c.Method, c.Points[i].Sparsity, c.Knob, *c.Points[i].Value, c.Points[i-1].Sparsity, *c.Points[i-1].Value)
+				}
+			}
+		}
+		if last := c.Points[len(c.Points)-1]; c.Method == "oracle" && last.Sparsity < 0.2 {
+			t.Errorf("oracle: sparsest setting reaches only %v", last.Sparsity)
+		}
+	}
+}
+
+// TestCompareSweepTablePNG overrides the sweeps and checks the table (with
+// times, as --repeat was given) and the PNG: decodable, of the requested size.
+func TestCompareSweepTablePNG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "curves.png")
+	args := append([]string{"compare", "--methods", "window", "--sweep", "oracle=0.99,0.9,0.5", "--sweep", "window=128,64",
+		"--png", path, "--png-size", "640x400", "--repeat", "1"}, tiny...)
+	code, out, errs := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"llm:", "dense is the reference", "medians of 1 runs", "speedup", "×oracle", "cdf=0.5", "size=64", "geometric mean", "wrote " + path} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n  oracle "); n != 3 {
+		t.Errorf("%d oracle rows, want 3:\n%s", n, out)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() != 640 || b.Dy() != 400 {
+		t.Errorf("PNG %v, want 640x400", b)
+	}
+}
+
+// TestMatchOracleByHand checks the ratio on a curve small enough to do by
+// hand: the oracle's error goes from 1e-3 at sparsity 0.2 to 1e-1 at 0.6,
+// so log-linear interpolation gives 1e-2 at 0.4.
+func TestMatchOracleByHand(t *testing.T) {
+	pt := func(s, e float64) sweepPoint {
+		return sweepPoint{evalRow: evalRow{Sparsity: s, RelL1: jsonFloat(e)}}
+	}
+	curves := []sweepCurve{
+		{Method: "oracle", Points: []sweepPoint{pt(0.6, 1e-1), pt(0.2, 1e-3)}}, // unsorted on purpose
+		{Method: "m", Points: []sweepPoint{pt(0.1, 1e-3), pt(0.4, 3e-2), pt(0.6, 0.2), pt(0.7, 0.5)}},
+	}
+	matchOracle(curves)
+	m := curves[1]
+	for i, want := range []struct {
+		match         string
+		oracle, ratio float64 // NaN: none
+	}{
+		{"below_range", math.NaN(), math.NaN()},
+		{"in_range", 1e-2, 3},
+		{"in_range", 1e-1, 2},
+		{"above_range", math.NaN(), math.NaN()},
+	} {
+		p := m.Points[i]
+		if p.Match != want.match || !closeOrBothNaN(float64(p.OracleRelL1), want.oracle) || !closeOrBothNaN(float64(p.OracleRatio), want.ratio) {
+			t.Errorf("point %d: match %s oracle %v ratio %v; want %s %v %v", i, p.Match, p.OracleRelL1, p.OracleRatio, want.match, want.oracle, want.ratio)
+		}
+	}
+	if m.Matched != 2 || math.Abs(float64(m.RatioGeoMean)-math.Sqrt(6)) > 1e-9 {
+		t.Errorf("geomean %v over %d points, want √6 over 2", m.RatioGeoMean, m.Matched)
+	}
+	// Without an oracle curve nothing is matched.
+	alone := []sweepCurve{{Method: "m", Points: []sweepPoint{pt(0.4, 0.1)}}}
+	matchOracle(alone)
+	if p := alone[0].Points[0]; p.Match != "no_oracle" || !math.IsNaN(float64(p.OracleRatio)) || !math.IsNaN(float64(alone[0].RatioGeoMean)) {
+		t.Errorf("no oracle: %+v", alone[0])
+	}
+}
+
+func closeOrBothNaN(a, b float64) bool {
+	if math.IsNaN(a) || math.IsNaN(b) {
+		return math.IsNaN(a) && math.IsNaN(b)
+	}
+	return math.Abs(a-b) <= 1e-9*math.Abs(b)
+}
+
+// naiveAt is the interpolation written the slow way: scan every pair of
+// consecutive points for one that brackets x.
+func naiveAt(s, e []float64, x float64) float64 {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] <= x && x <= s[i+1] {
+			t := (x - s[i]) / (s[i+1] - s[i])
+			return math.Exp((1-t)*math.Log(e[i]) + t*math.Log(e[i+1]))
+		}
+	}
+	if len(s) == 1 && x == s[0] {
+		return e[0]
+	}
+	return math.NaN()
+}
+
+// TestErrorCurveMatchesNaive draws random increasing curves, hands them to
+// newErrorCurve shuffled, and compares errorCurve.at with naiveAt inside,
+// at the ends of and outside the range. Tolerance 1e-12 relative: the two
+// evaluate the same formula, differently arranged.
+func TestErrorCurveMatchesNaive(t *testing.T) {
+	r := testutil.Rand(t)
+	for trial := range 200 {
+		n := 1 + r.IntN(8)
+		s, e := make([]float64, n), make([]float64, n)
+		x, y := r.Float64()*0.5, math.Pow(10, -5+3*r.Float64())
+		for i := range n {
+			s[i], e[i] = x, y
+			x += 1e-3 + 0.2*r.Float64()
+			y *= 1 + 10*r.Float64()
+		}
+		perm := r.Perm(n)
+		ss, es := make([]float64, n), make([]float64, n)
+		for i, j := range perm {
+			ss[i], es[i] = s[j], e[j]
+		}
+		c := newErrorCurve(ss, es)
+		queries := []float64{s[0], s[n-1], s[0] - 1e-9, s[n-1] + 1e-9}
+		for range 20 {
+			queries = append(queries, s[0]+(s[n-1]-s[0])*r.Float64())
+		}
+		for _, q := range queries {
+			got, where := c.at(q)
+			want := naiveAt(s, e, q)
+			switch {
+			case q < s[0] && where != belowRange, q > s[n-1] && where != aboveRange:
+				t.Fatalf("trial %d: at(%v) outside [%v, %v] says %v", trial, q, s[0], s[n-1], where)
+			case !closeOrBothNaN(got, want) && math.Abs(got-want) > 1e-12*want:
+				t.Fatalf("trial %d: at(%v) = %v (%v), naive %v; curve %v %v", trial, q, got, where, want, s, e)
+			}
+		}
+	}
+}
+
+// TestErrorCurveTiesAndZeros: equal sparsities merge (geometric mean), and
+// a zero error makes the segment interpolate linearly instead of in log.
+func TestErrorCurveTiesAndZeros(t *testing.T) {
+	c := newErrorCurve([]float64{0.5, 0, 0.5, math.NaN()}, []float64{1e-2, 0, 1e-4, 1})
+	if !slices.Equal(c.s, []float64{0, 0.5}) || c.e[0] != 0 || math.Abs(c.e[1]-1e-3) > 1e-15 {
+		t.Fatalf("curve %v %v, want [0 0.5] [0 1e-3]", c.s, c.e)
+	}
+	if got, where := c.at(0.25); where != inRange || math.Abs(got-5e-4) > 1e-15 {
+		t.Errorf("at(0.25) = %v %v, want 5e-4 linear", got, where)
+	}
+	if _, where := (&errorCurve{}).at(0.5); where != emptyCurve {
+		t.Errorf("empty curve: %v", where)
+	}
+}
+
+func TestCompareCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, append([]string{"compare"}, tiny...), &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "context canceled") {
+		t.Errorf("exit %d, %q; want 1 and context canceled", code, errb.String())
+	}
+}
+
+// TestVizPNG draws the default methods for one head of a tiny GQA workload.
+func TestVizPNG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "viz.png")
+	args := append([]string{"viz", "--png", path, "--head-index", "1", "--panel-size", "64", "--methods", "window,oracle"}, tiny...)
+	code, out, errs := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "wrote "+path) || !strings.Contains(out, "2 plan(s)") {
+		t.Errorf("stdout %q", out)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() < 3*64 || b.Dy() < 64 {
+		t.Errorf("PNG %v too small for three 64-px panels", b)
+	}
+}
+
+// TestPlanPanelLevels builds a plan with every kind of cell and checks
+// the colours of head 1's level map.
+func TestPlanPanelLevels(t *testing.T) {
+	g := tensor.Geometry{B: 1, Hq: 2, Hkv: 1, Nq: 12, Nk: 12, D: 8, Dv: 8}
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 4, BlockK: 4}
+	b, err := plan.NewBuilder(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Head 0 keeps everything; head 1: row 1 full (0), row 2 pooled ×2
+	// (0) and full (2); block (1,1) and (2,1) skipped.
+	for qb := range 3 {
+		for kb := 0; kb <= qb; kb++ {
+			b.Add(qb, kb, plan.Full)
+		}
+	}
+	b.Add(3, 0, plan.Full)
+	b.Add(4, 0, plan.Full)
+	b.Add(5, 0, 2)
+	b.Add(5, 2, plan.Full)
+	p, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	panel := planPanel("t", p, 0, 1)
+	want := [][]color.RGBA{
+		{colorFull, colorInvisible, colorInvisible},
+		{colorFull, colorSkip, colorInvisible},
+		{levelColor(2), colorSkip, colorFull},
+	}
+	for i := range want {
+		if !slices.Equal(panel.Cells[i], want[i]) {
+			t.Errorf("row %d: %v, want %v", i, panel.Cells[i], want[i])
+		}
+	}
+	var labels []string
+	for _, k := range panel.Keys {
+		labels = append(labels, k.Label)
+	}
+	if !slices.Equal(labels, []string{"skip", "full", "pooled x2", "not visible"}) {
+		t.Errorf("keys %v", labels)
+	}
+}
+
+// TestOrderedPanel: a plan whose queries and keys are visited in permuted
+// orders is drawn in original positions. Queries reversed, keys reversed
+// within each block: row 0 (query tokens 7..4, original block 1) visiting
+// ordered block 0 (key tokens 3..0, original block 0) fills cell (1, 0).
+func TestOrderedPanel(t *testing.T) {
+	g := tensor.Geometry{B: 1, Hq: 1, Hkv: 1, Nq: 8, Nk: 8, D: 8, Dv: 8}
+	for _, causal := range []bool{false, true} {
+		t.Run(fmt.Sprint("causal=", causal), func(t *testing.T) {
+			tl := plan.Tiling{Geometry: g, Causal: causal, BlockQ: 4, BlockK: 4}
+			b, err := plan.NewBuilder(tl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.SetOrder(&plan.TokenOrder{
+				Query: []int32{7, 6, 5, 4, 3, 2, 1, 0},
+				KV:    []int32{3, 2, 1, 0, 7, 6, 5, 4}, KVStart: []int{0, 8},
+				RowKV: []int32{0, -1},
+			})
+			b.Add(0, 0, plan.Full)
+			p, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			panel := orderedPanel("t", p, 0, 0, [][]color.RGBA{make([]color.RGBA, 2), make([]color.RGBA, 2)})
+			full, none := panel.Scale.Color(1), panel.Scale.Color(0)
+			want := [][]color.RGBA{{none, none}, {full, none}}
+			if causal {
+				want[0][1] = colorInvisible
+			}
+			for i := range want {
+				if !slices.Equal(panel.Cells[i], want[i]) {
+					t.Errorf("row %d: %v, want %v", i, panel.Cells[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestCompareVizUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"compare", "--sweep", "oracle"}, "method=v1,v2"},
+		{[]string{"compare", "--sweep", "oracle=0.9,x"}, `"x" is not a finite number`},
+		{[]string{"compare", "--sweep", "oracle=0.9", "--sweep", "oracle=0.8"}, "swept twice"},
+		{[]string{"compare", "--methods", "window", "--sweep", "magic=1"}, "magic is not among the swept methods"},
+		{[]string{"compare", "--methods", "dense"}, "names only dense"},
+		{[]string{"compare", "--sweep", "oracle=2"}, "--oracle-cdf"},
+		{[]string{"compare", "--png-size", "10x10"}, "--png-size"},
+		{[]string{"compare", "--png", filepath.Join(dir, "no", "c.png")}, "does not exist"},
+		{[]string{"compare", "--repeat", "0"}, "--repeat"},
+		{[]string{"compare", "--methods", "magic"}, "unknown method"},
+		{[]string{"viz", "--head-index", "9", "--n", "64", "--png", filepath.Join(dir, "v.png")}, "--head-index 9"},
+		{[]string{"viz", "--decades", "0"}, "--decades"},
+		{[]string{"viz", "--panel-size", "5"}, "--panel-size"},
+		{[]string{"viz", "--repeat", "2"}, "flag provided but not defined"},
+		{[]string{"viz", "--png", filepath.Join(dir, "no", "v.png")}, "does not exist"},
+	} {
+		code, out, errs := runCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(out+errs, tc.msg) {
+			t.Errorf("%v: exit %d, output %q; want exit 2 mentioning %q", tc.args, code, out+errs, tc.msg)
+		}
+	}
+}
+
+func TestCompareVizHelp(t *testing.T) {
+	for _, cmd := range []string{"compare", "viz"} {
+		code, out, errs := runCLI(t, cmd, "--help")
+		if code != 0 || !strings.Contains(out+errs, "Usage: sparseattn "+cmd) || !strings.Contains(out+errs, "-png") {
+			t.Errorf("%s --help: exit %d, %q", cmd, code, out+errs)
+		}
+	}
+	if code, out, _ := runCLI(t, "--help"); code != 0 || !strings.Contains(out, "compare") || !strings.Contains(out, "viz") {
+		t.Errorf("--help lacks compare and viz: %q", out)
+	}
+}
+
+// TestCompareUntimedTable: without --repeat or --warmup the table leaves
+// out the times of its single cold runs and says how to get them.
+func TestCompareUntimedTable(t *testing.T) {
+	code, out, errs := runCLI(t, append([]string{"compare", "--methods", "oracle", "--sweep", "oracle=0.9"}, tiny...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if strings.Contains(out, "speedup") || !strings.Contains(out, "--warmup 1 --repeat 3") {
+		t.Errorf("untimed table:\n%s", out)
+	}
+}
+
+// TestMassPanelScale: the colour scale spans the visible masses, capped at
+// the given decades below the largest; invisible blocks are grey.
+func TestMassPanelScale(t *testing.T) {
+	g := tensor.Geometry{B: 1, Hq: 1, Hkv: 1, Nq: 8, Nk: 8, D: 8, Dv: 8}
+	dense, err := plan.Dense(plan.Tiling{Geometry: g, Causal: true, BlockQ: 4, BlockK: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mass := [][]float64{{1, 0}, {0.99, 1e-2}}
+	for _, tc := range []struct{ decades, lo float64 }{{5, 1e-2}, {1, 0.1}} {
+		p := massPanel(dense, mass, tc.decades)
+		if p.Scale.Hi != 1 || math.Abs(p.Scale.Lo-tc.lo) > 1e-15 {
+			t.Errorf("decades %v: scale %v..%v, want %v..1", tc.decades, p.Scale.Lo, p.Scale.Hi, tc.lo)
+		}
+		if p.Cells[0][1] != colorInvisible || p.Cells[0][0] != p.Scale.Color(1) || p.Cells[1][1] != p.Scale.Color(1e-2) {
+			t.Errorf("decades %v: cells %v", tc.decades, p.Cells)
+		}
+	}
+}
