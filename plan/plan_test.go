@@ -76,6 +76,11 @@ func TestValidateRejects(t *testing.T) {
 		{"lambda-positive", func(p *Plan) { p.Filter = &Filter{Lambda: 1, RowGroup: 16} }},
 		{"rowgroup", func(p *Plan) { p.Filter = &Filter{Lambda: -3, RowGroup: 5} }},
 		{"tau", func(p *Plan) { p.Stop = &StopRule{Tau: 1.5} }},
+		{"row-after-length", func(p *Plan) { p.Stop = &StopRule{Tau: 0.1, RowAfter: []int32{1}} }},
+		{"row-after-negative", func(p *Plan) {
+			p.Stop = &StopRule{Tau: 0.1, RowAfter: make([]int32, p.Rows())}
+			p.Stop.RowAfter[2] = -1
+		}},
 		{"query-order-not-permutation", func(p *Plan) {
 			p.Order = &TokenOrder{Query: make([]int32, 2*4*128)}
 		}},
