@@ -41,6 +41,7 @@ func methodCatalog() []*method {
 		windowMethod(),
 		oracleMethod(),
 		s2oMethod(),
+		xattnMethod(),
 	}
 }
 
