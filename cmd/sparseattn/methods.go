@@ -42,6 +42,7 @@ func methodCatalog() []*method {
 		oracleMethod(),
 		s2oMethod(),
 		xattnMethod(),
+		minferenceMethod(),
 	}
 }
 
