@@ -43,6 +43,7 @@ func methodCatalog() []*method {
 		s2oMethod(),
 		xattnMethod(),
 		minferenceMethod(),
+		flexprefillMethod(),
 	}
 }
 
