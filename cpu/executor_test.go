@@ -726,3 +726,76 @@ func TestHeadLambda(t *testing.T) {
 		}
 	}
 }
+
+// TestStopRuleRowAfter: with RowAfter, each row is protected for its own
+// number of entries. Every row visits all its blocks in key order; the test
+// replays the rule in float64 (stop after the first block past the row's
+// own After whose gain is below τ·ℓ for every query) and checks both the
+// blocks computed and the output.
+func TestStopRuleRowAfter(t *testing.T) {
+	r := testutil.Rand(t)
+	pr := problem{"", 1, 2, 1, 64, 256, 32, 32, 16, 16, false, tensor.Float32, tensor.BHND}
+	q, k, v := pr.inputs(t, r)
+	p, _ := plan.Dense(pr.tiling())
+	const tau = 0.15
+	after := make([]int32, p.Rows())
+	for i := range after {
+		after[i] = int32(i % 5)
+	}
+	p.Stop = &plan.StopRule{Tau: tau, After: 99, RowAfter: after}
+	out, stats, err := Executor{}.Run(context.Background(), p, q, k, v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale := 1 / math.Sqrt(float64(pr.d))
+	done := map[[2]int]int{} // (h, qb) -> blocks computed
+	var wantBlocks float64
+	for h := range pr.hq {
+		for qb := range p.QBlocks() {
+			row := p.Row(0, h, qb)
+			qlo, qhi := p.QueryRange(qb)
+			l := make([]float64, qhi-qlo)
+			n := p.KBlocks()
+			for kb := range p.KBlocks() {
+				// The block is small when the largest relative excess of the
+				// gain over τ·ℓ is negative; near zero, rounding decides.
+				worst := math.Inf(-1)
+				for i := qlo; i < qhi; i++ {
+					var gain float64
+					for j := kb * pr.bk; j < (kb+1)*pr.bk; j++ {
+						var s float64
+						for d := range pr.d {
+							s += float64(q.At(0, h, i, d)) * float64(k.At(0, 0, j, d))
+						}
+						gain += math.Exp(s * scale)
+					}
+					worst = max(worst, (gain-tau*l[i-qlo])/gain)
+					l[i-qlo] += gain
+				}
+				small := worst < 0
+				if kb >= int(after[row]) && math.Abs(worst) < 1e-3 {
+					t.Skipf("row %d: a stop decision within 0.1%% of τ; float32 and float64 may differ", row)
+				}
+				if kb >= int(after[row]) && small {
+					n = kb + 1
+					break
+				}
+			}
+			done[[2]int{h, qb}] = n
+			wantBlocks += float64(n)
+		}
+	}
+	if stats.Stopped == 0 {
+		t.Fatal("no row stopped early; the test exercises nothing")
+	}
+	if stats.QKBlocks != wantBlocks {
+		t.Fatalf("computed %v blocks, the float64 replay of the rule computes %v", stats.QKBlocks, wantBlocks)
+	}
+	ref, _ := reference.Attention(context.Background(), q, k, v, false, 0, func(b, h, i, j int) float64 {
+		if j/pr.bk < done[[2]int{h, i / pr.bq}] {
+			return 1
+		}
+		return 0
+	})
+	checkClose(t, ref, out)
+}

@@ -134,7 +134,7 @@ func (t *tile) visit(r *run, b, h, qb, nq, split, splits int) {
 			work *= float64(blk.n) / float64(r.head(b, h).levels[0].n[kb])
 		}
 		small := t.block(r, nq, blk, work)
-		if s := p.Stop; s != nil && splits == 1 && e >= s.After && small {
+		if s := p.Stop; s != nil && splits == 1 && e >= s.AfterRow(ri) && small {
 			t.stats.Stopped++
 			break
 		}

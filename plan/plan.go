@@ -94,6 +94,19 @@ type TokenOrder struct {
 type StopRule struct {
 	Tau   float32 // in (0, 1); S2O uses 0.005
 	After int     // entries always computed before the rule applies
+	// RowAfter, when not nil, gives each row its own After (one entry per
+	// plan row), overriding After: S2O's dense pass-1 window covers a
+	// different number of blocks in each query block (S2O Alg. 4).
+	RowAfter []int32
+}
+
+// AfterRow is the number of entries of row r always computed before the
+// rule applies.
+func (s *StopRule) AfterRow(r int) int {
+	if s.RowAfter != nil {
+		return int(s.RowAfter[r])
+	}
+	return s.After
 }
 
 // Plan is a block-sparse attention plan. Build one with Dense or a method's

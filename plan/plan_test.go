@@ -82,6 +82,11 @@ func TestValidateRejects(t *testing.T) {
 			p.Filter = &Filter{RowGroup: 16, HeadLambda: []float32{float32(math.NaN()), -1, -1, -1}}
 		}},
 		{"tau", func(p *Plan) { p.Stop = &StopRule{Tau: 1.5} }},
+		{"row-after-length", func(p *Plan) { p.Stop = &StopRule{Tau: 0.1, RowAfter: []int32{1}} }},
+		{"row-after-negative", func(p *Plan) {
+			p.Stop = &StopRule{Tau: 0.1, RowAfter: make([]int32, p.Rows())}
+			p.Stop.RowAfter[2] = -1
+		}},
 		{"query-order-not-permutation", func(p *Plan) {
 			p.Order = &TokenOrder{Query: make([]int32, 2*4*128)}
 		}},

@@ -83,6 +83,16 @@ func (p *Plan) Validate() error {
 		if !(s.Tau > 0 && s.Tau < 1) || s.After < 0 {
 			return fmt.Errorf("%w: stop rule τ=%v must be in (0,1) and After=%d non-negative", ErrInvalid, s.Tau, s.After)
 		}
+		if s.RowAfter != nil {
+			if len(s.RowAfter) != rows {
+				return fmt.Errorf("%w: stop rule RowAfter has %d entries, want one per row (%d)", ErrInvalid, len(s.RowAfter), rows)
+			}
+			for r, a := range s.RowAfter {
+				if a < 0 {
+					return fmt.Errorf("%w: stop rule RowAfter[%d]=%d must be non-negative", ErrInvalid, r, a)
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@
 //	sparseattn eval    [flags]   compare methods against dense attention
 //	sparseattn compare [flags]   sweep each method's knob: error against sparsity
 //	sparseattn viz     [flags]   PNG heatmaps: true block mass beside each method's plan
+//	sparseattn tune    [flags]   tune SpargeAttn per head for a layer, write a profile
 //	sparseattn bench   [flags]   sweep sequence length, report GFLOPS
 //	sparseattn tune    [flags]   tune SpargeAttn per head for a layer, write a profile
 //	sparseattn info              CPU features, measured FMA peak, GPUs
@@ -32,6 +33,8 @@ Usage:
                                sparsity side by side, ratio to the oracle, optional PNG plot
   sparseattn viz     [flags]   PNG heatmaps of the true block attention mass of one head
                                beside each method's mask or pyramid levels
+  sparseattn tune    [flags]   tune SpargeAttn per head for one layer under L1 bounds;
+                               write a JSON profile
   sparseattn bench   [flags]   sweep sequence length; report GFLOPS and % of measured peak
   sparseattn tune    [flags]   tune SpargeAttn per head for one layer under L1 bounds;
                                write a JSON profile

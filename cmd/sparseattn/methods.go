@@ -41,6 +41,10 @@ func methodCatalog() []*method {
 		windowMethod(),
 		oracleMethod(),
 		spargeMethod(),
+		s2oMethod(),
+		xattnMethod(),
+		minferenceMethod(),
+		flexprefillMethod(),
 	}
 }
 

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/sparseattn/sparseattn/method/s2o"
+	"github.com/sparseattn/sparseattn/plan"
+)
+
+// s2oMethod is S2O: segment-wise query and key permutations by index, a
+// dense intra-segment pass, then the ranked prefix with early stopping.
+func s2oMethod() *method {
+	var (
+		segment, window int
+		tau             float64
+		noQPerm         bool
+	)
+	build := func(tau float64) (plan.Planner, error) {
+		if segment <= 0 {
+			return nil, fmt.Errorf("%w: --s2o-segment %d must be a positive multiple of --block-q", errUsage, segment)
+		}
+		if !(tau >= 0 && tau < 1) {
+			return nil, fmt.Errorf("%w: --s2o-tau %v must be in [0, 1) (0 disables early stopping)", errUsage, tau)
+		}
+		if window < 0 {
+			return nil, fmt.Errorf("%w: --s2o-window %d must be ≥ 0", errUsage, window)
+		}
+		return s2o.Planner{Segment: segment, Tau: tau, Window: window, NoQueryPerm: noQPerm}, nil
+	}
+	return &method{
+		name: "s2o",
+		flags: func(fs *flag.FlagSet) {
+			fs.IntVar(&segment, "s2o-segment", 512, "s2o: tokens per segment S, a multiple of --block-q (the paper: 2048 at 128K, smaller for short inputs)")
+			fs.Float64Var(&tau, "s2o-tau", 0.005, "s2o: early-stop threshold τ in [0,1): stop when a tile adds less than τ·ℓ")
+			fs.IntVar(&window, "s2o-window", 0, "s2o: tokens before each segment computed densely (Alg. 4's local window)")
+			fs.BoolVar(&noQPerm, "s2o-no-qperm", false, "s2o: keep queries in natural order (Alg. 4, the w/o-Q_perm ablation)")
+		},
+		planner: func() (plan.Planner, error) { return build(tau) },
+		knob: &knob{
+			name:    "tau",
+			values:  []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05},
+			planner: build,
+		},
+	}
+}

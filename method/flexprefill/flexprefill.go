@@ -1,0 +1,374 @@
+// Package flexprefill plans FlexPrefill (Lai et al., "FlexPrefill: A
+// Context-Aware Sparse Attention Mechanism for Efficient Long-Sequence
+// Inference", ICLR 2025), a baseline of the S2O paper.
+//
+// Per head, the last query block is attended exactly (the probe). Its mean
+// attention per key, summed per KV block, is compared with a cheap estimate:
+// the softmax of the mean probe query against each block's mean key. When
+// the square-root Jensen–Shannon divergence of the two is below Tau, the
+// head is query-aware (FlexPrefill §3.2): every query block keeps the
+// blocks of a pooled-query × pooled-key attention estimate, heaviest first
+// over the whole head, until they cover Gamma of its mass. Otherwise the
+// head is vertical-slash: it keeps the KV blocks (verticals) and block
+// diagonals (slashes) with the most probe attention, as many of each as
+// needed for their token-level lines to cover Gamma of the probe's
+// attention (FlexPrefill §3.3, Alg. 2). The first KV block and the main
+// diagonal are always kept, as in the reference code.
+package flexprefill
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/method/internal/probe"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// Planner plans FlexPrefill.
+type Planner struct {
+	// Gamma is γ in (0, 1], the attention share each pattern covers; the
+	// S2O paper's comparison uses 0.9.
+	Gamma float64
+	// Tau is τ ≥ 0, the square-root JS divergence below which a head is
+	// query-aware; the S2O paper's comparison uses 0.1, and 0 makes every
+	// head vertical-slash.
+	Tau float64
+	// MinBudget and MaxBudget bound the vertical and slash blocks of a
+	// head; 0 means 1 and no bound.
+	MinBudget, MaxBudget int
+}
+
+// Name returns "flexprefill".
+func (f Planner) Name() string { return "flexprefill" }
+
+func (f Planner) check() error {
+	if !(f.Gamma > 0 && f.Gamma <= 1) {
+		return fmt.Errorf("%w: flexprefill γ=%v must be in (0, 1]", plan.ErrInvalid, f.Gamma)
+	}
+	if !(f.Tau >= 0) || math.IsInf(f.Tau, 0) {
+		return fmt.Errorf("%w: flexprefill τ=%v must be finite and ≥ 0", plan.ErrInvalid, f.Tau)
+	}
+	if f.MinBudget < 0 || f.MaxBudget < 0 || (f.MaxBudget > 0 && f.MaxBudget < f.MinBudget) {
+		return fmt.Errorf("%w: flexprefill budgets %d..%d must be ≥ 0 with MaxBudget ≥ MinBudget (0: no bound)", plan.ErrInvalid, f.MinBudget, f.MaxBudget)
+	}
+	return nil
+}
+
+// Head is one head's decision.
+type Head struct {
+	Distance   float64 // square-root JS divergence of estimate and probe
+	QueryAware bool    // Distance < Tau
+	Vertical   []int   // kept KV blocks
+	Slash      []int   // kept block diagonals: KV block = diagonal block − s
+	// Blocks[qb] are the blocks of the query-aware estimate, nil for a
+	// vertical-slash head.
+	Blocks [][]int
+}
+
+// Plan decides every head's pattern and converts it to blocks.
+func (f Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	g := t.Geometry
+	if q == nil || k == nil || q.Shape() != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) || k.Shape() != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
+		return nil, fmt.Errorf("%w: flexprefill needs q [%d,%d,%d,%d] and k [%d,%d,%d,%d]", plan.ErrInvalid, g.B, g.Hq, g.Nq, g.D, g.B, g.Hkv, g.Nk, g.D)
+	}
+	dense, err := plan.Dense(t)
+	if err != nil {
+		return nil, err
+	}
+	heads := g.B * g.Hq
+	decided := make([]Head, heads)
+	workers := min(runtime.GOMAXPROCS(0), heads)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= heads || ctx.Err() != nil {
+					return
+				}
+				decided[i] = f.Decide(dense, q, k, i/g.Hq, i%g.Hq)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	bld, err := plan.NewBuilder(t)
+	if err != nil {
+		return nil, err
+	}
+	for i, hd := range decided {
+		for qb := range dense.QBlocks() {
+			r := dense.Row(i/g.Hq, i%g.Hq, qb)
+			visible, _ := dense.Entries(r)
+			for _, kb := range hd.Row(dense, qb, visible) {
+				bld.Add(r, int(kb), plan.Full)
+			}
+		}
+	}
+	return bld.Build()
+}
+
+// Decide computes head h of batch b's pattern on the dense plan p of the
+// tiling (which gives the block geometry and visibility).
+func (f Planner) Decide(p *plan.Plan, q, k *tensor.Tensor, b, h int) Head {
+	g := p.Geometry
+	bk, nkb := p.BlockK, p.KBlocks()
+	pr := probe.Last(p.Tiling, q, k, b, h, p.BlockQ)
+	n := float64(len(pr.P))
+	vert := pr.Vertical()
+	slash := pr.Slash()
+	for j := range vert {
+		vert[j] /= n
+	}
+	for i := range slash {
+		slash[i] /= n
+	}
+	// Budgets: the lines needed to cover γ of the probe's attention, in
+	// blocks (FlexPrefill Alg. 2).
+	nv := f.clamp(coverCount(vert, f.Gamma)/bk+1, nkb)
+	ns := f.clamp(coverCount(slash, f.Gamma)/bk+1, nkb)
+
+	// Lines pooled into blocks: KV block kb, and block diagonal s holding
+	// offsets [s·BlockK, (s+1)·BlockK).
+	vb := make([]float64, nkb)
+	for j, x := range vert {
+		vb[j/bk] += x
+	}
+	sb := map[int]float64{}
+	for i, x := range slash {
+		if x > 0 {
+			d := i - (g.Nk - 1)
+			sb[floorDiv(d, bk)] += x
+		}
+	}
+	sb[0] += 0 // the main diagonal always exists
+
+	// FlexPrefill §3.2: the estimate softmax(mean probe query · block mean
+	// keys) against the probe's pooled vertical attention.
+	keys := blockMeans(k, b, g.KVHead(h), g.Nk, bk, g.D)
+	qmean := make([]float32, g.D)
+	for i := range len(pr.P) {
+		kernel.Axpy(float32(1/n), pr.Queries[i*g.D:(i+1)*g.D], qmean)
+	}
+	est := softmaxDots(qmean, keys, g.D, float64(p.SoftmaxScale()), nkb)
+	hd := Head{Distance: sqrtJS(est, vb)}
+	hd.QueryAware = hd.Distance < f.Tau
+	if hd.QueryAware {
+		nv, ns = f.clamp(0, nkb), f.clamp(0, nkb)
+		hd.Blocks = f.queryAware(p, q, keys, b, h)
+	}
+	blocks := make([]int, nkb)
+	for i := range blocks {
+		blocks[i] = i
+	}
+	hd.Vertical = topForced(blocks, func(kb int) float64 { return vb[kb] }, 0, nv)
+	diags := make([]int, 0, len(sb))
+	for s := range sb {
+		diags = append(diags, s)
+	}
+	slices.Sort(diags)
+	hd.Slash = topForced(diags, func(s int) float64 { return sb[s] }, 0, ns)
+	return hd
+}
+
+// queryAware is FlexPrefill's query-aware pattern: per query block, the
+// softmax of its mean query against the block mean keys over its visible
+// blocks; over the whole head, the heaviest (query block, KV block) pairs
+// whose cumulative mass stays within γ × the number of query blocks.
+func (f Planner) queryAware(p *plan.Plan, q *tensor.Tensor, keys []float32, b, h int) [][]int {
+	g := p.Geometry
+	type pair struct {
+		qb, kb int
+		w      float64
+	}
+	var pairs []pair
+	row := make([]float32, g.D)
+	rows := 0
+	for qb := range p.QBlocks() {
+		qlo, qhi := p.QueryRange(qb)
+		qm := make([]float32, g.D)
+		for i := qlo; i < qhi; i++ {
+			q.ReadRow(b, h, i, row)
+			kernel.Axpy(1/float32(qhi-qlo), row, qm)
+		}
+		visible, _ := p.Entries(p.Row(b, h, qb))
+		if len(visible) == 0 {
+			continue
+		}
+		rows++
+		w := softmaxDots(qm, keys, g.D, float64(p.SoftmaxScale()), p.KBlocks())
+		// Renormalize over the visible blocks only (block-causal mask).
+		var sum float64
+		for _, kb := range visible {
+			sum += w[kb]
+		}
+		for _, kb := range visible {
+			pairs = append(pairs, pair{qb, int(kb), w[kb] / sum})
+		}
+	}
+	slices.SortStableFunc(pairs, func(a, b pair) int { return descending(a.w, b.w) })
+	out := make([][]int, p.QBlocks())
+	budget := f.Gamma * float64(rows)
+	var cum float64
+	for _, pr := range pairs {
+		cum += pr.w
+		if cum > budget {
+			break
+		}
+		out[pr.qb] = append(out[pr.qb], pr.kb)
+	}
+	return out
+}
+
+// Row returns the KV blocks query block qb visits, among its visible
+// blocks in key order: kept verticals, blocks on kept diagonals (counted
+// from the block holding the query block's last position), and the
+// query-aware blocks.
+func (hd Head) Row(p *plan.Plan, qb int, visible []int32) []int32 {
+	want := make([]bool, p.KBlocks())
+	for _, kb := range hd.Vertical {
+		want[kb] = true
+	}
+	_, qhi := p.QueryRange(qb)
+	diag := (qhi - 1 + p.Geometry.QueryOffset())
+	if diag >= 0 {
+		diag /= p.BlockK
+		for _, s := range hd.Slash {
+			if kb := diag - s; kb >= 0 && kb < len(want) {
+				want[kb] = true
+			}
+		}
+	}
+	if hd.Blocks != nil {
+		for _, kb := range hd.Blocks[qb] {
+			want[kb] = true
+		}
+	}
+	var out []int32
+	for _, kb := range visible {
+		if want[kb] {
+			out = append(out, kb)
+		}
+	}
+	return out
+}
+
+func (f Planner) clamp(n, blocks int) int {
+	lo, hi := max(f.MinBudget, 1), blocks
+	if f.MaxBudget > 0 {
+		hi = min(hi, f.MaxBudget)
+	}
+	return min(max(n, lo), max(hi, lo))
+}
+
+// coverCount is how many of the largest values have a cumulative sum
+// within gamma (FlexPrefill's score_cover_topk, less its +1).
+func coverCount(x []float64, gamma float64) int {
+	s := slices.Clone(x)
+	slices.SortFunc(s, descending)
+	var cum float64
+	for i, v := range s {
+		cum += v
+		if cum > gamma {
+			return i
+		}
+	}
+	return len(s)
+}
+
+// topForced returns the forced item (if present) then the highest-scoring
+// others, n in all, in ranking order.
+func topForced(items []int, score func(int) float64, forced, n int) []int {
+	ranked := slices.Clone(items)
+	slices.SortStableFunc(ranked, func(a, b int) int {
+		switch {
+		case a == forced && b != forced:
+			return -1
+		case b == forced && a != forced:
+			return 1
+		}
+		return descending(score(a), score(b))
+	})
+	return ranked[:min(n, len(ranked))]
+}
+
+// blockMeans returns the mean key of every KV block, row-major.
+func blockMeans(k *tensor.Tensor, b, kh, nk, bk, d int) []float32 {
+	nb := (nk + bk - 1) / bk
+	out := make([]float32, nb*d)
+	row := make([]float32, d)
+	for j := range nk {
+		k.ReadRow(b, kh, j, row)
+		kb := j / bk
+		cnt := min(bk, nk-kb*bk)
+		kernel.Axpy(1/float32(cnt), row, out[kb*d:(kb+1)*d])
+	}
+	return out
+}
+
+// softmaxDots is softmax_j(scale · x·rows[j]) over n rows.
+func softmaxDots(x, rows []float32, d int, scale float64, n int) []float64 {
+	w := make([]float64, n)
+	mx := math.Inf(-1)
+	for j := range n {
+		w[j] = float64(kernel.Dot(x, rows[j*d:(j+1)*d])) * scale
+		mx = max(mx, w[j])
+	}
+	var sum float64
+	for j := range w {
+		w[j] = math.Exp(w[j] - mx)
+		sum += w[j]
+	}
+	for j := range w {
+		w[j] /= sum
+	}
+	return w
+}
+
+// sqrtJS is the square root of the Jensen–Shannon divergence (natural log)
+// of two distributions.
+func sqrtJS(p, q []float64) float64 {
+	var js float64
+	for i := range p {
+		m := (p[i] + q[i]) / 2
+		if p[i] > 0 {
+			js += 0.5 * p[i] * math.Log(p[i]/m)
+		}
+		if q[i] > 0 {
+			js += 0.5 * q[i] * math.Log(q[i]/m)
+		}
+	}
+	return math.Sqrt(max(js, 0))
+}
+
+func descending(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+func floorDiv(a, b int) int {
+	if a >= 0 {
+		return a / b
+	}
+	return -((-a + b - 1) / b)
+}

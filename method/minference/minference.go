@@ -1,0 +1,174 @@
+// Package minference plans MInference's vertical-slash pattern (Jiang et
+// al., "MInference 1.0: Accelerating Pre-filling for Long-Context LLMs via
+// Dynamic Sparse Attention", NeurIPS 2024, §3.2), converted to blocks.
+//
+// The last LastQ queries of each head are attended exactly (the probe).
+// Summed over them, each key's attention is a vertical line score and each
+// diagonal's (query position − key) a slash line score. The head keeps the
+// Vertical best keys and the Slash best diagonals; as in the reference
+// code, the first 30 keys (sinks) and the 100 most recent diagonals (local
+// window) always rank first. A query block then visits every KV block that
+// holds one of its kept verticals or meets one of its kept diagonals. The
+// reference kernel computes verticals column by column; a block plan visits
+// the whole block that holds a vertical, so it computes more, never less.
+package minference
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sparseattn/sparseattn/method/internal/probe"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// Always-kept lines, as in the reference implementation.
+const (
+	SinkKeys      = 30  // the first keys, kept as verticals
+	RecentSlashes = 100 // the diagonals nearest the main one, kept as slashes
+)
+
+// Planner plans the vertical-slash pattern.
+type Planner struct {
+	LastQ    int // probe queries, ≥ 1; MInference uses 64
+	Vertical int // vertical lines kept, ≥ 1; MInference's default 1000
+	Slash    int // slash lines kept, ≥ 1; MInference's default 6096
+}
+
+// Name returns "minference".
+func (m Planner) Name() string { return "minference" }
+
+func (m Planner) check() error {
+	if m.LastQ < 1 || m.Vertical < 1 || m.Slash < 1 {
+		return fmt.Errorf("%w: minference needs LastQ, Vertical and Slash ≥ 1, got %d, %d and %d", plan.ErrInvalid, m.LastQ, m.Vertical, m.Slash)
+	}
+	return nil
+}
+
+// Lines are one head's kept vertical keys and slash offsets
+// (position − key; negative only for non-causal attention).
+type Lines struct {
+	Vertical []int
+	Slash    []int
+}
+
+// Plan probes every head and converts its lines to blocks.
+func (m Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	g := t.Geometry
+	if q == nil || k == nil || q.Shape() != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) || k.Shape() != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
+		return nil, fmt.Errorf("%w: minference needs q [%d,%d,%d,%d] and k [%d,%d,%d,%d]", plan.ErrInvalid, g.B, g.Hq, g.Nq, g.D, g.B, g.Hkv, g.Nk, g.D)
+	}
+	dense, err := plan.Dense(t)
+	if err != nil {
+		return nil, err
+	}
+	heads := g.B * g.Hq
+	lines := make([]Lines, heads)
+	workers := min(runtime.GOMAXPROCS(0), heads)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= heads || ctx.Err() != nil {
+					return
+				}
+				lines[i] = m.Lines(probe.Last(t, q, k, i/g.Hq, i%g.Hq, m.LastQ))
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	bld, err := plan.NewBuilder(t)
+	if err != nil {
+		return nil, err
+	}
+	for i, l := range lines {
+		for qb := range dense.QBlocks() {
+			r := dense.Row(i/g.Hq, i%g.Hq, qb)
+			visible, _ := dense.Entries(r)
+			for _, kb := range Blocks(dense, qb, visible, l) {
+				bld.Add(r, int(kb), plan.Full)
+			}
+		}
+	}
+	return bld.Build()
+}
+
+// Lines picks the head's vertical and slash lines from its probe
+// (MInference §3.2, Alg. 3): the Vertical keys and Slash diagonals with the
+// largest summed probe attention, sinks and recent diagonals first.
+func (m Planner) Lines(p *probe.Probe) Lines {
+	vert := p.Vertical()
+	keys := make([]int, 0, p.Nk)
+	for j := range vert {
+		keys = append(keys, j)
+	}
+	slices.SortStableFunc(keys, func(a, b int) int { return rank(a < SinkKeys, b < SinkKeys, vert[a], vert[b]) })
+	slash := p.Slash()
+	offs := make([]int, 0, len(slash))
+	for i, x := range slash {
+		if x > 0 || i >= p.Nk-1 { // lines with mass, and every non-negative offset
+			offs = append(offs, i-(p.Nk-1))
+		}
+	}
+	recent := func(d int) bool { return d >= 0 && d < RecentSlashes }
+	slices.SortStableFunc(offs, func(a, b int) int {
+		return rank(recent(a), recent(b), slash[a+p.Nk-1], slash[b+p.Nk-1])
+	})
+	return Lines{Vertical: keys[:min(m.Vertical, len(keys))], Slash: offs[:min(m.Slash, len(offs))]}
+}
+
+// rank orders forced lines first, then larger scores.
+func rank(forcedA, forcedB bool, a, b float64) int {
+	switch {
+	case forcedA != forcedB:
+		if forcedA {
+			return -1
+		}
+		return 1
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+// Blocks converts lines to the KV blocks query block qb of plan p visits:
+// among its visible blocks (in key order), those that hold a kept vertical
+// key, or a key at a kept offset from one of the block's query positions.
+func Blocks(p *plan.Plan, qb int, visible []int32, l Lines) []int32 {
+	g := p.Geometry
+	qlo, qhi := p.QueryRange(qb)
+	plo, phi := qlo+g.QueryOffset(), qhi-1+g.QueryOffset()
+	want := make([]bool, p.KBlocks())
+	for _, j := range l.Vertical {
+		want[j/p.BlockK] = true
+	}
+	for _, d := range l.Slash {
+		lo, hi := max(plo-d, 0), min(phi-d, g.Nk-1)
+		for kb := lo / p.BlockK; lo <= hi && kb <= hi/p.BlockK; kb++ {
+			want[kb] = true
+		}
+	}
+	var out []int32
+	for _, kb := range visible {
+		if want[kb] {
+			out = append(out, kb)
+		}
+	}
+	return out
+}

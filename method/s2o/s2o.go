@@ -1,0 +1,304 @@
+// Package s2o plans S2O: early stopping for sparse attention via online
+// permutation (Zhang et al., "S2O: Early Stopping for Sparse Attention via
+// Online Permutation").
+//
+// The query tokens are cut into segments of Segment tokens. For every
+// (batch, query head) the planner builds two kinds of index arrays and never
+// moves data (S2O §3.1, Alg. 1):
+//
+//   - Q_perm: inside each segment, queries sorted by their score against a
+//     guide key, the mean key of the first segment (Eq. 1).
+//   - KV_perm: for each segment, the keys of its causal prefix sorted by
+//     their score against the segment's mean query (Eq. 2).
+//
+// Execution is the plan's token orders plus its stop rule (S2O §3.2–3.3).
+// Each query block of a segment gets the key order
+//
+//	[segment's own keys, natural order][Window keys before it][prefix in KV_perm order]
+//
+// The first part, listed only where a key tile holds a visible pair, is
+// pass 1, the dense intra-segment causal window (Alg. 2) that initializes
+// the online-softmax state (m, ℓ, acc); it is protected from the stop rule
+// by a per-row StopRule.RowAfter. The rest is pass 2 (Alg. 3): the executor
+// resumes the state and walks the prefix in tiles gathered by index, ending
+// a row after the first tile whose gain Δℓ < Tau·ℓ for every query of the
+// tile. The executor keeps that last tile, which Alg. 3 discards; it is
+// already computed, so keeping it only lowers the error.
+//
+// NoQueryPerm gives the fused single-pass variant of Alg. 4: queries in
+// their natural order, pass 1 and pass 2 streamed as one row. Non-causal
+// attention (Tiling.Causal false) ranks every key outside the segment's own
+// window, not just the prefix.
+//
+// Work is counted by the executor tile by tile. One difference from the
+// paper's two-kernel pass 1 remains: with Q_perm, pass 1 runs on permuted
+// query tiles, whose queries come from all over the segment, so it visits
+// nearly the whole S×S square of the segment rather than its causal
+// triangle. The executor counts that extra work honestly.
+package s2o
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// Planner plans S2O. The zero value is not usable: Segment must be set.
+type Planner struct {
+	// Segment is S, the tokens per segment: a positive multiple of the
+	// tiling's BlockQ. The paper uses 2048 at 128K and smaller segments for
+	// shorter sequences.
+	Segment int
+	// Tau is the early-stop threshold τ in [0, 1): a row stops after the
+	// first pass-2 tile whose gain in the softmax normalizer is below τ·ℓ.
+	// 0 turns the stop off, which makes the plan exact. The paper uses 0.005.
+	Tau float64
+	// Window is W ≥ 0, the tokens just before each segment also computed
+	// densely in pass 1 (Alg. 4's local window for boundary stability).
+	Window int
+	// NoQueryPerm keeps queries in their natural order (Alg. 4, and the
+	// "w/o Q_perm" ablation of Table 3).
+	NoQueryPerm bool
+}
+
+// Name returns "s2o".
+func (s Planner) Name() string { return "s2o" }
+
+// check validates the hyperparameters against the tiling.
+func (s Planner) check(t plan.Tiling) error {
+	if t.BlockQ <= 0 {
+		return fmt.Errorf("%w: s2o needs a positive BlockQ, got %d", plan.ErrInvalid, t.BlockQ)
+	}
+	if s.Segment <= 0 || s.Segment%t.BlockQ != 0 {
+		return fmt.Errorf("%w: s2o segment length %d must be a positive multiple of BlockQ=%d", plan.ErrInvalid, s.Segment, t.BlockQ)
+	}
+	if !(s.Tau >= 0 && s.Tau < 1) {
+		return fmt.Errorf("%w: s2o τ=%v must be in [0, 1) (0 disables early stopping)", plan.ErrInvalid, s.Tau)
+	}
+	if s.Window < 0 {
+		return fmt.Errorf("%w: s2o local window %d must be ≥ 0", plan.ErrInvalid, s.Window)
+	}
+	return nil
+}
+
+// Plan builds Q_perm and KV_perm from q and k and returns the plan that
+// executes S2O's two passes with early stopping. v is not read.
+func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	if err := s.check(t); err != nil {
+		return nil, err
+	}
+	if q == nil || k == nil {
+		return nil, fmt.Errorf("%w: s2o needs the queries and keys", plan.ErrInvalid)
+	}
+	g := t.Geometry
+	if qs, ks := q.Shape(), k.Shape(); qs != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) || ks != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
+		return nil, fmt.Errorf("%w: s2o got q %v and k %v for geometry %+v", plan.ErrInvalid, qs, ks, g)
+	}
+	bld, err := plan.NewBuilder(t)
+	if err != nil {
+		return nil, err
+	}
+	segs := (g.Nq + s.Segment - 1) / s.Segment
+	heads := g.B * g.Hq
+	perHead := make([]headOrders, heads)
+	workers := min(runtime.GOMAXPROCS(0), heads)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keys := make([]float32, g.Nk*g.D) // the head's keys, row-major
+			lastKV := -1
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= heads || ctx.Err() != nil {
+					return
+				}
+				b, h := i/g.Hq, i%g.Hq
+				if kv := b*g.Hkv + g.KVHead(h); kv != lastKV {
+					for j := range g.Nk {
+						k.ReadRow(b, g.KVHead(h), j, keys[j*g.D:(j+1)*g.D])
+					}
+					lastKV = kv
+				}
+				perHead[i] = s.orders(t, q, keys, b, h, segs)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	// Assemble the plan: one key order per (b, h, segment), rows in order.
+	qblocks := (g.Nq + t.BlockQ - 1) / t.BlockQ
+	rows := heads * qblocks
+	order := &plan.TokenOrder{KVStart: make([]int, 1, heads*segs+1), RowKV: make([]int32, rows)}
+	if !s.NoQueryPerm {
+		order.Query = make([]int32, 0, heads*g.Nq)
+	}
+	after := make([]int32, rows)
+	for i, ho := range perHead {
+		if !s.NoQueryPerm {
+			order.Query = append(order.Query, ho.query...)
+		}
+		for n, seg := range ho.segs {
+			ord := len(order.KVStart) - 1
+			order.KV = append(order.KV, seg.keys...)
+			order.KVStart = append(order.KVStart, len(order.KV))
+			nb := (len(seg.keys) + t.BlockK - 1) / t.BlockK
+			localBlocks := (seg.local + t.BlockK - 1) / t.BlockK
+			for qb := n * s.Segment / t.BlockQ; qb < min((n+1)*s.Segment/t.BlockQ, qblocks); qb++ {
+				r := i*qblocks + qb
+				order.RowKV[r] = int32(ord)
+				// Pass 1: the local tiles holding a pair visible to a query
+				// of this block (all of them when not causal).
+				latest := s.latestQuery(t, ho.query, qb) + g.QueryOffset()
+				listed := 0
+				for kb := range localBlocks {
+					lo := kb * t.BlockK
+					first := slices.Min(seg.keys[lo:min(lo+t.BlockK, len(seg.keys))])
+					if !t.Causal || int(first) <= latest {
+						bld.Add(r, kb, plan.Full)
+						listed++
+					}
+				}
+				after[r] = int32(listed)
+				// Pass 2: the ranked prefix, every key visible to every query
+				// of the segment.
+				for kb := localBlocks; kb < nb; kb++ {
+					bld.Add(r, kb, plan.Full)
+				}
+			}
+		}
+	}
+	bld.SetOrder(order)
+	if s.Tau > 0 {
+		bld.SetStop(&plan.StopRule{Tau: float32(s.Tau), RowAfter: after})
+	}
+	return bld.Build()
+}
+
+// latestQuery is the largest query token of query block qb of a head whose
+// query order is perm (nil: natural order).
+func (s Planner) latestQuery(t plan.Tiling, perm []int32, qb int) int {
+	lo, hi := qb*t.BlockQ, min((qb+1)*t.BlockQ, t.Geometry.Nq)
+	if s.NoQueryPerm {
+		return hi - 1
+	}
+	return int(slices.Max(perm[lo:hi]))
+}
+
+// headOrders is one query head's index arrays.
+type headOrders struct {
+	query []int32    // Q_perm: token at each query position, Nq entries
+	segs  []segOrder // one key order per segment
+}
+
+// segOrder is one segment's key order: local tokens first (pass 1), then
+// the ranked ones (pass 2, KV_perm).
+type segOrder struct {
+	keys  []int32
+	local int // how many leading entries of keys are the pass-1 window
+}
+
+// orders computes Q_perm and the key orders of query head h in batch b.
+// keys holds the head's keys row-major.
+func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h, segs int) headOrders {
+	g := t.Geometry
+	d := g.D
+	off := g.QueryOffset()
+	qrows := make([]float32, g.Nq*d)
+	for i := range g.Nq {
+		q.ReadRow(b, h, i, qrows[i*d:(i+1)*d])
+	}
+	ho := headOrders{query: make([]int32, g.Nq), segs: make([]segOrder, segs)}
+	for i := range ho.query {
+		ho.query[i] = int32(i)
+	}
+
+	// S2O Alg. 1 line 5, Eq. 1: queries scored against the guide key, the
+	// mean key of the first segment, and sorted within their segment.
+	if !s.NoQueryPerm {
+		guide := meanRows(keys, d, 0, min(s.Segment, g.Nk))
+		score := make([]float32, g.Nq)
+		for i := range g.Nq {
+			score[i] = kernel.Dot(qrows[i*d:(i+1)*d], guide)
+		}
+		for n := range segs {
+			seg := ho.query[n*s.Segment : min((n+1)*s.Segment, g.Nq)]
+			slices.SortStableFunc(seg, func(a, b int32) int { return descending(score[a], score[b]) })
+		}
+	}
+
+	// S2O Alg. 1 lines 10–13, Eq. 2: each segment's prefix keys scored
+	// against its mean query and sorted, after the segment's own window.
+	score := make([]float32, g.Nk)
+	for n := range segs {
+		qlo, qhi := n*s.Segment, min((n+1)*s.Segment, g.Nq)
+		// The segment's own keys sit at the positions of its queries.
+		whi := min(max(qhi+off, 0), g.Nk)
+		wlo := min(max(qlo+off-s.Window, 0), whi)
+		keysOrder := make([]int32, 0, g.Nk)
+		for j := wlo; j < whi; j++ {
+			keysOrder = append(keysOrder, int32(j))
+		}
+		local := len(keysOrder)
+		ranked := make([]int32, 0, g.Nk)
+		for j := range wlo {
+			ranked = append(ranked, int32(j))
+		}
+		if !t.Causal {
+			for j := whi; j < g.Nk; j++ {
+				ranked = append(ranked, int32(j))
+			}
+		}
+		if len(ranked) > 0 {
+			qmean := meanRows(qrows, d, qlo, qhi)
+			for _, j := range ranked {
+				score[j] = kernel.Dot(qmean, keys[int(j)*d:int(j+1)*d])
+			}
+			slices.SortStableFunc(ranked, func(a, b int32) int { return descending(score[a], score[b]) })
+		}
+		ho.segs[n] = segOrder{keys: append(keysOrder, ranked...), local: local}
+	}
+	return ho
+}
+
+// meanRows is the mean of rows [lo, hi) of the row-major matrix x with d
+// columns; zeros when the range is empty.
+func meanRows(x []float32, d, lo, hi int) []float32 {
+	m := make([]float32, d)
+	if hi <= lo {
+		return m
+	}
+	acc := make([]float64, d)
+	for i := lo; i < hi; i++ {
+		for c, v := range x[i*d : (i+1)*d] {
+			acc[c] += float64(v)
+		}
+	}
+	for c := range m {
+		m[c] = float32(acc[c] / float64(hi-lo))
+	}
+	return m
+}
+
+// descending orders larger scores first.
+func descending(a, b float32) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}

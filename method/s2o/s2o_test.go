@@ -1,0 +1,524 @@
+package s2o
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/internal/testutil"
+	"github.com/sparseattn/sparseattn/metrics"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/reference"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+type shape struct {
+	name            string
+	b, hq, hkv      int
+	nq, nk, d       int
+	bq, bk          int
+	segment, window int
+	causal, noQPerm bool
+}
+
+// shapes covers GQA, ragged segments and blocks, N below one segment and
+// one block, chunked prefill (Nq < Nk), more queries than keys (fully
+// masked rows), non-causal attention, the fused variant and a local window.
+var shapes = []shape{
+	{"causal-gqa", 1, 4, 2, 256, 256, 64, 16, 16, 64, 0, true, false},
+	{"ragged", 1, 2, 1, 200, 200, 32, 16, 32, 48, 8, true, false},
+	{"below-segment", 1, 2, 2, 40, 40, 32, 16, 16, 64, 0, true, false},
+	{"below-block", 1, 1, 1, 5, 5, 32, 16, 16, 16, 0, true, false},
+	{"chunked-prefill", 1, 2, 1, 100, 230, 32, 16, 16, 32, 16, true, false},
+	{"more-queries-than-keys", 1, 1, 1, 60, 20, 32, 16, 16, 32, 0, true, false},
+	{"noncausal", 1, 2, 2, 150, 150, 48, 16, 16, 64, 0, false, false},
+	{"noncausal-nq-ne-nk", 1, 2, 1, 70, 120, 32, 16, 8, 32, 0, false, false},
+	{"fused", 1, 2, 1, 200, 200, 32, 16, 16, 64, 16, true, true},
+	{"batch-d128-odd-bk", 2, 2, 1, 130, 130, 128, 32, 24, 64, 0, true, false},
+}
+
+func (s shape) inputs(t *testing.T) (q, k, v *tensor.Tensor, tl plan.Tiling) {
+	r := testutil.Rand(t)
+	q = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hq, N: s.nq, D: s.d}, 1.5)
+	k = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1.5)
+	v = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1)
+	g := tensor.Geometry{B: s.b, Hq: s.hq, Hkv: s.hkv, Nq: s.nq, Nk: s.nk, D: s.d, Dv: s.d}
+	return q, k, v, plan.Tiling{Geometry: g, Causal: s.causal, BlockQ: s.bq, BlockK: s.bk}
+}
+
+func (s shape) planner(tau float64) Planner {
+	return Planner{Segment: s.segment, Tau: tau, Window: s.window, NoQueryPerm: s.noQPerm}
+}
+
+// dot64 is the float64 dot product of query row i of head h and key row j
+// of KV head kh, or of a float64 vector x when row < 0.
+func dot64(x []float64, t *tensor.Tensor, b, h, j int) float64 {
+	var s float64
+	for d := range x {
+		s += x[d] * float64(t.At(b, h, j, d))
+	}
+	return s
+}
+
+func mean64(t *tensor.Tensor, b, h, lo, hi int) []float64 {
+	m := make([]float64, t.Shape().D)
+	for i := lo; i < hi; i++ {
+		for d := range m {
+			m[d] += float64(t.At(b, h, i, d)) / float64(hi-lo)
+		}
+	}
+	return m
+}
+
+// nonIncreasing reports the first place where scores rise by more than the
+// float32 rounding of the planner's dot products can explain.
+func nonIncreasing(scores []float64) int {
+	for i := 1; i < len(scores); i++ {
+		if scores[i] > scores[i-1]+1e-4*(1+math.Abs(scores[i])) {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestOrdersMatchEquations recomputes S2O Alg. 1 in float64 — the guide
+// key and query scores of Eq. 1, the segment mean queries and key scores of
+// Eq. 2 — and checks the plan's index arrays and rows against them: each
+// segment's queries sorted by ⟨q, k_guide⟩, each key order made of the
+// segment's own window in natural order then exactly its causal prefix (or,
+// non-causal, every other key) sorted by ⟨q_mean, k⟩, pass-1 tiles listed
+// only where a pair is visible and counted in RowAfter, and no pass-2 key in
+// the future of any query of its row.
+func TestOrdersMatchEquations(t *testing.T) {
+	for _, s := range shapes {
+		t.Run(s.name, func(t *testing.T) {
+			q, k, _, tl := s.inputs(t)
+			p, err := s.planner(0.01).Plan(context.Background(), tl, q, k, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := tl.Geometry
+			off := g.QueryOffset()
+			segs := (g.Nq + s.segment - 1) / s.segment
+			o := p.Order
+			if s.noQPerm != (o.Query == nil) {
+				t.Fatalf("query order present = %v with NoQueryPerm = %v", o.Query != nil, s.noQPerm)
+			}
+			for b := range g.B {
+				for h := range g.Hq {
+					bh := b*g.Hq + h
+					kh := g.KVHead(h)
+					guide := mean64(k, b, kh, 0, min(s.segment, g.Nk))
+					for n := range segs {
+						qlo, qhi := n*s.segment, min((n+1)*s.segment, g.Nq)
+						// Eq. 1: Q_perm sorts the segment by ⟨q, k_guide⟩.
+						if o.Query != nil {
+							perm := o.Query[bh*g.Nq+qlo : bh*g.Nq+qhi]
+							sorted := slices.Clone(perm)
+							slices.Sort(sorted)
+							var scores []float64
+							for i, tok := range sorted {
+								if int(tok) != qlo+i {
+									t.Fatalf("head %d segment %d: query order is not a permutation of [%d,%d)", bh, n, qlo, qhi)
+								}
+							}
+							for _, tok := range perm {
+								scores = append(scores, dot64(guide, q, b, h, int(tok)))
+							}
+							if i := nonIncreasing(scores); i >= 0 {
+								t.Fatalf("head %d segment %d: query score rises at position %d: %v > %v", bh, n, i, scores[i], scores[i-1])
+							}
+						}
+						// Eq. 2: the key order of the segment.
+						r0 := p.Row(b, h, qlo/s.bq)
+						ord := o.RowKV[r0]
+						keys := o.KV[o.KVStart[ord]:o.KVStart[ord+1]]
+						whi := min(max(qhi+off, 0), g.Nk)
+						wlo := min(max(qlo+off-s.window, 0), whi)
+						for i := range whi - wlo {
+							if int(keys[i]) != wlo+i {
+								t.Fatalf("head %d segment %d: local key %d is token %d, want %d", bh, n, i, keys[i], wlo+i)
+							}
+						}
+						ranked := keys[whi-wlo:]
+						var want []int32
+						for j := range g.Nk {
+							if j < wlo || (!s.causal && j >= whi) {
+								want = append(want, int32(j))
+							}
+						}
+						got := slices.Clone(ranked)
+						slices.Sort(got)
+						if !slices.Equal(got, want) {
+							t.Fatalf("head %d segment %d: ranked keys %v, want the set %v", bh, n, got, want)
+						}
+						qmean := mean64(q, b, h, qlo, qhi)
+						var scores []float64
+						for _, j := range ranked {
+							scores = append(scores, dot64(qmean, k, b, kh, int(j)))
+						}
+						if i := nonIncreasing(scores); i >= 0 {
+							t.Fatalf("head %d segment %d: key score rises at position %d", bh, n, i)
+						}
+						// Rows of the segment: pass-1 tiles, then every ranked tile.
+						local := whi - wlo
+						nb := (len(keys) + s.bk - 1) / s.bk
+						localBlocks := (local + s.bk - 1) / s.bk
+						for qb := qlo / s.bq; qb < (qhi+s.bq-1)/s.bq; qb++ {
+							r := p.Row(b, h, qb)
+							if o.RowKV[r] != ord {
+								t.Fatalf("row %d uses key order %d, want its segment's %d", r, o.RowKV[r], ord)
+							}
+							lo, hi := qb*s.bq, min((qb+1)*s.bq, g.Nq)
+							minQ, maxQ := math.MaxInt, -1
+							for pos := lo; pos < hi; pos++ {
+								tok := pos
+								if o.Query != nil {
+									tok = int(o.Query[bh*g.Nq+pos])
+								}
+								minQ, maxQ = min(minQ, tok), max(maxQ, tok)
+							}
+							var wantBlocks []int32
+							for kb := range localBlocks {
+								tile := keys[kb*s.bk : min((kb+1)*s.bk, len(keys))]
+								if !s.causal || int(slices.Min(tile)) <= maxQ+off {
+									wantBlocks = append(wantBlocks, int32(kb))
+								}
+							}
+							if a := int(p.Stop.RowAfter[r]); a != len(wantBlocks) {
+								t.Fatalf("row %d: RowAfter %d, want %d pass-1 tiles", r, a, len(wantBlocks))
+							}
+							for kb := localBlocks; kb < nb; kb++ {
+								wantBlocks = append(wantBlocks, int32(kb))
+								for _, j := range keys[kb*s.bk : min((kb+1)*s.bk, len(keys))] {
+									if s.causal && int(j) < wlo && int(j) > minQ+off {
+										t.Fatalf("row %d: pass-2 key %d is in the future of query %d", r, j, minQ)
+									}
+								}
+							}
+							if blocks, _ := p.Entries(r); !slices.Equal(blocks, wantBlocks) {
+								t.Fatalf("row %d lists %v, want %v", r, blocks, wantBlocks)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestTauZeroIsDense: with the stop off every visible pair is computed
+// once, so the output is dense attention (tolerance of the float32 executor
+// against the float64 reference: 2e-5 absolute on unit-scale values, as in
+// package cpu) and the gather path computes at least the dense work.
+func TestTauZeroIsDense(t *testing.T) {
+	for _, s := range shapes {
+		t.Run(s.name, func(t *testing.T) {
+			q, k, v, tl := s.inputs(t)
+			p, err := s.planner(0).Plan(context.Background(), tl, q, k, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Stop != nil {
+				t.Fatal("τ=0 must not attach a stop rule")
+			}
+			out, stats, err := cpu.Executor{}.Run(context.Background(), p, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := reference.Attention(context.Background(), q, k, v, s.causal, 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := metrics.Compare(ref, metrics.Tensor{Tensor: out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !(e.MaxAbs <= 2e-5) {
+				t.Fatalf("max abs error %.3g against dense", e.MaxAbs)
+			}
+			if stats.Stopped != 0 {
+				t.Fatalf("%d rows stopped with τ=0", stats.Stopped)
+			}
+		})
+	}
+}
+
+// simulate replays the plan in float64 on physically gathered copies of
+// each row's queries, keys and values: the row's queries in Q_perm order,
+// its key tiles copied out in KV_perm order, causal masking by original
+// token index, and the stop rule applied tile by tile. It returns the
+// output [b][h][token][d], the tiles computed, and ok=false when a stop
+// decision is within rounding of τ (float32 may then decide otherwise).
+func simulate(p *plan.Plan, q, k, v *tensor.Tensor) (out [][][][]float64, tiles int, ok bool) {
+	g := p.Geometry
+	off := g.QueryOffset()
+	scale := float64(p.SoftmaxScale())
+	out = make([][][][]float64, g.B)
+	ok = true
+	for b := range g.B {
+		out[b] = make([][][]float64, g.Hq)
+		for h := range g.Hq {
+			out[b][h] = make([][]float64, g.Nq)
+			kh := g.KVHead(h)
+			for qb := range p.QBlocks() {
+				r := p.Row(b, h, qb)
+				lo, hi := p.QueryRange(qb)
+				// Physical copies.
+				var qtok []int
+				var qc [][]float64
+				for pos := lo; pos < hi; pos++ {
+					tok := pos
+					if p.Order.Query != nil {
+						tok = int(p.Order.Query[(b*g.Hq+h)*g.Nq+pos])
+					}
+					qtok = append(qtok, tok)
+					row := make([]float64, g.D)
+					for d := range row {
+						row[d] = float64(q.At(b, h, tok, d))
+					}
+					qc = append(qc, row)
+				}
+				ord := p.Order.RowKV[r]
+				keys := p.Order.KV[p.Order.KVStart[ord]:p.Order.KVStart[ord+1]]
+				l := make([]float64, len(qc))
+				acc := make([][]float64, len(qc))
+				for i := range acc {
+					acc[i] = make([]float64, g.Dv)
+				}
+				blocks, _ := p.Entries(r)
+				for e, kb := range blocks {
+					tokens := keys[int(kb)*p.BlockK : min(int(kb+1)*p.BlockK, len(keys))]
+					kc := make([][]float64, len(tokens))
+					vc := make([][]float64, len(tokens))
+					for j, tok := range tokens {
+						kc[j], vc[j] = make([]float64, g.D), make([]float64, g.Dv)
+						for d := range g.D {
+							kc[j][d] = float64(k.At(b, kh, int(tok), d))
+						}
+						for d := range g.Dv {
+							vc[j][d] = float64(v.At(b, kh, int(tok), d))
+						}
+					}
+					tiles++
+					worst := math.Inf(-1) // largest (gain − τℓ)/gain; the tile is small when < 0
+					for i := range qc {
+						var gain float64
+						for j, tok := range tokens {
+							if p.Causal && int(tok) > qtok[i]+off {
+								continue
+							}
+							var s float64
+							for d := range g.D {
+								s += qc[i][d] * kc[j][d]
+							}
+							w := math.Exp(s * scale)
+							gain += w
+							for d := range g.Dv {
+								acc[i][d] += w * vc[j][d]
+							}
+						}
+						switch {
+						case l[i] == 0 && gain == 0:
+							worst = math.Inf(1) // nothing visible yet: no evidence for a stop
+						case gain > 0:
+							if p.Stop != nil {
+								worst = max(worst, (gain-float64(p.Stop.Tau)*l[i])/gain)
+							}
+						}
+						l[i] += gain
+					}
+					if p.Stop == nil || e < p.Stop.AfterRow(r) {
+						continue
+					}
+					if math.Abs(worst) < 1e-4 {
+						ok = false
+					}
+					if worst < 0 {
+						break
+					}
+				}
+				for i, tok := range qtok {
+					row := make([]float64, g.Dv)
+					if l[i] > 0 {
+						for d := range row {
+							row[d] = acc[i][d] / l[i]
+						}
+					}
+					out[b][h][tok] = row
+				}
+			}
+		}
+	}
+	return out, tiles, ok
+}
+
+// TestGatherEqualsPermutedCopy: the executor's index-gathered run of an
+// S2O plan with early stopping equals the same computation on physically
+// permuted copies, tile for tile (same number of tiles computed) and value
+// for value (2e-5 absolute, the float32 executor's tolerance).
+func TestGatherEqualsPermutedCopy(t *testing.T) {
+	for _, s := range shapes {
+		t.Run(s.name, func(t *testing.T) {
+			q, k, v, tl := s.inputs(t)
+			p, err := s.planner(0.2).Plan(context.Background(), tl, q, k, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, stats, err := cpu.Executor{}.Run(context.Background(), p, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, tiles, ok := simulate(p, q, k, v)
+			if !ok {
+				t.Skip("a stop decision lies within rounding of τ; rerun with another seed")
+			}
+			t.Logf("%d rows stopped early", stats.Stopped)
+			if stats.Stopped == 0 && s.nq > 2*s.segment {
+				t.Fatal("no row stopped: the test would not exercise the stop rule")
+			}
+			if stats.QKBlocks != float64(tiles) {
+				t.Fatalf("executor computed %v tiles, the permuted copy %d", stats.QKBlocks, tiles)
+			}
+			g := tl.Geometry
+			var worst float64
+			for b := range g.B {
+				for h := range g.Hq {
+					for i := range g.Nq {
+						for d := range g.Dv {
+							worst = max(worst, math.Abs(float64(out.At(b, h, i, d))-want[b][h][i][d]))
+						}
+					}
+				}
+			}
+			if !(worst <= 2e-5) {
+				t.Fatalf("max abs difference %.3g from the permuted copy", worst)
+			}
+		})
+	}
+}
+
+// TestCausalValidity: changing the values of future tokens changes no
+// output of an earlier query. Values are read by neither the planner nor
+// the stop rule, so the run is otherwise identical and outputs must match
+// bit for bit.
+func TestCausalValidity(t *testing.T) {
+	for _, s := range shapes {
+		if !s.causal {
+			continue
+		}
+		t.Run(s.name, func(t *testing.T) {
+			q, k, v, tl := s.inputs(t)
+			pl := s.planner(0.05)
+			p, err := pl.Plan(context.Background(), tl, q, k, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := cpu.Executor{}.Run(context.Background(), p, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := tl.Geometry
+			cut := g.Nk / 2 // keys ≥ cut change
+			v2 := v.Clone()
+			for b := range g.B {
+				for h := range g.Hkv {
+					for j := cut; j < g.Nk; j++ {
+						for d := range g.Dv {
+							v2.Set(b, h, j, d, 100+v.At(b, h, j, d))
+						}
+					}
+				}
+			}
+			out2, _, err := cpu.Executor{}.Run(context.Background(), p, q, k, v2, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for b := range g.B {
+				for h := range g.Hq {
+					for i := range g.Nq {
+						if i+g.QueryOffset() >= cut {
+							continue
+						}
+						for d := range g.Dv {
+							if out.At(b, h, i, d) != out2.At(b, h, i, d) {
+								t.Fatalf("query %d of head %d changed when only keys ≥ %d changed", i, h, cut)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestTauTradesWorkForError: lowering τ never stops a row earlier (the
+// trajectory of ℓ does not depend on τ), so computed work grows
+// monotonically as τ falls, reaching dense output at τ = 0.
+func TestTauTradesWorkForError(t *testing.T) {
+	s := shape{"", 1, 2, 1, 512, 512, 64, 32, 32, 128, 0, true, false}
+	q, k, v, tl := s.inputs(t)
+	ref, err := reference.Attention(context.Background(), q, k, v, true, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := -1.0
+	var errs []float64
+	for _, tau := range []float64{0.3, 0.1, 0.03, 0.01, 0.001, 0} {
+		p, err := s.planner(tau).Plan(context.Background(), tl, q, k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, stats, err := cpu.Executor{}.Run(context.Background(), p, q, k, v, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.QKBlocks < prev {
+			t.Fatalf("τ=%v computed %v tiles, fewer than %v at a larger τ", tau, stats.QKBlocks, prev)
+		}
+		prev = stats.QKBlocks
+		e, err := metrics.Compare(ref, metrics.Tensor{Tensor: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs = append(errs, e.RelL1)
+		t.Logf("τ=%-6v sparsity %.3f rel L1 %.4f", tau, stats.Sparsity(), e.RelL1)
+	}
+	if errs[0] <= errs[len(errs)-1] || errs[len(errs)-1] > 1e-5 {
+		t.Fatalf("errors %v: want the largest τ worse than τ=0, and τ=0 exact", errs)
+	}
+}
+
+func TestRejectsBadOptions(t *testing.T) {
+	s := shapes[0]
+	q, k, _, tl := s.inputs(t)
+	for _, tc := range []struct {
+		name string
+		p    Planner
+	}{
+		{"zero-segment", Planner{}},
+		{"segment-not-multiple-of-block", Planner{Segment: 24}},
+		{"negative-tau", Planner{Segment: 64, Tau: -0.1}},
+		{"tau-one", Planner{Segment: 64, Tau: 1}},
+		{"tau-nan", Planner{Segment: 64, Tau: math.NaN()}},
+		{"negative-window", Planner{Segment: 64, Window: -1}},
+	} {
+		if _, err := tc.p.Plan(context.Background(), tl, q, k, nil); !errors.Is(err, plan.ErrInvalid) {
+			t.Errorf("%s: got %v, want plan.ErrInvalid", tc.name, err)
+		}
+	}
+	if _, err := (Planner{Segment: 64}).Plan(context.Background(), tl, nil, k, nil); !errors.Is(err, plan.ErrInvalid) {
+		t.Errorf("nil q: %v", err)
+	}
+	if _, err := (Planner{Segment: 64}).Plan(context.Background(), tl, k, q, nil); !errors.Is(err, plan.ErrInvalid) {
+		t.Errorf("swapped q and k: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := (Planner{Segment: 64}).Plan(ctx, tl, q, k, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled context: %v", err)
+	}
+}
