@@ -17,6 +17,7 @@ import (
 	"github.com/sparseattn/sparseattn/internal/testutil"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
+	"github.com/sparseattn/sparseattn/tensorfile"
 )
 
 // tiny is a workload small enough that a full sweep takes well under a second.
@@ -532,5 +533,64 @@ func TestRefineOracle(t *testing.T) {
 		if n == 3 && runs != 3 {
 			t.Errorf("n=3: %d runs; the gaps are wide enough for all three", runs)
 		}
+	}
+}
+
+// TestBuildSweepsGeneric: compare knows methods only through the catalog's
+// method and knob structs. A method without a knob is measured once at its
+// flags' setting and cannot be swept; the oracle is added and put first.
+func TestBuildSweepsGeneric(t *testing.T) {
+	fixed := &method{name: "fixed", planner: func() (plan.Planner, error) { return plan.DensePlanner{}, nil }}
+	var built []float64
+	knobbed := &method{name: "knobbed", planner: func() (plan.Planner, error) { return plan.DensePlanner{}, nil },
+		knob: &knob{name: "k", values: []float64{3, 2, 1}, planner: func(x float64) (plan.Planner, error) {
+			built = append(built, x)
+			return plan.DensePlanner{}, nil
+		}}}
+	mf := methodFlags{names: "knobbed,dense,fixed", catalog: []*method{denseMethod(), fixed, oracleMethod(), knobbed}}
+	sws, err := buildSweeps(&mf, sweepFlag{"knobbed": {5, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, sw := range sws {
+		names = append(names, sw.meth.name)
+	}
+	if !slices.Equal(names, []string{"oracle", "knobbed", "fixed"}) {
+		t.Fatalf("sweeps %v, want oracle, knobbed, fixed", names)
+	}
+	if !slices.Equal(sws[1].values, []float64{5, 4}) || !slices.Equal(built, []float64{5, 4}) || len(sws[1].planners) != 2 {
+		t.Errorf("knobbed: values %v, built %v", sws[1].values, built)
+	}
+	if sws[2].values != nil || len(sws[2].planners) != 1 {
+		t.Errorf("fixed: values %v, %d planners; want one point, no knob", sws[2].values, len(sws[2].planners))
+	}
+	if _, err := buildSweeps(&mf, sweepFlag{"fixed": {1}}); err == nil || !strings.Contains(err.Error(), "fixed has no knob") {
+		t.Errorf("sweeping a method without a knob: %v", err)
+	}
+}
+
+// TestCompareInputFile: compare takes eval's --input flags.
+func TestCompareInputFile(t *testing.T) {
+	r := testutil.Rand(t)
+	path := filepath.Join(t.TempDir(), "qkv.safetensors")
+	arrays := map[string]*tensorfile.Array{}
+	for name, h := range map[string]int{"q": 2, "k": 1, "v": 1} {
+		arrays[name] = tensorfile.FromTensor(testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: h, N: 100, D: 32}, 1))
+	}
+	if err := tensorfile.Save(path, arrays); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "compare", "--input", path, "--causal", "true", "--methods", "window", "--window-sink", "0", "--sweep", "window=32,16",
+		"--block-q", "16", "--block-k", "16", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	rep := decodeCompare(t, out)
+	if rep.Source != "qkv.safetensors" || rep.Geometry.Nq != 100 || rep.Geometry.Hkv != 1 || !rep.Causal || len(rep.Curves) != 2 {
+		t.Errorf("report %+v", rep)
+	}
+	if w := rep.Curves[1]; w.Method != "window" || len(w.Points) != 2 || !(w.Points[1].Sparsity > w.Points[0].Sparsity) {
+		t.Errorf("window curve %+v: want sparsity rising as the window narrows", w)
 	}
 }
