@@ -334,8 +334,9 @@ const minGap = 0.01
 
 // refineOracle adds up to n points to the oracle's curve (the curve named
 // "oracle", whose points are sorted by sparsity as it goes). Each goes at
-// the midpoint of the knob values of two consecutive points that are more
-// than minGap apart in sparsity and bracket a point of another method;
+// a short number near the midpoint of the knob values of two consecutive
+// points that are more than minGap apart in sparsity and bracket a point
+// of another method;
 // of those pairs, the one whose errors differ most (in decades) is split
 // first. Log-linear interpolation is only as good as the oracle's sampling,
 // and the oracle's error climbs decades within its first percent of
@@ -371,8 +372,7 @@ func refineOracle(n int, minGap float64, curves []sweepCurve, run func(x float64
 			if lo.Value == nil || hi.Value == nil || *lo.Value == *hi.Value {
 				continue
 			}
-			mid := (*lo.Value + *hi.Value) / 2
-			if mid == *lo.Value || mid == *hi.Value { // no float between them
+			if _, ok := shortBetween(*lo.Value, *hi.Value); !ok {
 				continue
 			}
 			if hi.Sparsity-lo.Sparsity <= minGap || !slices.ContainsFunc(targets, func(s float64) bool { return s > lo.Sparsity && s < hi.Sparsity }) {
@@ -385,7 +385,8 @@ func refineOracle(n int, minGap float64, curves []sweepCurve, run func(x float64
 		if best < 0 {
 			break
 		}
-		p, err := run((*oc.Points[best-1].Value + *oc.Points[best].Value) / 2)
+		x, _ := shortBetween(*oc.Points[best-1].Value, *oc.Points[best].Value)
+		p, err := run(x)
 		if err != nil {
 			return err
 		}
@@ -393,6 +394,25 @@ func refineOracle(n int, minGap float64, curves []sweepCurve, run func(x float64
 	}
 	slices.SortStableFunc(oc.Points, bySparsity)
 	return nil
+}
+
+// shortBetween returns the number with the fewest decimals that rounds
+// the midpoint of a and b and lies strictly between them (0.994 between
+// 0.99 and 0.999, not 0.9945), so refined knob values read well; false
+// when no float64 lies between them.
+func shortBetween(a, b float64) (float64, bool) {
+	lo, hi := min(a, b), max(a, b)
+	mid := lo + (hi-lo)/2
+	for d := 0; d <= 17; d++ {
+		p := math.Pow(10, float64(d))
+		if m := math.Round(mid*p) / p; m > lo && m < hi {
+			return m, true
+		}
+	}
+	if mid > lo && mid < hi {
+		return mid, true
+	}
+	return 0, false
 }
 
 // errorSpan is how far apart two errors are in decades; +Inf when one is

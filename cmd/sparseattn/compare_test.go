@@ -469,7 +469,7 @@ func TestMassPanelScale(t *testing.T) {
 // TestRefineOracle bisects a synthetic oracle whose sparsity rises
 // steeply as its knob leaves 1, as TopCdf's does: with enough points
 // every gap holding another method's point ends narrower than minGap, each
-// new knob value is the midpoint of two neighbouring points, and with n = 0
+// new knob value is shortBetween two neighbouring points, and with n = 0
 // nothing runs.
 func TestRefineOracle(t *testing.T) {
 	r := testutil.Rand(t)
@@ -500,9 +500,10 @@ func TestRefineOracle(t *testing.T) {
 			pts := curves[0].Points // sorted by sparsity before each run
 			if !slices.ContainsFunc(pts[1:], func(p sweepPoint) bool {
 				i := slices.IndexFunc(pts, func(q sweepPoint) bool { return q.Value == p.Value })
-				return x == (*pts[i-1].Value+*p.Value)/2
+				m, ok := shortBetween(*pts[i-1].Value, *p.Value)
+				return ok && x == m
 			}) {
-				t.Errorf("n=%d: ran cdf %v, not the midpoint of two neighbouring points", n, x)
+				t.Errorf("n=%d: ran cdf %v, not shortBetween two neighbouring points", n, x)
 			}
 			return mk(x, true), nil
 		})
@@ -526,8 +527,7 @@ func TestRefineOracle(t *testing.T) {
 				}
 			}
 		}
-		a, b := 0.999, 0.99 // variables: float64 arithmetic, as refineOracle's
-		if n == 1 && (runs != 1 || !slices.ContainsFunc(pts, func(p sweepPoint) bool { return p.Refined && *p.Value == (a+b)/2 })) {
+		if n == 1 && (runs != 1 || !slices.ContainsFunc(pts, func(p sweepPoint) bool { return p.Refined && *p.Value == 0.994 })) {
 			t.Errorf("n=1: the first split is not between 0.999 and 0.99 (two decades apart): %d runs", runs)
 		}
 		if n == 3 && runs != 3 {
@@ -592,5 +592,40 @@ func TestCompareInputFile(t *testing.T) {
 	}
 	if w := rep.Curves[1]; w.Method != "window" || len(w.Points) != 2 || !(w.Points[1].Sparsity > w.Points[0].Sparsity) {
 		t.Errorf("window curve %+v: want sparsity rising as the window narrows", w)
+	}
+}
+
+// TestShortBetween checks on fresh random pairs that the result lies
+// strictly between them, within half a unit of its last decimal of the
+// midpoint, and that no number with fewer decimals does both.
+func TestShortBetween(t *testing.T) {
+	for _, tc := range []struct{ a, b, want float64 }{
+		{0.999, 0.99, 0.994} /* 0.9945 is stored as 0.99449999... */, {0.8, 0.6, 0.7}, {0.9, 0.8, 0.85}, {1, 3, 2}, {4096, 2048, 3072},
+	} {
+		if got, ok := shortBetween(tc.a, tc.b); !ok || got != tc.want {
+			t.Errorf("shortBetween(%v, %v) = %v, %v; want %v", tc.a, tc.b, got, ok, tc.want)
+		}
+	}
+	if _, ok := shortBetween(1, math.Nextafter(1, 2)); ok {
+		t.Error("found a float64 between adjacent floats")
+	}
+	r := testutil.Rand(t)
+	for range 1000 {
+		a := r.Float64()
+		b := a + math.Pow(10, -1-8*r.Float64())
+		m, ok := shortBetween(b, a)
+		if !ok || !(m > a && m < b) {
+			t.Fatalf("shortBetween(%v, %v) = %v, %v: not strictly between", b, a, m, ok)
+		}
+		// Its decimals d: the fewest with 10^d·m an integer (to rounding).
+		d := 0
+		for ; d < 17 && math.Abs(m*math.Pow(10, float64(d))-math.Round(m*math.Pow(10, float64(d)))) > 1e-6; d++ {
+		}
+		if d > 0 {
+			p := math.Pow(10, float64(d-1))
+			if c := math.Round((a+(b-a)/2)*p) / p; c > a && c < b {
+				t.Fatalf("shortBetween(%v, %v) = %v, but %v has fewer decimals", b, a, m, c)
+			}
+		}
 	}
 }
