@@ -486,6 +486,26 @@ func naiveLevels(rule Rule, cuts []float64, imp []float64) []plan.Level {
 // defining property: under Threshold the blocks at level ≤ t are the
 // smallest set of heaviest blocks whose mass reaches τ_t.
 func TestAssignMatchesDefinition(t *testing.T) {
+	for _, tc := range []struct {
+		rule Rule
+		cuts []float64
+		imp  []float64
+		want []plan.Level
+	}{
+		{Threshold, []float64{0.5}, []float64{1, 1, 1, 1}, []plan.Level{1, 1, 0, 0}},              // the third block starts at exactly τ
+		{Threshold, []float64{0.5, 0.75, 0.875}, []float64{1, 1, 2, 4}, []plan.Level{3, 0, 2, 1}}, // binary fractions: exact sums
+		{Threshold, []float64{0.95}, []float64{97, 1, 1, 1}, []plan.Level{1, 0, 0, 0}},
+		{Threshold, []float64{0}, []float64{1, 2}, []plan.Level{0, 0}},
+		{Threshold, []float64{0.5, 1}, []float64{0, 0, 5}, []plan.Level{2, 2, 1}},
+		{Quantile, []float64{0.25, 0.5}, []float64{4, 3, 2, 1}, []plan.Level{1, 2, 0, 0}},
+		{Quantile, []float64{0.1, 0.1, 0.5}, []float64{1, 2, 3, 4}, []plan.Level{0, 0, 3, 1}},
+	} {
+		got := make([]plan.Level, len(tc.imp))
+		assign(config{rule: tc.rule, cuts: tc.cuts}, tc.imp, got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%v %v on %v: levels %v, want %v", tc.rule, tc.cuts, tc.imp, got, tc.want)
+		}
+	}
 	r := testutil.Rand(t)
 	for trial := range 500 {
 		n := 1 + r.IntN(40)
