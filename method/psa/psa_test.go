@@ -56,6 +56,33 @@ func newProblem(t *testing.T, r *rand.Rand, s shape, qSigma float64) problem {
 	}
 }
 
+// f64 is a tensor copied to float64 once, so naive references read rows
+// without converting them per use.
+type f64 struct {
+	s tensor.Shape
+	x []float64
+}
+
+func to64(x *tensor.Tensor) f64 {
+	s := x.Shape()
+	out := f64{s: s, x: make([]float64, 0, s.B*s.H*s.N*s.D)}
+	for b := range s.B {
+		for h := range s.H {
+			for n := range s.N {
+				for d := range s.D {
+					out.x = append(out.x, float64(x.At(b, h, n, d)))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (t f64) row(b, h, n int) []float64 {
+	i := ((b*t.s.H+h)*t.s.N + n) * t.s.D
+	return t.x[i : i+t.s.D]
+}
+
 func row64(x *tensor.Tensor, b, h, n int) []float64 {
 	out := make([]float64, x.Shape().D)
 	for d := range out {
@@ -96,15 +123,16 @@ func meanPool(x [][]float64) [][]float64 {
 // (a ragged last block) uses the plan format's generalization instead: each
 // pooled entry is the mean of the up to 2^(h-1) tokens it stands for, with
 // bias ln(count).
-func algorithm1(p *plan.Plan, q, k, v *tensor.Tensor) [][]float64 {
+func algorithm1(p *plan.Plan, qt, kt, vt *tensor.Tensor) [][]float64 {
 	g := p.Geometry
+	q, k, v := to64(qt), to64(kt), to64(vt)
 	scale := float64(p.SoftmaxScale())
 	var out [][]float64
 	for b := range g.B {
 		for h := range g.Hq {
 			kh := g.KVHead(h)
 			for qi := range g.Nq {
-				qr := row64(q, b, h, qi)
+				qr := q.row(b, h, qi)
 				blocks, levels := p.Entries(p.Row(b, h, qi/p.BlockQ))
 				var logits []float64
 				var vals [][]float64
@@ -117,8 +145,8 @@ func algorithm1(p *plan.Plan, q, k, v *tensor.Tensor) [][]float64 {
 					if lv == plan.Full {
 						for j := lo; j < hi; j++ {
 							if p.Visible(qi, j) {
-								logits = append(logits, scale*dot64(qr, row64(k, b, kh, j)))
-								vals = append(vals, row64(v, b, kh, j))
+								logits = append(logits, scale*dot64(qr, k.row(b, kh, j)))
+								vals = append(vals, v.row(b, kh, j))
 							}
 						}
 						continue
@@ -128,8 +156,8 @@ func algorithm1(p *plan.Plan, q, k, v *tensor.Tensor) [][]float64 {
 					var bias []float64
 					if (hi-lo)%size == 0 { // Eq. 2–3: pool 2× per level
 						for j := lo; j < hi; j++ {
-							pk = append(pk, row64(k, b, kh, j))
-							pv = append(pv, row64(v, b, kh, j))
+							pk = append(pk, slices.Clone(k.row(b, kh, j)))
+							pv = append(pv, slices.Clone(v.row(b, kh, j)))
 						}
 						for range lv - 1 {
 							pk, pv = meanPool(pk), meanPool(pv)
@@ -142,10 +170,10 @@ func algorithm1(p *plan.Plan, q, k, v *tensor.Tensor) [][]float64 {
 							n := min(size, hi-t)
 							mk, mv := make([]float64, g.D), make([]float64, g.Dv)
 							for j := t; j < t+n; j++ {
-								for d, x := range row64(k, b, kh, j) {
+								for d, x := range k.row(b, kh, j) {
 									mk[d] += x / float64(n)
 								}
-								for d, x := range row64(v, b, kh, j) {
+								for d, x := range v.row(b, kh, j) {
 									mv[d] += x / float64(n)
 								}
 							}
@@ -308,6 +336,7 @@ func naiveRowImportance(p *plan.Plan, c config, pr problem, b, h, qb int, blocks
 	kh := g.KVHead(h)
 	scale := float64(p.SoftmaxScale())
 	_, qhi := p.QueryRange(qb)
+	q, k := to64(pr.q), to64(pr.k)
 	score := map[int32]float64{}
 	for _, qt := range qTok {
 		type logit struct {
@@ -320,7 +349,7 @@ func naiveRowImportance(p *plan.Plan, c config, pr problem, b, h, qb int, blocks
 			for _, kt := range keyTok[kb] {
 				if c.estimator == Sampling {
 					if p.Visible(qt, kt) {
-						ls = append(ls, logit{kb, scale * dot64(row64(pr.q, b, h, qt), row64(pr.k, b, kh, kt))})
+						ls = append(ls, logit{kb, scale * dot64(q.row(b, h, qt), k.row(b, kh, kt))})
 					}
 					continue
 				}
@@ -332,7 +361,7 @@ func naiveRowImportance(p *plan.Plan, c config, pr problem, b, h, qb int, blocks
 						continue
 					}
 					any = true
-					s += dot64(row64(pr.q, b, h, qi), row64(pr.k, b, kh, kj))
+					s += dot64(q.row(b, h, qi), k.row(b, kh, kj))
 				}
 				if any {
 					ls = append(ls, logit{kb, s * scale / float64(c.stride)})
