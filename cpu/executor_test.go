@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -646,5 +647,82 @@ func TestSplitRows(t *testing.T) {
 			checkClose(t, ref, whole)
 			checkClose(t, ref, split)
 		})
+	}
+}
+
+// TestHeadLambda: a per-head λ slice filters each head with its own λ. Each
+// head's output must equal, bit for bit, the same head's output under a
+// uniform filter with that head's λ; a head whose λ is −Inf skips nothing
+// and matches the float64 reference; and the P̃V counts of the two per-head
+// assignments add up to those of the two uniform runs.
+func TestHeadLambda(t *testing.T) {
+	r := testutil.Rand(t)
+	pr := problem{"", 1, 2, 1, 200, 200, 64, 64, 64, 32, true, tensor.Float32, tensor.BHND}
+	q, k, v := pr.inputs(t, r)
+	// A planted sink, as in TestLambdaFilter: a shared direction u in every
+	// query and in keys 0..31 makes later blocks fall far below the running
+	// max, so λ = -3 really skips work.
+	u := make([]float32, pr.d)
+	for d := range u {
+		u[d] = float32(r.NormFloat64())
+	}
+	for h := range pr.hq {
+		for n := range pr.nq {
+			for d := range pr.d {
+				q.Set(0, h, n, d, q.At(0, h, n, d)+2*u[d])
+				if n < 32 && h == 0 {
+					k.Set(0, 0, n, d, k.At(0, 0, n, d)+2*u[d])
+				}
+			}
+		}
+	}
+	run := func(f *plan.Filter) (*tensor.Tensor, plan.Stats) {
+		t.Helper()
+		p, err := plan.Dense(pr.tiling())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Filter = f
+		out, st, err := Executor{Workers: 2}.Run(context.Background(), p, q, k, v, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, st
+	}
+	inf := float32(math.Inf(-1))
+	offOut, offStats := run(&plan.Filter{RowGroup: 16, HeadLambda: []float32{inf, inf}})
+	onOut, onStats := run(&plan.Filter{Lambda: -3, RowGroup: 16})
+	mixOut, mixStats := run(&plan.Filter{RowGroup: 16, HeadLambda: []float32{inf, -3}})
+	_, swapStats := run(&plan.Filter{RowGroup: 16, HeadLambda: []float32{-3, inf}})
+	row, want := make([]float32, pr.dv), make([]float32, pr.dv)
+	for n := range pr.nq {
+		for h, src := range []*tensor.Tensor{offOut, onOut} {
+			mixOut.ReadRow(0, h, n, row)
+			src.ReadRow(0, h, n, want)
+			if !slices.Equal(row, want) {
+				t.Fatalf("head %d row %d differs from the uniform run with its λ", h, n)
+			}
+		}
+	}
+	if got, want := mixStats.PVBlocks+swapStats.PVBlocks, offStats.PVBlocks+onStats.PVBlocks; math.Abs(got-want) > 1e-9 {
+		t.Errorf("per-head PV counts sum to %v, uniform runs to %v", got, want)
+	}
+	if !(onStats.PVBlocks < offStats.PVBlocks) {
+		t.Errorf("λ=-3 skipped nothing (PV %v of %v); the test input lost its sink", onStats.PVBlocks, offStats.PVBlocks)
+	}
+	ref, err := reference.Attention(context.Background(), q, k, v, true, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range pr.nq {
+		mixOut.ReadRow(0, 0, n, row)
+		for d, x := range ref.Row(0, 0, n) {
+			// The planted sink makes logits near 40, whose float32 rounding is
+			// 8× that of the unit-scale logits maxAbsTol assumes (as in
+			// TestLambdaFilter).
+			if math.Abs(float64(row[d])-x) > 8*maxAbsTol {
+				t.Fatalf("head 0 (λ = −Inf) row %d dim %d: %v, reference %v", n, d, row[d], x)
+			}
+		}
 	}
 }

@@ -292,6 +292,7 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 	groups := (nq + f.RowGroup - 1) / f.RowGroup
 	for lo := 0; lo < nq; lo += f.RowGroup {
 		hi := min(lo+f.RowGroup, nq)
+		lambda := f.LambdaFor(int(t.qhead[lo])) // heads are never stacked under a filter
 		// SpargeAttn §3.4: skip P̃V when max(m_local − m) < λ over the group.
 		gap := negInf
 		for i := lo; i < hi; i++ {
@@ -299,7 +300,7 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 				gap = max(gap, t.mloc[i]-t.m[i])
 			}
 		}
-		if gap < f.Lambda {
+		if gap < lambda {
 			continue
 		}
 		kernel.MatMul(hi-lo, g.Dv, n, t.s[lo*bk:], bk, blk.v, blk.ldv, t.acc[lo*g.Dv:], g.Dv, true)

@@ -50,10 +50,23 @@ func (l Level) Pool() int {
 
 // Filter is SpargeAttn's second-stage filter (SpargeAttn §3.4): inside a
 // visited block, a group of RowGroup query rows skips its P̃V product when
-// max over the group of (local row max − running row max) < Lambda.
+// max over the group of (local row max − running row max) < λ, where λ is
+// HeadLambda[h] for query head h when HeadLambda is set, else Lambda.
 type Filter struct {
 	Lambda   float32 // negative; e.g. -5 skips blocks whose weights are all below e^-5 of the running max
 	RowGroup int     // rows per group, dividing BlockQ (a GPU warp's share, e.g. 16)
+	// HeadLambda, when non-nil, holds one λ per query head (len Hq) and
+	// overrides Lambda, as a per-head tuned profile needs. Entries are
+	// negative; −Inf switches the filter off for that head.
+	HeadLambda []float32
+}
+
+// LambdaFor is the λ that applies to query head h.
+func (f *Filter) LambdaFor(h int) float32 {
+	if f.HeadLambda != nil {
+		return f.HeadLambda[h]
+	}
+	return f.Lambda
 }
 
 // TokenOrder lets a plan visit tokens in a permuted order without moving

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/tensor"
@@ -75,6 +76,11 @@ func TestValidateRejects(t *testing.T) {
 		{"pooled-diagonal", func(p *Plan) { p.Level = make([]Level, len(p.KVBlock)); p.Level[0] = 2 }},
 		{"lambda-positive", func(p *Plan) { p.Filter = &Filter{Lambda: 1, RowGroup: 16} }},
 		{"rowgroup", func(p *Plan) { p.Filter = &Filter{Lambda: -3, RowGroup: 5} }},
+		{"head-lambda-length", func(p *Plan) { p.Filter = &Filter{RowGroup: 16, HeadLambda: []float32{-3}} }},
+		{"head-lambda-positive", func(p *Plan) { p.Filter = &Filter{RowGroup: 16, HeadLambda: []float32{-3, -3, 0.5, -3}} }},
+		{"head-lambda-nan", func(p *Plan) {
+			p.Filter = &Filter{RowGroup: 16, HeadLambda: []float32{float32(math.NaN()), -1, -1, -1}}
+		}},
 		{"tau", func(p *Plan) { p.Stop = &StopRule{Tau: 1.5} }},
 		{"query-order-not-permutation", func(p *Plan) {
 			p.Order = &TokenOrder{Query: make([]int32, 2*4*128)}
@@ -195,5 +201,28 @@ func TestStatsSparsity(t *testing.T) {
 	}
 	if (Stats{}).Sparsity() != 0 {
 		t.Error("empty stats should report sparsity 0")
+	}
+}
+
+// TestHeadLambda: a per-head λ slice overrides Lambda, −Inf is accepted as
+// "off for this head", and Lambda itself is then not required.
+func TestHeadLambda(t *testing.T) {
+	p, err := Dense(tiling(128, 128, 32, 32, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := float32(math.Inf(-1))
+	p.Filter = &Filter{RowGroup: 16, HeadLambda: []float32{-3, inf, -0.5, -7}}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("valid per-head λ rejected: %v", err)
+	}
+	for h, want := range []float32{-3, inf, -0.5, -7} {
+		if got := p.Filter.LambdaFor(h); got != want {
+			t.Errorf("LambdaFor(%d) = %v, want %v", h, got, want)
+		}
+	}
+	p.Filter = &Filter{RowGroup: 16, Lambda: -2}
+	if got := p.Filter.LambdaFor(3); got != -2 {
+		t.Errorf("LambdaFor without HeadLambda = %v, want Lambda -2", got)
 	}
 }

@@ -64,8 +64,16 @@ func (p *Plan) Validate() error {
 		}
 	}
 	if f := p.Filter; f != nil {
-		if !(f.Lambda < 0) || math.IsInf(float64(f.Lambda), 0) {
+		if f.HeadLambda == nil && (!(f.Lambda < 0) || math.IsInf(float64(f.Lambda), 0)) {
 			return fmt.Errorf("%w: filter λ=%v must be negative and finite", ErrInvalid, f.Lambda)
+		}
+		if f.HeadLambda != nil && len(f.HeadLambda) != p.Geometry.Hq {
+			return fmt.Errorf("%w: filter has %d per-head λ values, want one per query head (%d)", ErrInvalid, len(f.HeadLambda), p.Geometry.Hq)
+		}
+		for h, l := range f.HeadLambda {
+			if !(l < 0) || math.IsInf(float64(l), 1) {
+				return fmt.Errorf("%w: filter λ=%v of head %d must be negative (−Inf switches the head's filter off)", ErrInvalid, l, h)
+			}
 		}
 		if f.RowGroup <= 0 || p.BlockQ%f.RowGroup != 0 {
 			return fmt.Errorf("%w: filter row group %d must divide BlockQ %d", ErrInvalid, f.RowGroup, p.BlockQ)

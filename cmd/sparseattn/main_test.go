@@ -229,3 +229,30 @@ func TestInfoAndBenchJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalSparge: the sparge entry runs from the catalog; τ = 1 is the
+// dense limit, a small top-k skips work, and bad values are usage errors.
+func TestEvalSparge(t *testing.T) {
+	base := []string{"eval", "--n", "512", "--heads", "2", "--kv-heads", "1", "--d", "64", "--repeat", "1", "--warmup", "0",
+		"--block-q", "128", "--block-k", "64", "--methods", "sparge", "--json"}
+	code, out, errs := runCLI(t, append(base, "--sparge-cdf", "1")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	r := decodeEval(t, out)
+	if len(r.Rows) != 2 || r.Rows[1].Method != "sparge" || r.Rows[1].Sparsity != 0 || r.Rows[1].RelL1 > 1e-6 {
+		t.Fatalf("τ=1 rows %+v, want sparge at sparsity 0 and dense error", r.Rows)
+	}
+	code, out, errs = runCLI(t, append(base, "--sparge-topk", "0.2", "--sparge-theta", "-1", "--sparge-lambda", "-4")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if s := decodeEval(t, out).Rows[1]; s.Sparsity <= 0.1 || s.PVBlocks > s.QKBlocks {
+		t.Errorf("top-k 0.2 row %+v, want sparsity > 0.1 and no more PV than QK products", s)
+	}
+	for _, bad := range [][]string{{"--sparge-cdf", "1.5"}, {"--sparge-theta", "2"}, {"--sparge-lambda", "1"}, {"--sparge-cdf", "0.9", "--sparge-topk", "0.5"}} {
+		if code, _, errs := runCLI(t, append(base, bad...)...); code != 2 || !strings.Contains(errs, "bad hyperparameter") {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming the range", bad, code, errs)
+		}
+	}
+}

@@ -40,6 +40,7 @@ func methodCatalog() []*method {
 		denseMethod(),
 		windowMethod(),
 		oracleMethod(),
+		spargeMethod(),
 	}
 }
 

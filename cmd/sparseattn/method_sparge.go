@@ -1,0 +1,48 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/sparseattn/sparseattn/method/sparge"
+	"github.com/sparseattn/sparseattn/plan"
+)
+
+// spargeMethod is SpargeAttn: selective token compression predicts the
+// block mask (TopCdf τ or top-k, θ self-similarity judge), and the λ
+// filter skips further P̃V products inside the executor.
+func spargeMethod() *method {
+	var cdf, topk, theta, lambda float64
+	var rowGroup int
+	var sink bool
+	build := func(cdf, topk float64) (plan.Planner, error) {
+		p := sparge.Planner{
+			Params:   sparge.Params{CDF: cdf, TopK: topk, Theta: theta, Lambda: lambda},
+			RowGroup: rowGroup, Sink: sink,
+		}
+		if err := p.Params.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: --sparge-cdf/topk/theta/lambda: %v", errUsage, err)
+		}
+		if rowGroup < 0 {
+			return nil, fmt.Errorf("%w: --sparge-row-group must be ≥ 0 (0: block-q/4)", errUsage)
+		}
+		return p, nil
+	}
+	return &method{
+		name: "sparge",
+		flags: func(fs *flag.FlagSet) {
+			fs.Float64Var(&cdf, "sparge-cdf", 0, "sparge: TopCdf τ in (0,1], the predicted mass each query block keeps (0: use --sparge-topk)")
+			fs.Float64Var(&topk, "sparge-topk", 0, fmt.Sprintf("sparge: fraction in (0,1] of each row's causally visible blocks kept when --sparge-cdf is 0 (0: %v)", sparge.DefaultTopK))
+			fs.Float64Var(&theta, "sparge-theta", 0, fmt.Sprintf("sparge: self-similarity threshold θ in [-1,1] (0: %v; negative: no judge)", sparge.DefaultTheta))
+			fs.Float64Var(&lambda, "sparge-lambda", 0, "sparge: λ < 0 skips a row group's P̃V when max(m_local − m) < λ (0: off)")
+			fs.IntVar(&rowGroup, "sparge-row-group", 0, "sparge: query rows per λ decision, dividing --block-q (0: block-q/4)")
+			fs.BoolVar(&sink, "sparge-sink", false, "sparge: always keep key block 0 (attention sinks)")
+		},
+		planner: func() (plan.Planner, error) { return build(cdf, topk) },
+		knob: &knob{
+			name:    "cdf",
+			values:  []float64{0.999, 0.99, 0.98, 0.95, 0.9, 0.8},
+			planner: func(x float64) (plan.Planner, error) { return build(x, 0) },
+		},
+	}
+}

@@ -1,0 +1,163 @@
+package sparge
+
+import (
+	"math"
+
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// HeadEstimate is the expensive, hyperparameter-free stage of the predictor
+// for one query head: block self-similarities and the compressed logits.
+// Masks for any (τ, θ) are derived from it cheaply with Mask, which is what
+// lets the tuner try many hyperparameters per input.
+type HeadEstimate struct {
+	QBlocks, KBlocks int
+	// QSim[i] is CosSim of query block i, KSim[j] of key block j (shared by
+	// the query heads of a GQA group). See CosSim.
+	QSim, KSim []float64
+	// Logits[i·KBlocks+j] is scale·q̄_i·k̄_j, the compressed attention logit
+	// of block pair (i, j) (SpargeAttn §3.2, Ŝ = q kᵀ).
+	Logits []float64
+	// Visible[i] is the number of leading key blocks query block i may see:
+	// every block when not causal, else those with a causally visible pair.
+	Visible []int
+	// Diag[i] is the first key block holding a query of block i's own
+	// position (its causal diagonal); -1 when not causal or when no query
+	// of the block sees any key.
+	Diag []int
+}
+
+// CosSim is the block self-similarity the θ judge reads: the mean pairwise
+// cosine similarity of the block's tokens, diagonal included,
+//
+//	CosSim(X) = (1/n²) Σ_a Σ_b x̂_a·x̂_b = |(1/n) Σ_a x̂_a|²,   x̂ = x/|x|,
+//
+// as the reference code computes it (a Gram matrix of normalized tokens,
+// averaged). The paper writes CosSim(X) = XXᵀ/max(XXᵀ), a matrix over
+// unnormalized tokens, without saying how it becomes a scalar; we follow the
+// code. The identity on the right makes it O(n·d) instead of O(n²·d), and
+// shows it lies in [0, 1]: 1 when all tokens point the same way, about 1/n
+// for independent random directions. A zero token counts as a zero vector
+// (it lowers the similarity). A one-token block has CosSim 1.
+func CosSim(rows [][]float64) float64 {
+	if len(rows) == 0 {
+		return 1
+	}
+	sum := make([]float64, len(rows[0]))
+	for _, x := range rows {
+		var nn float64
+		for _, v := range x {
+			nn += v * v
+		}
+		if nn == 0 {
+			continue
+		}
+		inv := 1 / math.Sqrt(nn)
+		for d, v := range x {
+			sum[d] += v * inv
+		}
+	}
+	var s float64
+	for _, v := range sum {
+		s += v * v
+	}
+	n := float64(len(rows))
+	return s / (n * n)
+}
+
+// blockStats reads tokens [lo, hi) of head h in batch b of x and returns the
+// block's mean token (SpargeAttn Alg. 1 line 4: mean over axis 0) and its
+// CosSim. row is scratch of length D.
+func blockStats(x *tensor.Tensor, b, h, lo, hi int, row []float32, mean, unit []float64) float64 {
+	clear(mean)
+	clear(unit)
+	for n := lo; n < hi; n++ {
+		x.ReadRow(b, h, n, row)
+		var nn float64
+		for d, v := range row {
+			f := float64(v)
+			mean[d] += f
+			nn += f * f
+		}
+		if nn == 0 {
+			continue
+		}
+		inv := 1 / math.Sqrt(nn)
+		for d, v := range row {
+			unit[d] += float64(v) * inv
+		}
+	}
+	cnt := float64(hi - lo)
+	var s float64
+	for d := range mean {
+		mean[d] /= cnt
+		s += unit[d] * unit[d]
+	}
+	return s / (cnt * cnt)
+}
+
+// EstimateGroup computes the estimates of the query heads that share KV head
+// kvh in batch b (GQA): the key blocks are pooled and judged once for the
+// group, and each query head gets its own pooled queries, logits and hence
+// its own mask. The returned estimates share one KSim slice. Inputs must
+// match t.Geometry (the caller validates).
+func EstimateGroup(t plan.Tiling, q, k *tensor.Tensor, b, kvh int) []*HeadEstimate {
+	g := t.Geometry
+	p := plan.Plan{Tiling: t} // for block ranges and causal visibility
+	nqb, nkb := p.QBlocks(), p.KBlocks()
+	row := make([]float32, g.D)
+	unit := make([]float64, g.D)
+	kMean := make([]float64, nkb*g.D)
+	kSim := make([]float64, nkb)
+	for j := range nkb {
+		lo, hi := p.KeyRange(j)
+		kSim[j] = blockStats(k, b, kvh, lo, hi, row, kMean[j*g.D:(j+1)*g.D], unit)
+	}
+	visible := make([]int, nqb)
+	diag := make([]int, nqb)
+	off := g.QueryOffset()
+	for i := range nqb {
+		visible[i], diag[i] = nkb, -1
+		if !t.Causal {
+			continue
+		}
+		qlo, qhi := p.QueryRange(i)
+		last := qhi - 1 + off // the last key the block's last query sees
+		if last < 0 {
+			visible[i] = 0
+			continue
+		}
+		visible[i] = min(nkb, last/t.BlockK+1)
+		diag[i] = max(0, qlo+off) / t.BlockK
+	}
+	scale := float64(t.SoftmaxScale())
+	qMean := make([]float64, g.D)
+	out := make([]*HeadEstimate, g.Group())
+	for gi := range out {
+		h := kvh*g.Group() + gi
+		e := &HeadEstimate{
+			QBlocks: nqb, KBlocks: nkb,
+			QSim: make([]float64, nqb), KSim: kSim,
+			Logits: make([]float64, nqb*nkb), Visible: visible, Diag: diag,
+		}
+		for i := range nqb {
+			lo, hi := p.QueryRange(i)
+			e.QSim[i] = blockStats(q, b, h, lo, hi, row, qMean, unit)
+			for d := range qMean {
+				qMean[d] *= scale
+			}
+			lg := e.Logits[i*nkb : (i+1)*nkb]
+			for j := range nkb {
+				km := kMean[j*g.D : (j+1)*g.D]
+				var s float64
+				for d, x := range qMean {
+					s += x * km[d]
+				}
+				lg[j] = s
+			}
+		}
+		out[gi] = e
+	}
+	return out
+}

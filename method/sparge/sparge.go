@@ -1,0 +1,261 @@
+// Package sparge implements SpargeAttn's planner (Zhang et al., 2025,
+// "SpargeAttn: Accurate Sparse Attention Accelerating Any Model
+// Inference"): selective token compression predicts which blocks of the
+// attention map matter (§3.2), and the sparse warp online softmax skips
+// further P̃V products inside the executor (§3.4, the plan's λ filter).
+//
+// The predictor runs in two stages. The expensive estimate (EstimateGroup)
+// pools each query and key block to its mean token, measures each block's
+// self-similarity (CosSim) and computes the compressed logits q̄·k̄ᵀ; it does
+// not depend on any hyperparameter. The cheap mask stage (HeadEstimate.Mask)
+// applies the θ judge, the compressed softmax, TopCdf(τ) or top-k, and the
+// fix blocks. The tuner (package tune) computes the estimate once per input
+// and head and re-runs only the mask stage for every (τ, θ) it tries.
+//
+// Beyond the paper and its reference code: masks are per query head under
+// GQA, with the key side pooled once per KV head; causal rows only consider,
+// and top-k budgets only count, causally visible blocks, and always keep
+// the diagonal blocks so that no query loses every key (inside them the
+// executor masks token-exactly); any block size, head dimension and
+// sequence length works, decode (Nq = 1) and Nq ≠ Nk included.
+//
+// Attention is the one-call entry point; Planner plugs into
+// sparseattn.Attention and the CLI.
+package sparge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// ErrParams reports an out-of-range hyperparameter.
+var ErrParams = errors.New("sparge: bad hyperparameter")
+
+// Defaults. DefaultTopK is the reference implementation's recommended
+// setting ("topk=0.5"); DefaultTheta judges a block non-self-similar when
+// its tokens' mean pairwise cosine is below 0.3.
+const (
+	DefaultTopK   = 0.5
+	DefaultTheta  = 0.3
+	DefaultBlockQ = 128 // the paper's b_q
+	DefaultBlockK = 64  // the paper's b_k
+)
+
+// Params are one query head's hyperparameters.
+type Params struct {
+	// CDF is τ in (0, 1]: each row keeps the fewest most probable blocks
+	// whose predicted mass reaches τ (TopCdf). 0 selects top-k mode.
+	CDF float64
+	// TopK is the fraction in (0, 1] of each row's causally visible blocks
+	// kept in top-k mode (when CDF is 0). 0 with CDF 0 means DefaultTopK.
+	TopK float64
+	// Theta is θ in [-1, 1]: blocks whose CosSim is below θ are
+	// non-self-similar, excluded from the prediction and always computed.
+	// 0 means DefaultTheta; a negative θ switches the judge off.
+	Theta float64
+	// Lambda is λ < 0 of the sparse warp online softmax: a row group skips
+	// P̃V when max(m_local − m) < λ. 0 switches the filter off.
+	Lambda float64
+}
+
+// Validate checks the ranges and says which one is wrong.
+func (p Params) Validate() error {
+	switch {
+	case math.IsNaN(p.CDF) || p.CDF < 0 || p.CDF > 1:
+		return fmt.Errorf("%w: CDF τ=%v must be in (0, 1] (0 selects top-k)", ErrParams, p.CDF)
+	case math.IsNaN(p.TopK) || p.TopK < 0 || p.TopK > 1:
+		return fmt.Errorf("%w: TopK %v must be in (0, 1] (0 means %v)", ErrParams, p.TopK, DefaultTopK)
+	case p.CDF > 0 && p.TopK > 0:
+		return fmt.Errorf("%w: set CDF τ=%v or TopK %v, not both", ErrParams, p.CDF, p.TopK)
+	case math.IsNaN(p.Theta) || p.Theta < -1 || p.Theta > 1:
+		return fmt.Errorf("%w: θ=%v must be in [-1, 1] (negative: no judge; 0: %v)", ErrParams, p.Theta, DefaultTheta)
+	case math.IsNaN(p.Lambda) || p.Lambda > 0 || math.IsInf(p.Lambda, 0) || p.Lambda < -math.MaxFloat32:
+		return fmt.Errorf("%w: λ=%v must be negative and finite (0: no filter)", ErrParams, p.Lambda)
+	}
+	return nil
+}
+
+// resolve fills the defaults: TopK when neither mode is set, θ when 0.
+func (p Params) resolve() Params {
+	if p.CDF == 0 && p.TopK == 0 {
+		p.TopK = DefaultTopK
+	}
+	if p.Theta == 0 {
+		p.Theta = DefaultTheta
+	}
+	return p
+}
+
+// Planner is SpargeAttn's block-mask predictor. The zero value predicts
+// with the defaults (top-k 0.5, θ = DefaultTheta, no λ filter). It is safe
+// for concurrent use.
+type Planner struct {
+	// Params apply to every query head without an entry in Heads.
+	Params
+	// Heads, when non-nil, gives each query head its own hyperparameters
+	// (len Hq), as a tuned profile does; it overrides Params.
+	Heads []Params
+	// RowGroup is the number of query rows that share one λ decision, b_q/c_w
+	// in the paper; it must divide BlockQ. 0 means BlockQ/4 (4 warps per
+	// block, as the reference kernels use), or the largest divisor of BlockQ
+	// below that.
+	RowGroup int
+	// Sink always keeps key block 0, the attention-sink tokens.
+	Sink bool
+}
+
+// Name returns "sparge".
+func (p Planner) Name() string { return "sparge" }
+
+// headParams returns the resolved hyperparameters of each query head.
+func (p Planner) headParams(hq int) ([]Params, error) {
+	if p.Heads != nil && len(p.Heads) != hq {
+		return nil, fmt.Errorf("%w: %d per-head parameter sets for %d query heads", ErrParams, len(p.Heads), hq)
+	}
+	out := make([]Params, hq)
+	for h := range out {
+		hp := p.Params
+		if p.Heads != nil {
+			hp = p.Heads[h]
+		}
+		if err := hp.Validate(); err != nil {
+			if p.Heads != nil {
+				return nil, fmt.Errorf("head %d: %w", h, err)
+			}
+			return nil, err
+		}
+		out[h] = hp.resolve()
+	}
+	return out, nil
+}
+
+// rowGroup resolves RowGroup for block height bq.
+func (p Planner) rowGroup(bq int) (int, error) {
+	if p.RowGroup < 0 || (p.RowGroup > 0 && bq%p.RowGroup != 0) {
+		return 0, fmt.Errorf("%w: row group %d must divide the query block %d", ErrParams, p.RowGroup, bq)
+	}
+	if p.RowGroup > 0 {
+		return p.RowGroup, nil
+	}
+	g := max(bq/4, 1)
+	for bq%g != 0 {
+		g--
+	}
+	return g, nil
+}
+
+// Plan predicts the block mask of every query head and attaches the λ
+// filter when some head has one.
+func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	bld, err := plan.NewBuilder(t) // checks the tiling
+	if err != nil {
+		return nil, err
+	}
+	params, err := p.headParams(t.Geometry.Hq)
+	if err != nil {
+		return nil, err
+	}
+	filter, err := p.filter(t, params)
+	if err != nil {
+		return nil, err
+	}
+	masks, err := p.masks(ctx, t, q, k, params)
+	if err != nil {
+		return nil, err
+	}
+	g := t.Geometry
+	nqb := (g.Nq + t.BlockQ - 1) / t.BlockQ
+	for bh, m := range masks {
+		for i := range nqb {
+			r := bh*nqb + i
+			for _, kb := range m.Row(i) {
+				bld.Add(r, int(kb), plan.Full)
+			}
+		}
+	}
+	bld.SetFilter(filter)
+	return bld.Build()
+}
+
+// filter returns the plan's λ filter, or nil when no head has one.
+func (p Planner) filter(t plan.Tiling, params []Params) (*plan.Filter, error) {
+	any, same := false, true
+	for _, hp := range params {
+		any = any || hp.Lambda < 0
+		same = same && hp.Lambda == params[0].Lambda
+	}
+	if !any {
+		return nil, nil
+	}
+	rg, err := p.rowGroup(t.BlockQ)
+	if err != nil {
+		return nil, err
+	}
+	if same {
+		return &plan.Filter{Lambda: float32(params[0].Lambda), RowGroup: rg}, nil
+	}
+	f := &plan.Filter{RowGroup: rg, HeadLambda: make([]float32, len(params))}
+	for h, hp := range params {
+		f.HeadLambda[h] = float32(math.Inf(-1)) // no filter for this head
+		if hp.Lambda < 0 {
+			f.HeadLambda[h] = float32(hp.Lambda)
+		}
+	}
+	return f, nil
+}
+
+// masks predicts M_g for every (batch, query head), index b·Hq + h,
+// one GQA group per task.
+func (p Planner) masks(ctx context.Context, t plan.Tiling, q, k *tensor.Tensor, params []Params) ([]*HeadMask, error) {
+	g, err := checkInputs(t, q, k)
+	if err != nil {
+		return nil, err
+	}
+	masks := make([]*HeadMask, g.B*g.Hq)
+	groups := g.B * g.Hkv
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), groups) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= groups || ctx.Err() != nil {
+					return
+				}
+				b, kvh := i/g.Hkv, i%g.Hkv
+				for gi, e := range EstimateGroup(t, q, k, b, kvh) {
+					h := kvh*g.Group() + gi
+					masks[b*g.Hq+h] = e.Mask(params[h], MaskOptions{Sink: p.Sink})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return masks, nil
+}
+
+// checkInputs validates q and k against the tiling.
+func checkInputs(t plan.Tiling, q, k *tensor.Tensor) (tensor.Geometry, error) {
+	g := t.Geometry
+	if q == nil || k == nil {
+		return g, fmt.Errorf("%w: sparge needs q and k", tensor.ErrShape)
+	}
+	qs, ks := q.Shape(), k.Shape()
+	if qs != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) || ks != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
+		return g, fmt.Errorf("%w: q %v and k %v do not match the tiling's geometry %+v", tensor.ErrShape, qs, ks, g)
+	}
+	return g, nil
+}
