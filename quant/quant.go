@@ -44,6 +44,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -79,43 +82,42 @@ func Quantize(ctx context.Context, x *tensor.Tensor, block int) (*Blocks, error)
 	s := x.Shape()
 	nb := (s.N + block - 1) / block
 	q := &Blocks{shape: s, block: block, codes: make([]int8, s.Len()), scales: make([]float32, s.B*s.H*nb)}
-	rows := make([]float32, block*s.D)
-	for b := range s.B {
-		for h := range s.H {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			for blk := range nb {
-				lo, hi := blk*block, min((blk+1)*block, s.N)
-				buf := rows[:(hi-lo)*s.D]
-				var amax float64
-				for n := lo; n < hi; n++ {
-					row := buf[(n-lo)*s.D : (n-lo+1)*s.D]
-					x.ReadRow(b, h, n, row)
-					for _, v := range row {
-						if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-							return nil, fmt.Errorf("%w: non-finite value at [%d %d %d]", ErrInput, b, h, n)
-						}
-						amax = max(amax, math.Abs(float64(v)))
+	err := forEachHead(ctx, s.B, s.H, func(b, h int) error {
+		rows := make([]float32, block*s.D)
+		for blk := range nb {
+			lo, hi := blk*block, min((blk+1)*block, s.N)
+			buf := rows[:(hi-lo)*s.D]
+			var amax float64
+			for n := lo; n < hi; n++ {
+				row := buf[(n-lo)*s.D : (n-lo+1)*s.D]
+				x.ReadRow(b, h, n, row)
+				for _, v := range row {
+					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+						return fmt.Errorf("%w: non-finite value at [%d %d %d]", ErrInput, b, h, n)
 					}
+					amax = max(amax, math.Abs(float64(v)))
 				}
-				// SageAttention §3.5 (via SpargeAttn Alg. 1 line 3): per-block δ = max|x|/127.
-				scale := float32(amax / MaxCode)
-				if amax > 0 && scale == 0 {
-					scale = math.SmallestNonzeroFloat32 // a block of denormals
-				}
-				q.scales[(b*s.H+h)*nb+blk] = scale
-				if scale == 0 {
-					continue
-				}
-				inv := 1 / float64(scale)
-				codes := q.codes[q.offset(b, h, lo) : q.offset(b, h, lo)+len(buf)]
-				for i, v := range buf {
-					c := math.Round(float64(v) * inv)
-					codes[i] = int8(max(-MaxCode, min(MaxCode, c)))
-				}
+			}
+			// SageAttention §3.5 (via SpargeAttn Alg. 1 line 3): per-block δ = max|x|/127.
+			scale := float32(amax / MaxCode)
+			if amax > 0 && scale == 0 {
+				scale = math.SmallestNonzeroFloat32 // a block of denormals
+			}
+			q.scales[(b*s.H+h)*nb+blk] = scale
+			if scale == 0 {
+				continue
+			}
+			inv := 1 / float64(scale)
+			codes := q.codes[q.offset(b, h, lo) : q.offset(b, h, lo)+len(buf)]
+			for i, v := range buf {
+				c := math.Round(float64(v) * inv)
+				codes[i] = int8(max(-MaxCode, min(MaxCode, c)))
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return q, nil
 }
@@ -146,17 +148,16 @@ func (q *Blocks) Dequantize() *tensor.Tensor {
 		return nil // unreachable: the shape came from a valid tensor
 	}
 	data := t.Float32s()
-	for b := range s.B {
-		for h := range s.H {
-			for n := range s.N {
-				scale := float64(q.Scale(b, h, n))
-				off := q.offset(b, h, n)
-				for d := range s.D {
-					data[off+d] = float32(scale * float64(q.codes[off+d]))
-				}
+	_ = forEachHead(context.Background(), s.B, s.H, func(b, h int) error {
+		for n := range s.N {
+			scale := float64(q.Scale(b, h, n))
+			off := q.offset(b, h, n)
+			for d := range s.D {
+				data[off+d] = float32(scale * float64(q.codes[off+d]))
 			}
 		}
-	}
+		return nil
+	})
 	return t
 }
 
@@ -184,37 +185,74 @@ func SmoothK(ctx context.Context, k *tensor.Tensor) (*tensor.Tensor, []float64, 
 	s := k.Shape()
 	data := make([]float32, s.Len())
 	means := make([]float64, s.B*s.H*s.D)
-	for b := range s.B {
-		for h := range s.H {
-			if err := ctx.Err(); err != nil {
-				return nil, nil, err
-			}
-			base := (b*s.H + h) * s.N * s.D
-			for n := range s.N {
-				k.ReadRow(b, h, n, data[base+n*s.D:base+(n+1)*s.D])
-			}
-			mean := means[(b*s.H+h)*s.D:][:s.D]
-			for n := range s.N {
-				for d, v := range data[base+n*s.D : base+(n+1)*s.D] {
-					mean[d] += float64(v)
-				}
-			}
-			for d := range mean {
-				mean[d] /= float64(s.N)
-			}
-			for n := range s.N {
-				row := data[base+n*s.D : base+(n+1)*s.D]
-				for d, v := range row {
-					row[d] = float32(float64(v) - mean[d])
-				}
+	err := forEachHead(ctx, s.B, s.H, func(b, h int) error {
+		base := (b*s.H + h) * s.N * s.D
+		for n := range s.N {
+			k.ReadRow(b, h, n, data[base+n*s.D:base+(n+1)*s.D])
+		}
+		mean := means[(b*s.H+h)*s.D:][:s.D]
+		for n := range s.N {
+			for d, v := range data[base+n*s.D : base+(n+1)*s.D] {
+				mean[d] += float64(v)
 			}
 		}
+		for d := range mean {
+			mean[d] /= float64(s.N)
+		}
+		for n := range s.N {
+			row := data[base+n*s.D : base+(n+1)*s.D]
+			for d, v := range row {
+				row[d] = float32(float64(v) - mean[d])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	t, err := tensor.FromFloat32(tensor.BHND, s, data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrInput, err)
 	}
 	return t, means, nil
+}
+
+// forEachHead calls fn for every (batch, head) on up to GOMAXPROCS
+// goroutines, stopping early on the first error or when ctx is done.
+func forEachHead(ctx context.Context, batches, heads int, fn func(b, h int) error) error {
+	n := batches * heads
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[w] = err
+					return
+				}
+				if err := fn(i/heads, i%heads); err != nil {
+					errs[w] = err
+					next.Store(int64(n)) // stop the others
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // QK holds SageAttention-quantized Q and smoothed K.
