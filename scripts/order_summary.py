@@ -21,14 +21,16 @@ def load(path):
     return docs
 
 def at_l1(pts, budget):
-    """Sparsity at rel L1 = budget, interpolated; None when out of range."""
-    pts = sorted(pts, key=lambda p: p[2])  # by L1
+    """Sparsity at rel L1 = budget, interpolated, as text: ">=s" when the
+    budget lies above the sweep's largest error (s then bounds it from
+    below), "-" when below its smallest."""
+    pts = sorted(pts, key=lambda p: (p[2], p[1]))  # by L1
     for (t0, s0, l0), (t1, s1, l1) in zip(pts, pts[1:]):
         if l0 <= budget <= l1 and l1 > l0:
-            return s0 + (budget - l0) / (l1 - l0) * (s1 - s0)
+            return f"{s0 + (budget - l0) / (l1 - l0) * (s1 - s0):.3f}"
     if pts and pts[-1][2] <= budget:
-        return None  # budget above the sweep's largest error
-    return None
+        return f">={pts[-1][1]:.3f}"
+    return "-"
 
 def main():
     docs = load(sys.argv[1])
@@ -54,8 +56,7 @@ def main():
             pts = sorted(rows.get((order, meth), []))
             vals = []
             for b in budgets:
-                v = at_l1(pts, b)
-                vals.append(f"{v:>11.3f}" if v is not None else f"{'-':>11}")
+                vals.append(f"{at_l1(pts, b):>11}")
             sweep = " ".join(f"{t}:{s:.3f}/{l:.4f}" for t, s, l in pts)
             print(f"{order:8} {sims[order][0]:>6.3f} {sims[order][1]:>6.3f} {meth:7} {' '.join(vals)}   {sweep}")
 
