@@ -25,24 +25,42 @@ import (
 // left out. It returns an error for a block size below 2 or a tensor with
 // fewer than 2 tokens.
 func BlockSimilarity(ctx context.Context, x *tensor.Tensor, block int) (float64, error) {
+	heads, err := BlockSimilarityPerHead(ctx, x, block)
+	if err != nil {
+		return 0, err
+	}
+	// Every head has the same number of blocks, so the mean of the heads'
+	// means is the mean over all blocks.
+	var sum float64
+	for _, v := range heads {
+		sum += v
+	}
+	return sum / float64(len(heads)), nil
+}
+
+// BlockSimilarityPerHead is BlockSimilarity for each head h separately,
+// averaged over the batch: heads of different kinds (spatial, temporal)
+// favour different token orders.
+func BlockSimilarityPerHead(ctx context.Context, x *tensor.Tensor, block int) ([]float64, error) {
 	if x == nil {
-		return 0, fmt.Errorf("%w: nil tensor", ErrSpec)
+		return nil, fmt.Errorf("%w: nil tensor", ErrSpec)
 	}
 	s := x.Shape()
 	if block < 2 {
-		return 0, fmt.Errorf("%w: similarity block size %d must be ≥ 2", ErrSpec, block)
+		return nil, fmt.Errorf("%w: similarity block size %d must be ≥ 2", ErrSpec, block)
 	}
 	if s.N < 2 {
-		return 0, fmt.Errorf("%w: similarity needs at least 2 tokens, have %d", ErrSpec, s.N)
+		return nil, fmt.Errorf("%w: similarity needs at least 2 tokens, have %d", ErrSpec, s.N)
 	}
 	row := make([]float32, s.D)
 	sum := make([]float64, s.D)
-	var total float64
-	var blocks int
-	for b := range s.B {
-		for h := range s.H {
+	perHead := make([]float64, s.H)
+	for h := range s.H {
+		var total float64
+		var blocks int
+		for b := range s.B {
 			if err := ctx.Err(); err != nil {
-				return 0, err
+				return nil, err
 			}
 			for lo := 0; lo < s.N; lo += block {
 				hi := min(lo+block, s.N)
@@ -75,6 +93,7 @@ func BlockSimilarity(ctx context.Context, x *tensor.Tensor, block int) (float64,
 				blocks++
 			}
 		}
+		perHead[h] = total / float64(blocks)
 	}
-	return total / float64(blocks), nil
+	return perHead, nil
 }

@@ -13,11 +13,20 @@ import (
 // naiveSimilarity averages, over blocks with at least two tokens, the mean
 // of cos(x_i, x_j) over distinct pairs, computed pair by pair in float64.
 func naiveSimilarity(x *tensor.Tensor, block int) float64 {
+	return naiveSimilarityHeads(x, block, -1)
+}
+
+// naiveSimilarityHeads is naiveSimilarity over head only (all heads when
+// only < 0).
+func naiveSimilarityHeads(x *tensor.Tensor, block, only int) float64 {
 	s := x.Shape()
 	var total float64
 	var blocks int
 	for b := range s.B {
 		for h := range s.H {
+			if only >= 0 && h != only {
+				continue
+			}
 			for lo := 0; lo < s.N; lo += block {
 				hi := min(lo+block, s.N)
 				if hi-lo < 2 {
@@ -96,6 +105,18 @@ func TestBlockSimilarity(t *testing.T) {
 			// m²; in float64 that leaves ~m²·1e-16 absolute.
 			if math.Abs(got-want) > 1e-12 {
 				t.Fatalf("similarity %.15f, want %.15f", got, want)
+			}
+			heads, err := BlockSimilarityPerHead(ctx, x, c.block)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(heads) != c.shape.H {
+				t.Fatalf("%d per-head values for %d heads", len(heads), c.shape.H)
+			}
+			for h, got := range heads {
+				if want := naiveSimilarityHeads(x, c.block, h); math.Abs(got-want) > 1e-12 && math.IsNaN(c.exact) {
+					t.Fatalf("head %d: similarity %.15f, want %.15f", h, got, want)
+				}
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -364,6 +365,10 @@ func printEval(w io.Writer, r evalReport) {
 			fmt.Fprintf(w, "; %s order Sim-q %.3f Sim-k %.3f", r.Sim.Order, *r.Sim.OrderedQ, *r.Sim.OrderedK)
 		}
 		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  per head, input order: Sim-q %s; Sim-k %s\n", fmtList(r.Sim.InputQHeads), fmtList(r.Sim.InputKHeads))
+		if r.Sim.OrderedQ != nil {
+			fmt.Fprintf(w, "  per head, %s order: Sim-q %s; Sim-k %s\n", r.Sim.Order, fmtList(r.Sim.OrderedQHeads), fmtList(r.Sim.OrderedKHeads))
+		}
 	}
 	if r.Order != "" || r.Int8QK {
 		fmt.Fprintln(w, "+order / +int8: the method ran on reordered tokens / INT8 Q and K; errors are against float dense in the input order (first row).")
@@ -373,6 +378,15 @@ func printEval(w io.Writer, r evalReport) {
 	if needle {
 		fmt.Fprintln(w, "needle: cosine (-1..1) of the needle query's output with the needle's value; dense ≈ 1, near 0 means lost.")
 	}
+}
+
+// fmtList prints values with three decimals, space-separated.
+func fmtList(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.3f", x)
+	}
+	return strings.Join(parts, " ")
 }
 
 // jsonFloat is a float64 that encodes NaN and ±Inf as JSON null, which

@@ -142,15 +142,36 @@ type similarity struct {
 	Order    string   `json:"order,omitempty"`
 	OrderedQ *float64 `json:"ordered_sim_q,omitempty"`
 	OrderedK *float64 `json:"ordered_sim_k,omitempty"`
+	// Per query head (Q) and KV head (K), averaged over the batch.
+	InputQHeads   []float64 `json:"input_sim_q_heads"`
+	InputKHeads   []float64 `json:"input_sim_k_heads"`
+	OrderedQHeads []float64 `json:"ordered_sim_q_heads,omitempty"`
+	OrderedKHeads []float64 `json:"ordered_sim_k_heads,omitempty"`
+}
+
+// simPair measures Q's and K's similarity per head and overall.
+func simPair(ctx context.Context, q, k *tensor.Tensor, blockQ, blockK int) (sq, sk float64, qh, kh []float64, err error) {
+	if qh, err = permute.BlockSimilarityPerHead(ctx, q, blockQ); err != nil {
+		return 0, 0, nil, nil, err
+	}
+	if kh, err = permute.BlockSimilarityPerHead(ctx, k, blockK); err != nil {
+		return 0, 0, nil, nil, err
+	}
+	return mean(qh), mean(kh), qh, kh, nil
+}
+
+func mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
 }
 
 func measureSimilarity(ctx context.Context, q, k *tensor.Tensor, spec permute.Spec, blockQ, blockK int) (*similarity, error) {
 	s := &similarity{BlockQ: blockQ, BlockK: blockK}
 	var err error
-	if s.InputQ, err = permute.BlockSimilarity(ctx, q, blockQ); err != nil {
-		return nil, err
-	}
-	if s.InputK, err = permute.BlockSimilarity(ctx, k, blockK); err != nil {
+	if s.InputQ, s.InputK, s.InputQHeads, s.InputKHeads, err = simPair(ctx, q, k, blockQ, blockK); err != nil {
 		return nil, err
 	}
 	if spec.Identity() {
@@ -168,14 +189,10 @@ func measureSimilarity(ctx context.Context, q, k *tensor.Tensor, spec permute.Sp
 	if err != nil {
 		return nil, err
 	}
-	sq, err := permute.BlockSimilarity(ctx, qo, blockQ)
+	sq, sk, qh, kh, err := simPair(ctx, qo, ko, blockQ, blockK)
 	if err != nil {
 		return nil, err
 	}
-	sk, err := permute.BlockSimilarity(ctx, ko, blockK)
-	if err != nil {
-		return nil, err
-	}
-	s.Order, s.OrderedQ, s.OrderedK = string(spec.Kind), &sq, &sk
+	s.Order, s.OrderedQ, s.OrderedK, s.OrderedQHeads, s.OrderedKHeads = string(spec.Kind), &sq, &sk, qh, kh
 	return s, nil
 }

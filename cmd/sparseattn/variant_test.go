@@ -41,6 +41,12 @@ func TestEvalOrderAndInt8(t *testing.T) {
 	if w := r.Rows[2]; w.Sparsity <= 0 || w.RelL1 <= 0 {
 		t.Errorf("window+hilbert row %+v", w)
 	}
+	if len(r.Sim.InputQHeads) != 2 || len(r.Sim.OrderedQHeads) != 2 || len(r.Sim.InputKHeads) != 1 || len(r.Sim.OrderedKHeads) != 1 {
+		t.Errorf("per-head similarity %+v, want 2 query heads and 1 KV head", r.Sim)
+	}
+	if d := (r.Sim.InputQHeads[0]+r.Sim.InputQHeads[1])/2 - r.Sim.InputQ; d > 1e-12 || d < -1e-12 {
+		t.Errorf("Sim-q %g is not the mean of its heads %v", r.Sim.InputQ, r.Sim.InputQHeads)
+	}
 	for _, s := range []float64{r.Sim.InputQ, r.Sim.InputK, *r.Sim.OrderedQ, *r.Sim.OrderedK} {
 		if !(s > -1 && s <= 1) {
 			t.Errorf("similarity %g outside (-1, 1]", s)
