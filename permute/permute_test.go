@@ -142,6 +142,8 @@ func TestHilbertAdjacency(t *testing.T) {
 		{4, 6, 10, true, 0}, {6, 12, 20, true, 0}, {16, 30, 52, true, 0}, {13, 1, 9, true, 0},
 		{3, 5, 7, false, 0.05}, {5, 9, 9, false, 0.05}, {7, 16, 16, false, 0.05}, {3, 3, 3, false, 0.1},
 		{13, 30, 52, false, 0.05},
+		// The grids of RESULTS.md: CogVideoX-2B's latent and a smaller one.
+		{13, 30, 45, false, 0.05}, {13, 16, 24, false, 0.05},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%dx%dx%d", c.t, c.h, c.w), func(t *testing.T) {
