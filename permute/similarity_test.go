@@ -10,8 +10,9 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// naiveSimilarity averages, over blocks with at least two tokens, the mean
-// of cos(x_i, x_j) over distinct pairs, computed pair by pair in float64.
+// naiveSimilarity averages, over blocks, the mean of cos(x_i, x_j) over
+// all ordered pairs, i = j included (cos(x, x) = 1, 0 for a zero token),
+// computed pair by pair in float64.
 func naiveSimilarity(x *tensor.Tensor, block int) float64 {
 	return naiveSimilarityHeads(x, block, -1)
 }
@@ -29,15 +30,9 @@ func naiveSimilarityHeads(x *tensor.Tensor, block, only int) float64 {
 			}
 			for lo := 0; lo < s.N; lo += block {
 				hi := min(lo+block, s.N)
-				if hi-lo < 2 {
-					continue
-				}
 				var sum float64
 				for i := lo; i < hi; i++ {
 					for j := lo; j < hi; j++ {
-						if i == j {
-							continue
-						}
 						var dot, ni, nj float64
 						for d := range s.D {
 							a, c := float64(x.At(b, h, i, d)), float64(x.At(b, h, j, d))
@@ -50,7 +45,7 @@ func naiveSimilarityHeads(x *tensor.Tensor, block, only int) float64 {
 						}
 					}
 				}
-				total += sum / float64((hi-lo)*(hi-lo-1))
+				total += sum / float64((hi-lo)*(hi-lo))
 				blocks++
 			}
 		}
@@ -79,13 +74,13 @@ func TestBlockSimilarity(t *testing.T) {
 		{"opposite pairs", tensor.Shape{B: 1, H: 1, N: 2, D: 3}, 2, func(x *tensor.Tensor) {
 			x.WriteRow(0, 0, 0, []float32{1, 0, 2})
 			x.WriteRow(0, 0, 1, []float32{-2, 0, -4})
-		}, -1},
-		{"zero tokens count as cosine 0", tensor.Shape{B: 1, H: 1, N: 4, D: 2}, 4, func(x *tensor.Tensor) {
+		}, 0},
+		{"zero tokens count as zero vectors", tensor.Shape{B: 1, H: 1, N: 4, D: 2}, 4, func(x *tensor.Tensor) {
 			x.WriteRow(0, 0, 0, []float32{1, 1})
 			x.WriteRow(0, 0, 1, []float32{2, 2})
 			x.WriteRow(0, 0, 2, []float32{0, 0})
 			x.WriteRow(0, 0, 3, []float32{0, 0})
-		}, 2.0 / 12},
+		}, 4.0 / 16},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,8 +96,8 @@ func TestBlockSimilarity(t *testing.T) {
 			if !math.IsNaN(c.exact) {
 				want = c.exact
 			}
-			// The closed form ‖Σx̂‖² − Σ‖x̂‖² cancels terms of size up to
-			// m²; in float64 that leaves ~m²·1e-16 absolute.
+			// The closed form ‖Σx̂‖²/m² and the pairwise sum round
+			// differently; in float64 both are within ~1e-15 of exact.
 			if math.Abs(got-want) > 1e-12 {
 				t.Fatalf("similarity %.15f, want %.15f", got, want)
 			}
@@ -121,13 +116,13 @@ func TestBlockSimilarity(t *testing.T) {
 		})
 	}
 	x := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 1, N: 1, D: 4}, 1)
-	for _, block := range []int{0, 1} {
+	for _, block := range []int{0, -3} {
 		if _, err := BlockSimilarity(ctx, x, block); !errors.Is(err, ErrSpec) {
 			t.Errorf("block %d: err = %v, want ErrSpec", block, err)
 		}
 	}
-	if _, err := BlockSimilarity(ctx, x, 2); !errors.Is(err, ErrSpec) {
-		t.Errorf("one token: err = %v, want ErrSpec", err)
+	if _, err := BlockSimilarity(ctx, nil, 2); !errors.Is(err, ErrSpec) {
+		t.Errorf("nil: err = %v, want ErrSpec", err)
 	}
 }
 

@@ -359,7 +359,7 @@ func printEval(w io.Writer, r evalReport) {
 	}
 	tw.Flush()
 	if r.Sim != nil {
-		fmt.Fprintf(w, "\nblock self-similarity (mean pairwise cosine within %d-token Q blocks and %d-token K blocks): input order Sim-q %.3f Sim-k %.3f",
+		fmt.Fprintf(w, "\nblock self-similarity (CosSim: mean cosine over all token pairs of a block, %d-token Q blocks, %d-token K blocks): input order Sim-q %.3f Sim-k %.3f",
 			r.Sim.BlockQ, r.Sim.BlockK, r.Sim.InputQ, r.Sim.InputK)
 		if r.Sim.OrderedQ != nil {
 			fmt.Fprintf(w, "; %s order Sim-q %.3f Sim-k %.3f", r.Sim.Order, *r.Sim.OrderedQ, *r.Sim.OrderedK)
