@@ -9,6 +9,8 @@
 //	tensorfile  .safetensors, .npy and .npz reading and writing
 //	plan        the one plan format every method shares, and its counters
 //	method/...  planners: window (sink + local), oracle (exact TopCdf)
+//	permute     token orders for visual tokens (Hilbert curve, row, column, time, random)
+//	quant       SageAttention-style INT8 quantization of Q and K
 //	cpu         the CPU executor
 //	reference   a float64 naive attention for tests
 //	metrics     error metrics and dense-equivalent throughput
@@ -25,7 +27,9 @@ import (
 	"time"
 
 	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/permute"
 	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/quant"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
@@ -55,15 +59,32 @@ type Options struct {
 	Workers int
 	// SkipFiniteCheck skips the scan that rejects NaN and Inf inputs.
 	SkipFiniteCheck bool
+	// Order reorders the visual tokens of Q, K and V before planning and
+	// execution, and puts the output rows back (SpargeAttn §3.7: a Hilbert
+	// curve makes blocks more self-similar and attention more
+	// block-sparse). The zero value keeps the input order. A reordering
+	// needs Nq = Nk = Order.Len() and non-causal attention: under a causal
+	// mask a token's visible keys depend on its position, so reordering
+	// would change the result; a causal run with an order that moves any
+	// token is rejected.
+	Order permute.Spec
+	// QuantizeQK runs the executor on SageAttention-style INT8 Q and K
+	// (SpargeAttn §3.5): K smoothed by its mean over the sequence, both
+	// quantized per tile (BlockQ / BlockK tokens) with one scale each.
+	// The planner still sees float Q and K, as in SpargeAttn Algorithm 1.
+	QuantizeQK bool
 }
 
 // Result is the output of Attention with what it cost.
 type Result struct {
-	Out      *tensor.Tensor // [B, Hq, Nq, Dv], float32, BHND
-	Plan     *plan.Plan     // the plan that ran
-	Stats    plan.Stats     // work the executor really did; Stats.Sparsity() is the skipped fraction
-	PlanTime time.Duration  // time spent predicting the plan
-	RunTime  time.Duration  // time spent executing it
+	Out *tensor.Tensor // [B, Hq, Nq, Dv], float32, BHND
+	// Plan is the plan that ran. With Options.Order its blocks are blocks
+	// of the reordered sequence.
+	Plan     *plan.Plan
+	Stats    plan.Stats    // work the executor really did; Stats.Sparsity() is the skipped fraction
+	PrepTime time.Duration // time spent reordering and quantizing inputs and restoring the output order
+	PlanTime time.Duration // time spent predicting the plan
+	RunTime  time.Duration // time spent executing it
 }
 
 // Attention computes softmax(scale·QKᵀ)·V for q [B, Hq, Nq, D], k [B, Hkv,
@@ -107,6 +128,26 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 		planner = plan.DensePlanner{}
 	}
 
+	prepStart := time.Now()
+	order, err := tokenOrder(opts, g)
+	if err != nil {
+		return nil, err
+	}
+	if order != nil {
+		if q, k, v, err = reorder(ctx, order, q, k, v); err != nil {
+			return nil, err
+		}
+	}
+	runQ, runK := q, k
+	if opts.QuantizeQK {
+		qk, err := quant.QuantizeQK(ctx, q, k, t.BlockQ, t.BlockK)
+		if err != nil {
+			return nil, fmt.Errorf("quantizing Q and K: %w", err)
+		}
+		runQ, runK = qk.Dequantized()
+	}
+	prep := time.Since(prepStart)
+
 	start := time.Now()
 	p, err := planner.Plan(ctx, t, q, k, v)
 	if err != nil {
@@ -116,9 +157,56 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 		return nil, fmt.Errorf("%w: %s returned a plan for another problem", plan.ErrInvalid, planner.Name())
 	}
 	planned := time.Now()
-	out, stats, err := cpu.Executor{Workers: opts.Workers}.Run(ctx, p, q, k, v, nil)
+	out, stats, err := cpu.Executor{Workers: opts.Workers}.Run(ctx, p, runQ, runK, v, nil)
 	if err != nil {
 		return nil, fmt.Errorf("executing %s plan: %w", planner.Name(), err)
 	}
-	return &Result{Out: out, Plan: p, Stats: stats, PlanTime: planned.Sub(start), RunTime: time.Since(planned)}, nil
+	ran := time.Now()
+	if order != nil {
+		if out, err = order.Restore(ctx, out); err != nil {
+			return nil, err
+		}
+		prep += time.Since(ran)
+	}
+	return &Result{Out: out, Plan: p, Stats: stats, PrepTime: prep, PlanTime: planned.Sub(start), RunTime: ran.Sub(planned)}, nil
+}
+
+// tokenOrder returns the permutation opts.Order selects, or nil when it
+// moves no token.
+func tokenOrder(opts Options, g tensor.Geometry) (*permute.Order, error) {
+	spec := opts.Order
+	if spec.Kind == "" || spec.Kind == permute.None {
+		if err := spec.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+		}
+		return nil, nil
+	}
+	if g.Nq != g.Nk {
+		return nil, fmt.Errorf("%w: a %s token order needs as many queries as keys, have Nq=%d Nk=%d", ErrOptions, spec.Kind, g.Nq, g.Nk)
+	}
+	o, err := spec.Order(g.Nk)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	if o.IsIdentity() {
+		return nil, nil
+	}
+	if opts.Causal {
+		return nil, fmt.Errorf("%w: a %s token order moves tokens, which changes causal attention (each query sees the keys before it); use it on non-causal attention, or Order none or row", ErrOptions, spec.Kind)
+	}
+	return o, nil
+}
+
+// reorder applies o to q, k and v.
+func reorder(ctx context.Context, o *permute.Order, q, k, v *tensor.Tensor) (qo, ko, vo *tensor.Tensor, err error) {
+	if qo, err = o.Apply(ctx, q); err != nil {
+		return nil, nil, nil, err
+	}
+	if ko, err = o.Apply(ctx, k); err != nil {
+		return nil, nil, nil, err
+	}
+	if vo, err = o.Apply(ctx, v); err != nil {
+		return nil, nil, nil, err
+	}
+	return qo, ko, vo, nil
 }

@@ -52,7 +52,7 @@ func timeMethod(ctx context.Context, f runFlags, bar *progress.Bar, label string
 		if i >= f.warmup {
 			plans = append(plans, ms(res.PlanTime))
 			runs = append(runs, ms(res.RunTime))
-			totals = append(totals, ms(res.PlanTime+res.RunTime))
+			totals = append(totals, ms(res.PrepTime+res.PlanTime+res.RunTime))
 		}
 	}
 	return timing{planMS: median(plans), runMS: median(runs), totalMS: median(totals), last: res}, nil
