@@ -6,6 +6,8 @@
 //	sparseattn eval  [flags]   compare methods against dense attention
 //	sparseattn bench [flags]   sweep sequence length, report GFLOPS
 //	sparseattn info            CPU features, measured FMA peak, GPUs
+//	sparseattn selftest        GPU engine against the CPU executor
+//	sparseattn gpubench        GPU kernel timings, dense and block-sparse
 //
 // Run "sparseattn <command> --help" for a command's flags.
 package main
@@ -27,6 +29,8 @@ Usage:
                              compare each with dense attention (sparsity, error, time)
   sparseattn bench [flags]   sweep sequence length; report GFLOPS and % of measured peak
   sparseattn info  [flags]   report CPU features, the measured FMA peak and any GPUs
+  sparseattn selftest [flags]  check the GPU engine against the CPU on random inputs
+  sparseattn gpubench [flags]  time the GPU kernels alone (dense and block-sparse)
 
 With no flags, "sparseattn eval" runs the embedded default workload
 (an 8-head, 4096-token causal LLM layer with a planted needle).
@@ -54,6 +58,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "info":
 		err = runInfo(ctx, args[1:], stdout, stderr)
+	case "selftest":
+		err = runSelftest(ctx, args[1:], stdout, stderr)
+	case "gpubench":
+		err = runGPUBench(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
