@@ -227,6 +227,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := rf.check(); err != nil {
 		return err
 	}
+	rf.logTo(stderr)
 	if !(*scale >= 0) || math.IsInf(*scale, 0) || *scale > math.MaxFloat32 {
 		return fmt.Errorf("%w: --scale must be ≥ 0 and finite (0 = 1/sqrt(D))", errUsage)
 	}
