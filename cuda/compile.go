@@ -28,8 +28,12 @@ type variant struct {
 func (v variant) threads() int { return v.blockQ / (16 * v.mt) * 32 }
 
 // sharedBytes is the dynamic shared memory: the Q tile and one K and one V
-// tile, all 16-bit.
-func (v variant) sharedBytes() int { return (v.blockQ + 2*v.kt) * v.headDim * 2 }
+// tile, all 16-bit, then the staged KV list (MAX_LIST int32) and the λ
+// gaps (one float32 per 16 query rows).
+func (v variant) sharedBytes() int { return (v.blockQ+2*v.kt)*v.headDim*2 + maxList*4 + v.blockQ/16*4 }
+
+// maxList is MAX_LIST in kernels/attention.cu.
+const maxList = 2048
 
 func (v variant) String() string {
 	dt := "f16"

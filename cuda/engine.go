@@ -40,6 +40,10 @@ type Config struct {
 	// WarpRows is the query rows each warp owns for 128-row query blocks:
 	// 32 (4 warps, the FlashAttention-2 shape) or 16 (8 warps). 0 means 32.
 	WarpRows int
+	// TileK is the keys per tile for plans without a λ filter: 32, 64 or
+	// 128, dividing the plan's BlockK (else 64 is used). 0 means 64. With
+	// 32 query rows per warp, 128 is taken as 64 (registers).
+	TileK int
 }
 
 // Engine runs plans on one GPU. It is safe for concurrent use; calls are
@@ -49,6 +53,7 @@ type Engine struct {
 	dev      *driver.Device
 	cache    cubinCache
 	warpRows int
+	tileK    int
 
 	mu      sync.Mutex // guards kernels
 	kernels map[variant]*kernel
@@ -68,6 +73,9 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.WarpRows != 0 && cfg.WarpRows != 16 && cfg.WarpRows != 32 {
 		return nil, fmt.Errorf("%w: WarpRows %d must be 0, 16 or 32", ErrUnsupported, cfg.WarpRows)
 	}
+	if cfg.TileK != 0 && cfg.TileK != 32 && cfg.TileK != 64 && cfg.TileK != 128 {
+		return nil, fmt.Errorf("%w: TileK %d must be 0, 32, 64 or 128", ErrUnsupported, cfg.TileK)
+	}
 	dev, err := driver.Open(cfg.Ordinal)
 	if err != nil {
 		return nil, err
@@ -84,11 +92,14 @@ func Open(cfg Config) (*Engine, error) {
 	case "-":
 		dir = ""
 	}
-	wr := cfg.WarpRows
+	wr, tk := cfg.WarpRows, cfg.TileK
 	if wr == 0 {
 		wr = 32
 	}
-	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, kernels: map[variant]*kernel{}}, nil
+	if tk == 0 {
+		tk = 64
+	}
+	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk, kernels: map[variant]*kernel{}}, nil
 }
 
 var (
@@ -122,11 +133,11 @@ func (e *Engine) Close() error {
 // Supports reports whether the GPU kernel runs p, with an error wrapping
 // ErrUnsupported that says why not.
 func Supports(p *plan.Plan) error {
-	_, err := chooseVariant(p, tensor.BFloat16, 32)
+	_, err := chooseVariant(p, tensor.BFloat16, 32, 64)
 	return err
 }
 
-func chooseVariant(p *plan.Plan, dt tensor.DType, warpRows int) (variant, error) {
+func chooseVariant(p *plan.Plan, dt tensor.DType, warpRows, tileK int) (variant, error) {
 	g := p.Geometry
 	v := variant{bf16: dt != tensor.Float16, kt: 64, mt: 1}
 	switch d := max(g.D, g.Dv); {
@@ -167,7 +178,14 @@ func chooseVariant(p *plan.Plan, dt tensor.DType, warpRows int) (variant, error)
 		}
 		v.kt = p.BlockK
 	}
-	if v.blockQ == 128 && v.kt == 64 && warpRows == 32 {
+	if p.Filter == nil && p.BlockK%tileK == 0 {
+		v.kt = tileK
+	}
+	if v.blockQ == 128 && warpRows == 32 && !v.filter {
+		v.mt = 2
+		v.kt = min(v.kt, 64)
+	}
+	if v.blockQ == 128 && warpRows == 32 && v.filter && v.kt == 64 {
 		v.mt = 2
 	}
 	if g.B*g.Hq > 65535 {
@@ -203,10 +221,10 @@ func (e *Engine) load(c *driver.Ctx, v variant) (driver.Function, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The static shared memory (the staged KV list) comes on top of the
-	// dynamic tiles, so the dynamic limit is always raised to what they need.
-	if sb := v.sharedBytes(); sb+staticShared > e.dev.MaxSharedOptin {
-		return 0, fmt.Errorf("%w: kernel %s needs %d bytes of shared memory, the device allows %d", ErrUnsupported, v, sb+staticShared, e.dev.MaxSharedOptin)
+	// Always raise the dynamic limit to what the kernel takes: the default
+	// 48 KiB is not enough for most variants.
+	if sb := v.sharedBytes(); sb > e.dev.MaxSharedOptin {
+		return 0, fmt.Errorf("%w: kernel %s needs %d bytes of shared memory, the device allows %d", ErrUnsupported, v, sb, e.dev.MaxSharedOptin)
 	} else if err := c.SetMaxDynamicShared(fn, sb); err != nil {
 		return 0, fmt.Errorf("kernel %s: %w", v, err)
 	}
@@ -252,10 +270,6 @@ func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error
 	})
 	return names, time.Since(start), err
 }
-
-// staticShared bounds the kernel's static shared memory: the staged KV
-// list (MAX_LIST int32) and the λ gaps.
-const staticShared = 2048*4 + 64
 
 // kernelParams mirrors struct Params in kernels/attention.cu.
 type kernelParams struct {
@@ -333,7 +347,7 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	if dt == tensor.Float32 {
 		dt = tensor.BFloat16 // float32 inputs are rounded to bfloat16
 	}
-	vr, err := chooseVariant(p, dt, e.warpRows)
+	vr, err := chooseVariant(p, dt, e.warpRows, e.tileK)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	device := fs.String("device", "cuda", "device to check: cuda (the CPU is the reference)")
 	seed := fs.Uint64("seed", 0, "random seed (0 = a fresh one, printed)")
 	warpRows := fs.Int("warp-rows", 0, "query rows per warp for 128-row blocks: 16, 32 (0 = default)")
+	tileK := fs.Int("tile-k", 0, "keys per kernel tile without a λ filter: 32, 64, 128 (0 = default)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -30,7 +31,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *seed == 0 {
 		*seed = rand.Uint64()
 	}
-	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows})
+	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK})
 	if err != nil {
 		return err
 	}

@@ -132,32 +132,40 @@ struct alignas(8) F2 {
 
 // Swizzled tile layout: 16-byte chunk c of row r sits at chunk c ^ (r & 7),
 // so that ldmatrix's eight rows hit eight distinct bank groups.
-__device__ __forceinline__ int swz(int r, int c) { return r * HEAD_DIM + ((c ^ (r & 7)) << 3); }
+
+#define RB (HEAD_DIM * 2)               // bytes per tile row
+#define ROWS_PER_PASS (NTHREADS / CPR) // rows one pass of all threads copies (a multiple of 8)
 
 // load_rows copies rows [row0, row0+ROWS) of a head (stride sn elements)
-// into a swizzled tile, zero-filling rows at or past nvalid.
+// into the swizzled tile at shared address s, zero-filling rows at or past
+// nvalid. Each thread always copies the same chunk column of rows
+// r0, r0 + ROWS_PER_PASS, ..., so its swizzle is fixed: one shared offset
+// plus immediates.
 template <int ROWS>
-__device__ __forceinline__ void load_rows(u16* s, const u16* g, long long sn, int row0, int nvalid, int tid) {
+__device__ __forceinline__ void load_rows(u32 s, const u16* g, long long sn, int row0, int nvalid, int tid) {
+	const int r0 = tid / CPR, c = tid % CPR;
+	const u32 dst = s + r0 * RB + ((c ^ (r0 & 7)) << 4);
+	const u16* src = g + (long long)(row0 + r0) * sn + c * 8;
+	const long long step = (long long)ROWS_PER_PASS * sn;
 #pragma unroll
-	for (int i = tid; i < ROWS * CPR; i += NTHREADS) {
-		int r = i / CPR, c = i % CPR;
-		int gr = row0 + r;
-		bool ok = gr < nvalid;
-		const u16* src = g + (long long)(ok ? gr : 0) * sn + c * 8;
-		cp_async16(smem_addr(s + swz(r, c)), src, ok ? 16 : 0);
+	for (int k = 0; k < ROWS / ROWS_PER_PASS; k++) {
+		bool ok = row0 + r0 + k * ROWS_PER_PASS < nvalid;
+		cp_async16(dst + k * ROWS_PER_PASS * RB, ok ? src + k * step : g, ok ? 16 : 0);
 	}
 }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS, (MT == 2 ? 2 : (NTHREADS > 128 ? 1 : 2)))
 attn_fwd(const Params p) {
+	// Dynamic shared memory: the Q, K and V tiles, then the staged KV list
+	// and the λ gaps.
 	extern __shared__ __attribute__((aligned(128))) u16 smem[];
-	u16* sQ = smem;
-	u16* sK = sQ + BLOCK_Q * HEAD_DIM;
-	u16* sV = sK + KT * HEAD_DIM;
+	const u32 sQ = smem_addr(smem);
+	const u32 sK = sQ + BLOCK_Q * RB;
+	const u32 sV = sK + KT * RB;
+	int* s_kv = reinterpret_cast<int*>(smem + (BLOCK_Q + 2 * KT) * HEAD_DIM);
 #if FILTER
-	__shared__ float s_gap[BLOCK_Q / 16];
+	float* s_gap = reinterpret_cast<float*>(s_kv + MAX_LIST);
 #endif
-	__shared__ int s_kv[MAX_LIST];
 
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int qb = p.q_blocks - 1 - blockIdx.x; // longest causal rows first
@@ -213,6 +221,13 @@ attn_fwd(const Params p) {
 	u64 n_qk = 0, n_pv = 0, n_grp = 0;
 	int last_entry = -1;
 	const int wrow0 = warp * MT * 16; // first row of this warp in the block
+	// Per-thread ldmatrix offsets for k-step 0: with r ≡ lane (mod 8) and
+	// chunk 2·kk + x, the swizzled offset of step kk is off ^ (kk << 5),
+	// and whole 16-row steps are plain additions.
+	const int l7 = lane & 7;
+	const u32 q_off = (wrow0 + (lane & 15)) * RB + (((lane >> 4) ^ l7) << 4);
+	const u32 k_off = (((lane >> 4) << 3) + l7) * RB + ((((lane >> 3) & 1) ^ l7) << 4);
+	const u32 v_off = (l7 + (((lane >> 3) & 1) << 3)) * RB + (((lane >> 4) ^ l7) << 4);
 	const bool last_partial = (qb == p.q_blocks - 1) && (p.Nq % BLOCK_Q != 0);
 
 	while (t < ntiles) {
@@ -232,8 +247,7 @@ attn_fwd(const Params p) {
 		if (!q_loaded) {
 #pragma unroll
 			for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
-				int r = wrow0 + (lane & 15), c = 2 * kk + (lane >> 4);
-				ldsm_x4(smem_addr(sQ + swz(r, c)), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+				ldsm_x4(sQ + (q_off ^ (kk << 5)), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
 			}
 			q_loaded = true;
 		}
@@ -246,15 +260,13 @@ attn_fwd(const Params p) {
 #if MT == 1
 				a[mt][0] = qf[kk][0], a[mt][1] = qf[kk][1], a[mt][2] = qf[kk][2], a[mt][3] = qf[kk][3];
 #else
-				int r = wrow0 + mt * 16 + (lane & 15), c = 2 * kk + (lane >> 4);
-				ldsm_x4(smem_addr(sQ + swz(r, c)), a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
+				ldsm_x4(sQ + (q_off ^ (kk << 5)) + mt * 16 * RB, a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
 #endif
 			}
 #pragma unroll
 			for (int jp = 0; jp < KT / 16; jp++) {
 				u32 b0, b1, b2, b3;
-				int r = jp * 16 + ((lane >> 4) << 3) + (lane & 7), c = 2 * kk + ((lane >> 3) & 1);
-				ldsm_x4(smem_addr(sK + swz(r, c)), b0, b1, b2, b3);
+				ldsm_x4(sK + (k_off ^ (kk << 5)) + jp * 16 * RB, b0, b1, b2, b3);
 #pragma unroll
 				for (int mt = 0; mt < MT; mt++) {
 					mma16816(s[mt][2 * jp], a[mt], b0, b1);
@@ -378,8 +390,7 @@ attn_fwd(const Params p) {
 #pragma unroll
 			for (int dp = 0; dp < HEAD_DIM / 16; dp++) {
 				u32 b0, b1, b2, b3;
-				int r = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), c = 2 * dp + (lane >> 4);
-				ldsm_x4_t(smem_addr(sV + swz(r, c)), b0, b1, b2, b3);
+				ldsm_x4_t(sV + (v_off ^ (dp << 5)) + kk * 16 * RB, b0, b1, b2, b3);
 #pragma unroll
 				for (int mt = 0; mt < MT; mt++) {
 					if (!active[mt]) continue;
