@@ -57,6 +57,10 @@ def main():
     a = ap.parse_args()
     dev = "cuda"
     name = torch.cuda.get_device_name()
+    # One compiled kernel per (N, mask_mod): raise dynamo's recompile limit
+    # (8 by default), past which it silently runs the unfused fallback.
+    torch._dynamo.config.recompile_limit = 64
+    torch._dynamo.config.cache_size_limit = 64
     flex = torch.compile(flex_attention, dynamic=False)
     causals = {"both": [False, True], "true": [True], "false": [False]}[a.causal]
     for n in [int(x) for x in a.n.split(",")]:

@@ -115,6 +115,13 @@ __device__ __forceinline__ float fma_(float a, float b, float c) {
 	asm("fma.rn.f32 %0, %1, %2, %3;\n" : "=f"(d) : "f"(a), "f"(b), "f"(c));
 	return d;
 }
+__device__ __forceinline__ bool any_sync(bool pred) {
+	u32 r;
+	asm volatile("{ .reg .pred p; setp.ne.u32 p, %1, 0; vote.sync.any.pred p, p, 0xffffffff; selp.u32 %0, 1, 0, p; }\n"
+	             : "=r"(r)
+	             : "r"((u32)pred));
+	return r != 0;
+}
 __device__ __forceinline__ void atomic_add_u64(u64* p, u64 v) {
 	asm volatile("red.global.add.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
 }
@@ -218,7 +225,7 @@ attn_fwd(const Params p) {
 	u32 qf[HEAD_DIM / 16][4];
 	bool q_loaded = false;
 #endif
-	u64 n_qk = 0, n_pv = 0, n_grp = 0;
+	u32 n_qk = 0, n_pv = 0, n_grp = 0;
 	int last_entry = -1;
 	const int wrow0 = warp * MT * 16; // first row of this warp in the block
 	// Per-thread ldmatrix offsets for k-step 0: with r ≡ lane (mod 8) and
@@ -295,6 +302,8 @@ attn_fwd(const Params p) {
 				}
 
 		// Online softmax (FlashAttention-2 recurrence), rows r and r+8.
+		float alphas[MT][2];
+		bool rescale = false;
 #if FILTER
 		float gap[MT][2];
 #endif
@@ -321,13 +330,25 @@ attn_fwd(const Params p) {
 				}
 				l[mt][hf] = l[mt][hf] * alpha + sum;
 				m[mt][hf] = mnew;
-#pragma unroll
-				for (int j = 0; j < HEAD_DIM / 8; j++) acc[mt][j][2 * hf] *= alpha, acc[mt][j][2 * hf + 1] *= alpha;
+				alphas[mt][hf] = alpha;
+				rescale |= alpha != 1.f;
 #if FILTER
 				int row = q0 + wrow0 + mt * 16 + (lane >> 2) + 8 * hf;
 				gap[mt][hf] = (row < p.Nq && mnew != NEG_INF) ? mloc - mnew : NEG_INF;
 #endif
 			}
+
+		// Rescale O only when some row of the warp raised its max; once the
+		// maxima settle, most tiles skip these multiplies (exact either way).
+		if (any_sync(rescale)) {
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int j = 0; j < HEAD_DIM / 8; j++) {
+					acc[mt][j][0] *= alphas[mt][0], acc[mt][j][1] *= alphas[mt][0];
+					acc[mt][j][2] *= alphas[mt][1], acc[mt][j][3] *= alphas[mt][1];
+				}
+		}
 
 		// SpargeAttn §3.4: skip P̃V for a row group when max(m_local − m) < λ.
 		bool active[MT];
@@ -430,8 +451,8 @@ attn_fwd(const Params p) {
 		}
 
 	if (tid == 0) {
-		atomic_add_u64(&p.counters[0], n_qk);
-		atomic_add_u64(&p.counters[1], n_pv);
+		atomic_add_u64(&p.counters[0], (u64)n_qk);
+		atomic_add_u64(&p.counters[1], (u64)n_pv);
 	}
-	if (n_grp) atomic_add_u64(&p.counters[last_partial ? 3 : 2], n_grp);
+	if (n_grp) atomic_add_u64(&p.counters[last_partial ? 3 : 2], (u64)n_grp);
 }
