@@ -23,6 +23,7 @@ type variant struct {
 	mt      int  // 16-row MMA atoms per warp
 	bf16    bool // else float16
 	filter  bool // applies the plan's λ filter
+	wgmma   bool // Hopper warpgroup MMA (sm_90a) instead of mma.sync
 }
 
 func (v variant) threads() int { return v.blockQ / (16 * v.mt) * 32 }
@@ -30,7 +31,13 @@ func (v variant) threads() int { return v.blockQ / (16 * v.mt) * 32 }
 // sharedBytes is the dynamic shared memory: the Q tile and one K and one V
 // tile, all 16-bit, then the staged KV list (MAX_LIST int32) and the λ
 // gaps (one float32 per 16 query rows).
-func (v variant) sharedBytes() int { return (v.blockQ+2*v.kt)*v.headDim*2 + maxList*4 + v.blockQ/16*4 }
+func (v variant) sharedBytes() int {
+	n := (v.blockQ+2*v.kt)*v.headDim*2 + maxList*4 + v.blockQ/16*4
+	if v.wgmma {
+		n += 1024 // the tiles are realigned to 1024 bytes
+	}
+	return n
+}
 
 // maxList is MAX_LIST in kernels/attention.cu.
 const maxList = 2048
@@ -44,12 +51,18 @@ func (v variant) String() string {
 	if v.filter {
 		name += "_λ"
 	}
+	if v.wgmma {
+		name += "_wgmma"
+	}
 	return name
 }
 
 // options are the NVRTC options for the variant on arch.
 func (v variant) options(arch string) []string {
-	bf, filter := 0, 0
+	bf, filter, wg := 0, 0, 0
+	if v.wgmma {
+		wg = 1
+	}
 	if v.bf16 {
 		bf = 1
 	}
@@ -65,6 +78,7 @@ func (v variant) options(arch string) []string {
 		fmt.Sprintf("-DMT=%d", v.mt),
 		fmt.Sprintf("-DIS_BF16=%d", bf),
 		fmt.Sprintf("-DFILTER=%d", filter),
+		fmt.Sprintf("-DWGMMA=%d", wg),
 	}
 }
 

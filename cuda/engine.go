@@ -39,7 +39,12 @@ type Config struct {
 	CacheDir string
 	// WarpRows is the query rows each warp owns for 128-row query blocks:
 	// 32 (4 warps, the FlashAttention-2 shape) or 16 (8 warps). 0 means 32.
+	// It applies to the mma.sync kernel only.
 	WarpRows int
+	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
+	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
+	// plans without a λ filter.
+	MMASync bool
 	// TileK is the keys per tile for plans without a λ filter: 32, 64 or
 	// 128, dividing the plan's BlockK (else 64 is used). 0 means 64. With
 	// 32 query rows per warp, 128 is taken as 64 (registers).
@@ -54,6 +59,7 @@ type Engine struct {
 	cache    cubinCache
 	warpRows int
 	tileK    int
+	wgmma    bool // the device runs sm_90a warpgroup MMA and it is wanted
 
 	mu      sync.Mutex // guards kernels
 	kernels map[variant]*kernel
@@ -99,7 +105,8 @@ func Open(cfg Config) (*Engine, error) {
 	if tk == 0 {
 		tk = 64
 	}
-	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk, kernels: map[variant]*kernel{}}, nil
+	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
+		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, kernels: map[variant]*kernel{}}, nil
 }
 
 var (
@@ -133,11 +140,11 @@ func (e *Engine) Close() error {
 // Supports reports whether the GPU kernel runs p, with an error wrapping
 // ErrUnsupported that says why not.
 func Supports(p *plan.Plan) error {
-	_, err := chooseVariant(p, tensor.BFloat16, 32, 64)
+	_, err := chooseVariant(p, tensor.BFloat16, 32, 64, false)
 	return err
 }
 
-func chooseVariant(p *plan.Plan, dt tensor.DType, warpRows, tileK int) (variant, error) {
+func chooseVariant(p *plan.Plan, dt tensor.DType, warpRows, tileK int, wgmma bool) (variant, error) {
 	g := p.Geometry
 	v := variant{bf16: dt != tensor.Float16, kt: 64, mt: 1}
 	switch d := max(g.D, g.Dv); {
@@ -180,6 +187,15 @@ func chooseVariant(p *plan.Plan, dt tensor.DType, warpRows, tileK int) (variant,
 	}
 	if p.Filter == nil && p.BlockK%tileK == 0 {
 		v.kt = tileK
+	}
+	if wgmma && !v.filter {
+		// One warpgroup per 64 query rows, 16 rows a warp; tiles of 64 or
+		// 128 keys.
+		v.wgmma = true
+		if v.kt != 128 {
+			v.kt = 64
+		}
+		return v, nil
 	}
 	if v.blockQ == 128 && warpRows == 32 && !v.filter {
 		v.mt = 2
@@ -244,6 +260,15 @@ func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error
 				filter  bool
 			}{{64, 64, 1, false}, {128, 64, 2, false}, {128, 64, 1, false}, {64, 64, 1, true}, {64, 128, 1, true}, {128, 64, 2, true}, {128, 128, 1, true}} {
 				vs = append(vs, variant{headDim: d, blockQ: c.q, kt: c.k, mt: c.m, bf16: bf, filter: c.filter})
+			}
+		}
+	}
+	if e.wgmma {
+		for _, bf := range []bool{true, false} {
+			for _, d := range []int{64, 128} {
+				for _, q := range []int{64, 128} {
+					vs = append(vs, variant{headDim: d, blockQ: q, kt: 64, mt: 1, bf16: bf, wgmma: true})
+				}
 			}
 		}
 	}
@@ -347,7 +372,7 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	if dt == tensor.Float32 {
 		dt = tensor.BFloat16 // float32 inputs are rounded to bfloat16
 	}
-	vr, err := chooseVariant(p, dt, e.warpRows, e.tileK)
+	vr, err := chooseVariant(p, dt, e.warpRows, e.tileK, e.wgmma)
 	if err != nil {
 		return nil, err
 	}

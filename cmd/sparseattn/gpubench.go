@@ -53,6 +53,7 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	warmup := fs.Int("warmup", 2, "untimed launches first")
 	warpRows := fs.Int("warp-rows", 0, "query rows per warp for 128-row blocks: 16, 32 (0 = default)")
 	tileK := fs.Int("tile-k", 0, "keys per kernel tile without a λ filter: 32, 64, 128 (0 = default)")
+	mmaSync := fs.Bool("mma-sync", false, "use the mma.sync kernel on Hopper too (not the wgmma one)")
 	maskDir := fs.String("mask-dir", "", "write each block mask here for peers")
 	seed := fs.Uint64("seed", 1, "random seed for inputs and masks")
 	if err := parse(fs, args); err != nil {
@@ -77,7 +78,7 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	default:
 		return fmt.Errorf("%w: --causal must be true, false or both", errUsage)
 	}
-	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK})
+	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync})
 	if err != nil {
 		return err
 	}

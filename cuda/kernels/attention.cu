@@ -12,6 +12,7 @@
 //   MT        16-row MMA atoms per warp (1 or 2); warps = BLOCK_Q / (16·MT)
 //   IS_BF16   1 for bfloat16 inputs, 0 for float16
 //   FILTER    1 to apply the plan's λ filter (SpargeAttn §3.4), else 0
+//   WGMMA     1 for Hopper warpgroup MMA (sm_90a; MT = 1, no filter)
 //
 // No CUDA headers are needed: every special instruction is inline PTX.
 
@@ -21,6 +22,15 @@
 
 #ifndef FILTER
 #define FILTER 0
+#endif
+#ifndef WGMMA
+#define WGMMA 0
+#endif
+#if WGMMA && (MT != 1 || FILTER)
+#error WGMMA needs MT = 1 and no filter
+#endif
+#ifndef MINB
+#define MINB 1
 #endif
 #define MAX_LIST 2048 // KV list entries staged in shared memory per row
 #define NWARPS (BLOCK_Q / (16 * MT))
@@ -137,6 +147,53 @@ struct alignas(8) F2 {
 	float x, y;
 };
 
+
+#if WGMMA
+// Hopper warpgroup MMA (sm_90a). Operands in shared memory are described
+// by 64-bit descriptors over the 128-byte-swizzled canonical layout: rows
+// of 64 elements (128 bytes), chunk c of row r at chunk c ^ (r & 7), in
+// 1024-byte atoms of 8 rows; a 128-wide head dimension is two such column
+// blocks one after the other.
+#if IS_BF16
+#define WG_T "bf16"
+#else
+#define WG_T "f16"
+#endif
+__device__ __forceinline__ u64 wg_desc(u32 addr, u32 lbo, u32 sbo) {
+	return (u64)((addr & 0x3FFFF) >> 4) | ((u64)((lbo & 0x3FFFF) >> 4) << 16) | ((u64)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[8][4], u64 da, u64 db, int accumulate) {
+	asm volatile(
+	    "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32." WG_T "." WG_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+	    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+	    : "l"(da), "l"(db), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_ss_n128(float (&d)[16][4], u64 da, u64 db, int accumulate) {
+	asm volatile(
+	    "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." WG_T "." WG_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+	    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+	    : "l"(da), "l"(db), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_rs_n64(float (&d)[8][4], const u32 (&a)[4], u64 db) {
+	asm volatile(
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32." WG_T "." WG_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
+	    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+__device__ __forceinline__ void wgmma_rs_n128(float (&d)[16][4], const u32 (&a)[4], u64 db) {
+	asm volatile(
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." WG_T "." WG_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, 1, 1, 1, 1;\n"
+	    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+#endif
+
 // Swizzled tile layout: 16-byte chunk c of row r sits at chunk c ^ (r & 7),
 // so that ldmatrix's eight rows hit eight distinct bank groups.
 
@@ -151,25 +208,38 @@ struct alignas(8) F2 {
 template <int ROWS>
 __device__ __forceinline__ void load_rows(u32 s, const u16* g, long long sn, int row0, int nvalid, int tid) {
 	const int r0 = tid / CPR, c = tid % CPR;
+#if WGMMA
+	// Column blocks of 64 elements, each a [ROWS][64] swizzled tile.
+	const u32 dst = s + (c >> 3) * (ROWS * 128) + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
+	constexpr int row_bytes = 128;
+#else
 	const u32 dst = s + r0 * RB + ((c ^ (r0 & 7)) << 4);
+	constexpr int row_bytes = RB;
+#endif
 	const u16* src = g + (long long)(row0 + r0) * sn + c * 8;
 	const long long step = (long long)ROWS_PER_PASS * sn;
 #pragma unroll
 	for (int k = 0; k < ROWS / ROWS_PER_PASS; k++) {
 		bool ok = row0 + r0 + k * ROWS_PER_PASS < nvalid;
-		cp_async16(dst + k * ROWS_PER_PASS * RB, ok ? src + k * step : g, ok ? 16 : 0);
+		cp_async16(dst + k * ROWS_PER_PASS * row_bytes, ok ? src + k * step : g, ok ? 16 : 0);
 	}
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS, (MT == 2 ? 2 : (NTHREADS > 128 ? 1 : 2)))
+extern "C" __global__ void __launch_bounds__(NTHREADS, (WGMMA ? MINB : (MT == 2 ? 2 : (NTHREADS > 128 ? 1 : 2))))
 attn_fwd(const Params p) {
 	// Dynamic shared memory: the Q, K and V tiles, then the staged KV list
 	// and the λ gaps.
 	extern __shared__ __attribute__((aligned(128))) u16 smem[];
-	const u32 sQ = smem_addr(smem);
+#if WGMMA
+	// Swizzle atoms must sit on 1024-byte boundaries.
+	const u32 pad = ((smem_addr(smem) + 1023) & ~1023u) - smem_addr(smem);
+#else
+	const u32 pad = 0;
+#endif
+	const u32 sQ = smem_addr(smem) + pad;
 	const u32 sK = sQ + BLOCK_Q * RB;
 	const u32 sV = sK + KT * RB;
-	int* s_kv = reinterpret_cast<int*>(smem + (BLOCK_Q + 2 * KT) * HEAD_DIM);
+	int* s_kv = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + pad + (BLOCK_Q + 2 * KT) * RB);
 #if FILTER
 	float* s_gap = reinterpret_cast<float*>(s_kv + MAX_LIST);
 #endif
@@ -240,6 +310,9 @@ attn_fwd(const Params p) {
 	while (t < ntiles) {
 		const int k0 = tile_start(t);
 		cp_wait_all();
+#if WGMMA
+		fence_proxy_async(); // cp.async wrote through the generic proxy; wgmma reads through the async one
+#endif
 		__syncthreads();
 		load_rows<KT>(sV, gv, p.v_sn, k0, p.Nk, tid);
 		cp_commit();
@@ -250,6 +323,24 @@ attn_fwd(const Params p) {
 		for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 			for (int j = 0; j < KT / 8; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.f;
+#if WGMMA
+		{
+			const int wg = warp >> 2; // warpgroup: 64 query rows
+			wg_fence();
+#pragma unroll
+			for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+				u64 da = wg_desc(sQ + (kk >> 2) * (BLOCK_Q * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
+				u64 db = wg_desc(sK + (kk >> 2) * (KT * 128) + (kk & 3) * 32, 16, 1024);
+#if KT == 64
+				wgmma_ss_n64(s[0], da, db, kk);
+#else
+				wgmma_ss_n128(s[0], da, db, kk);
+#endif
+			}
+			wg_commit();
+			wg_wait0();
+		}
+#else
 #if MT == 1
 		if (!q_loaded) {
 #pragma unroll
@@ -281,6 +372,8 @@ attn_fwd(const Params p) {
 				}
 			}
 		}
+
+#endif // WGMMA
 
 		// Mask keys past Nk and, in blocks on the causal diagonal,
 		// token-exact the keys after each query. Logits stay unscaled: the
@@ -380,6 +473,9 @@ attn_fwd(const Params p) {
 			}
 
 		cp_wait_all();
+#if WGMMA
+		fence_proxy_async();
+#endif
 		__syncthreads(); // V is in; every warp is done with K and wrote its gaps
 		int tn = next_tile(t + 1);
 		if (tn < ntiles) load_rows<KT>(sK, gk, p.k_sn, tile_start(tn), p.Nk, tid);
@@ -406,6 +502,20 @@ attn_fwd(const Params p) {
 #endif
 
 		// O += P̃·V
+#if WGMMA
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < KT / 16; kk++) {
+			u64 db = wg_desc(sV + kk * (16 * 128), KT * 128, 1024);
+#if HEAD_DIM == 64
+			wgmma_rs_n64(acc[0], pf[0][kk], db);
+#else
+			wgmma_rs_n128(acc[0], pf[0][kk], db);
+#endif
+		}
+		wg_commit();
+		wg_wait0();
+#else
 #pragma unroll
 		for (int kk = 0; kk < KT / 16; kk++) {
 #pragma unroll
@@ -420,6 +530,7 @@ attn_fwd(const Params p) {
 				}
 			}
 		}
+#endif // WGMMA
 		t = tn;
 	}
 
