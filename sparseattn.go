@@ -12,6 +12,7 @@
 //	permute     token orders for visual tokens (Hilbert curve, row, column, time, random)
 //	quant       SageAttention-style INT8 quantization of Q and K
 //	cpu         the CPU executor
+//	cuda        the GPU engine (driver and NVRTC loaded at run time)
 //	reference   a float64 naive attention for tests
 //	metrics     error metrics and dense-equivalent throughput
 //	workload    seeded generators of realistic Q/K/V
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/cuda"
 	"github.com/sparseattn/sparseattn/permute"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/quant"
@@ -42,6 +44,28 @@ const (
 
 // ErrOptions reports an out-of-range option.
 var ErrOptions = errors.New("sparseattn: bad option")
+
+// Device says where Attention executes its plan.
+type Device string
+
+// Devices.
+const (
+	// DeviceCPU runs on the CPU executor (the default).
+	DeviceCPU Device = "cpu"
+	// DeviceCUDA runs on the GPU; no usable GPU is an error.
+	DeviceCUDA Device = "cuda"
+	// DeviceAuto runs on the GPU when one is usable, else on the CPU.
+	DeviceAuto Device = "auto"
+)
+
+// ParseDevice parses "cpu", "cuda" or "auto".
+func ParseDevice(s string) (Device, error) {
+	switch d := Device(s); d {
+	case DeviceCPU, DeviceCUDA, DeviceAuto:
+		return d, nil
+	}
+	return "", fmt.Errorf("%w: device %q must be cpu, cuda or auto", ErrOptions, s)
+}
 
 // Options configure Attention. The zero value is dense, non-causal
 // attention with scale 1/sqrt(D) on every CPU.
@@ -73,6 +97,16 @@ type Options struct {
 	// quantized per tile (BlockQ / BlockK tokens) with one scale each.
 	// The planner still sees float Q and K, as in SpargeAttn Algorithm 1.
 	QuantizeQK bool
+	// Device is where the plan runs; "" means DeviceCPU. Under DeviceAuto
+	// a machine with no usable GPU runs on the CPU, and under DeviceCUDA
+	// and DeviceAuto a plan the GPU kernel does not support (see
+	// cuda.Supports) runs on the CPU; each fallback logs one line.
+	Device Device
+	// GPU is the engine for DeviceCUDA and DeviceAuto; nil means
+	// cuda.Default(), device 0 opened on first use.
+	GPU *cuda.Engine
+	// Logf receives the fallback log lines; nil discards them.
+	Logf func(format string, args ...any)
 }
 
 // Result is the output of Attention with what it cost.
@@ -85,6 +119,7 @@ type Result struct {
 	PrepTime time.Duration // time spent reordering and quantizing inputs and restoring the output order
 	PlanTime time.Duration // time spent predicting the plan
 	RunTime  time.Duration // time spent executing it
+	Device   Device        // where the plan ran
 }
 
 // Attention computes softmax(scale·QKᵀ)·V for q [B, Hq, Nq, D], k [B, Hkv,
@@ -102,6 +137,11 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 	}
 	if opts.BlockQ < 0 || opts.BlockK < 0 || opts.BlockQ > plan.MaxBlock || opts.BlockK > plan.MaxBlock {
 		return nil, fmt.Errorf("%w: block sizes %d×%d must be in 0..%d", ErrOptions, opts.BlockQ, opts.BlockK, plan.MaxBlock)
+	}
+	if opts.Device != "" {
+		if _, err := ParseDevice(string(opts.Device)); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Workers < 0 {
 		return nil, fmt.Errorf("%w: workers %d must be ≥ 0", ErrOptions, opts.Workers)
@@ -157,9 +197,9 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 		return nil, fmt.Errorf("%w: %s returned a plan for another problem", plan.ErrInvalid, planner.Name())
 	}
 	planned := time.Now()
-	out, stats, err := cpu.Executor{Workers: opts.Workers}.Run(ctx, p, runQ, runK, v, nil)
+	out, stats, dev, err := execute(ctx, opts, p, runQ, runK, v)
 	if err != nil {
-		return nil, fmt.Errorf("executing %s plan: %w", planner.Name(), err)
+		return nil, fmt.Errorf("executing %s plan on %s: %w", planner.Name(), dev, err)
 	}
 	ran := time.Now()
 	if order != nil {
@@ -168,7 +208,7 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 		}
 		prep += time.Since(ran)
 	}
-	return &Result{Out: out, Plan: p, Stats: stats, PrepTime: prep, PlanTime: planned.Sub(start), RunTime: ran.Sub(planned)}, nil
+	return &Result{Out: out, Plan: p, Stats: stats, PrepTime: prep, PlanTime: planned.Sub(start), RunTime: ran.Sub(planned), Device: dev}, nil
 }
 
 // tokenOrder returns the permutation opts.Order selects, or nil when it
@@ -209,4 +249,37 @@ func reorder(ctx context.Context, o *permute.Order, q, k, v *tensor.Tensor) (qo,
 		return nil, nil, nil, err
 	}
 	return qo, ko, vo, nil
+}
+
+// execute runs p on the device the options name, falling back to the CPU
+// as Options.Device documents, and reports where it ran.
+func execute(ctx context.Context, opts Options, p *plan.Plan, q, k, v *tensor.Tensor) (*tensor.Tensor, plan.Stats, Device, error) {
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	onCPU := func() (*tensor.Tensor, plan.Stats, Device, error) {
+		out, stats, err := cpu.Executor{Workers: opts.Workers}.Run(ctx, p, q, k, v, nil)
+		return out, stats, DeviceCPU, err
+	}
+	if opts.Device == "" || opts.Device == DeviceCPU {
+		return onCPU()
+	}
+	eng := opts.GPU
+	if eng == nil {
+		var err error
+		if eng, err = cuda.Default(); err != nil {
+			if opts.Device == DeviceCUDA {
+				return nil, plan.Stats{}, DeviceCUDA, err
+			}
+			logf("sparseattn: no usable GPU, running on the CPU: %v", err)
+			return onCPU()
+		}
+	}
+	out, stats, err := eng.Run(ctx, p, q, k, v, nil)
+	if errors.Is(err, cuda.ErrUnsupported) {
+		logf("sparseattn: running on the CPU: %v", err)
+		return onCPU()
+	}
+	return out, stats, DeviceCUDA, err
 }

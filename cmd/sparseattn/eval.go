@@ -243,6 +243,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := rf.check(); err != nil {
 		return err
 	}
+	rf.logTo(stderr)
 	if err := checkScale(*scale); err != nil {
 		return err
 	}

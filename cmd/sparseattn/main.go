@@ -9,6 +9,8 @@
 //	sparseattn tune    [flags]   tune SpargeAttn per head for a layer, write a profile
 //	sparseattn bench   [flags]   sweep sequence length, report GFLOPS
 //	sparseattn info              CPU features, measured FMA peak, GPUs
+//	sparseattn selftest [flags] GPU engine against the CPU executor
+//	sparseattn gpubench [flags] GPU kernel timings, dense and block-sparse
 //
 // Run "sparseattn <command> --help" for a command's flags.
 package main
@@ -36,6 +38,8 @@ Usage:
                                write a JSON profile
   sparseattn bench   [flags]   sweep sequence length; report GFLOPS and % of measured peak
   sparseattn info    [flags]   report CPU features, the measured FMA peak and any GPUs
+  sparseattn selftest [flags] check the GPU engine against the CPU on random inputs
+  sparseattn gpubench [flags] time the GPU kernels alone (dense and block-sparse)
 
 With no flags, "sparseattn eval" runs the embedded default workload
 (an 8-head, 4096-token causal LLM layer with a planted needle).
@@ -69,6 +73,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runInfo(ctx, args[1:], stdout, stderr)
 	case "tune":
 		err = runTune(ctx, args[1:], stdout, stderr)
+	case "selftest":
+		err = runSelftest(ctx, args[1:], stdout, stderr)
+	case "gpubench":
+		err = runGPUBench(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
