@@ -8,3 +8,5 @@ require (
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
 )
+
+require github.com/ebitengine/purego v0.11.3

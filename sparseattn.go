@@ -9,7 +9,10 @@
 //	tensorfile  .safetensors, .npy and .npz reading and writing
 //	plan        the one plan format every method shares, and its counters
 //	method/...  planners: window (sink + local), oracle (exact TopCdf)
+//	permute     token orders for visual tokens (Hilbert curve, row, column, time, random)
+//	quant       SageAttention-style INT8 quantization of Q and K
 //	cpu         the CPU executor
+//	cuda        the GPU engine (driver and NVRTC loaded at run time)
 //	reference   a float64 naive attention for tests
 //	metrics     error metrics and dense-equivalent throughput
 //	workload    seeded generators of realistic Q/K/V
@@ -25,7 +28,10 @@ import (
 	"time"
 
 	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/cuda"
+	"github.com/sparseattn/sparseattn/permute"
 	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/quant"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
@@ -38,6 +44,28 @@ const (
 
 // ErrOptions reports an out-of-range option.
 var ErrOptions = errors.New("sparseattn: bad option")
+
+// Device says where Attention executes its plan.
+type Device string
+
+// Devices.
+const (
+	// DeviceCPU runs on the CPU executor (the default).
+	DeviceCPU Device = "cpu"
+	// DeviceCUDA runs on the GPU; no usable GPU is an error.
+	DeviceCUDA Device = "cuda"
+	// DeviceAuto runs on the GPU when one is usable, else on the CPU.
+	DeviceAuto Device = "auto"
+)
+
+// ParseDevice parses "cpu", "cuda" or "auto".
+func ParseDevice(s string) (Device, error) {
+	switch d := Device(s); d {
+	case DeviceCPU, DeviceCUDA, DeviceAuto:
+		return d, nil
+	}
+	return "", fmt.Errorf("%w: device %q must be cpu, cuda or auto", ErrOptions, s)
+}
 
 // Options configure Attention. The zero value is dense, non-causal
 // attention with scale 1/sqrt(D) on every CPU.
@@ -55,15 +83,43 @@ type Options struct {
 	Workers int
 	// SkipFiniteCheck skips the scan that rejects NaN and Inf inputs.
 	SkipFiniteCheck bool
+	// Order reorders the visual tokens of Q, K and V before planning and
+	// execution, and puts the output rows back (SpargeAttn §3.7: a Hilbert
+	// curve makes blocks more self-similar and attention more
+	// block-sparse). The zero value keeps the input order. A reordering
+	// needs Nq = Nk = Order.Len() and non-causal attention: under a causal
+	// mask a token's visible keys depend on its position, so reordering
+	// would change the result; a causal run with an order that moves any
+	// token is rejected.
+	Order permute.Spec
+	// QuantizeQK runs the executor on SageAttention-style INT8 Q and K
+	// (SpargeAttn §3.5): K smoothed by its mean over the sequence, both
+	// quantized per tile (BlockQ / BlockK tokens) with one scale each.
+	// The planner still sees float Q and K, as in SpargeAttn Algorithm 1.
+	QuantizeQK bool
+	// Device is where the plan runs; "" means DeviceCPU. Under DeviceAuto
+	// a machine with no usable GPU runs on the CPU, and under DeviceCUDA
+	// and DeviceAuto a plan the GPU kernel does not support (see
+	// cuda.Supports) runs on the CPU; each fallback logs one line.
+	Device Device
+	// GPU is the engine for DeviceCUDA and DeviceAuto; nil means
+	// cuda.Default(), device 0 opened on first use.
+	GPU *cuda.Engine
+	// Logf receives the fallback log lines; nil discards them.
+	Logf func(format string, args ...any)
 }
 
 // Result is the output of Attention with what it cost.
 type Result struct {
-	Out      *tensor.Tensor // [B, Hq, Nq, Dv], float32, BHND
-	Plan     *plan.Plan     // the plan that ran
-	Stats    plan.Stats     // work the executor really did; Stats.Sparsity() is the skipped fraction
-	PlanTime time.Duration  // time spent predicting the plan
-	RunTime  time.Duration  // time spent executing it
+	Out *tensor.Tensor // [B, Hq, Nq, Dv], float32, BHND
+	// Plan is the plan that ran. With Options.Order its blocks are blocks
+	// of the reordered sequence.
+	Plan     *plan.Plan
+	Stats    plan.Stats    // work the executor really did; Stats.Sparsity() is the skipped fraction
+	PrepTime time.Duration // time spent reordering and quantizing inputs and restoring the output order
+	PlanTime time.Duration // time spent predicting the plan
+	RunTime  time.Duration // time spent executing it
+	Device   Device        // where the plan ran
 }
 
 // Attention computes softmax(scale·QKᵀ)·V for q [B, Hq, Nq, D], k [B, Hkv,
@@ -81,6 +137,11 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 	}
 	if opts.BlockQ < 0 || opts.BlockK < 0 || opts.BlockQ > plan.MaxBlock || opts.BlockK > plan.MaxBlock {
 		return nil, fmt.Errorf("%w: block sizes %d×%d must be in 0..%d", ErrOptions, opts.BlockQ, opts.BlockK, plan.MaxBlock)
+	}
+	if opts.Device != "" {
+		if _, err := ParseDevice(string(opts.Device)); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Workers < 0 {
 		return nil, fmt.Errorf("%w: workers %d must be ≥ 0", ErrOptions, opts.Workers)
@@ -107,6 +168,26 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 		planner = plan.DensePlanner{}
 	}
 
+	prepStart := time.Now()
+	order, err := tokenOrder(opts, g)
+	if err != nil {
+		return nil, err
+	}
+	if order != nil {
+		if q, k, v, err = reorder(ctx, order, q, k, v); err != nil {
+			return nil, err
+		}
+	}
+	runQ, runK := q, k
+	if opts.QuantizeQK {
+		qk, err := quant.QuantizeQK(ctx, q, k, t.BlockQ, t.BlockK)
+		if err != nil {
+			return nil, fmt.Errorf("quantizing Q and K: %w", err)
+		}
+		runQ, runK = qk.Dequantized()
+	}
+	prep := time.Since(prepStart)
+
 	start := time.Now()
 	p, err := planner.Plan(ctx, t, q, k, v)
 	if err != nil {
@@ -116,9 +197,89 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 		return nil, fmt.Errorf("%w: %s returned a plan for another problem", plan.ErrInvalid, planner.Name())
 	}
 	planned := time.Now()
-	out, stats, err := cpu.Executor{Workers: opts.Workers}.Run(ctx, p, q, k, v, nil)
+	out, stats, dev, err := execute(ctx, opts, p, runQ, runK, v)
 	if err != nil {
-		return nil, fmt.Errorf("executing %s plan: %w", planner.Name(), err)
+		return nil, fmt.Errorf("executing %s plan on %s: %w", planner.Name(), dev, err)
 	}
-	return &Result{Out: out, Plan: p, Stats: stats, PlanTime: planned.Sub(start), RunTime: time.Since(planned)}, nil
+	ran := time.Now()
+	if order != nil {
+		if out, err = order.Restore(ctx, out); err != nil {
+			return nil, err
+		}
+		prep += time.Since(ran)
+	}
+	return &Result{Out: out, Plan: p, Stats: stats, PrepTime: prep, PlanTime: planned.Sub(start), RunTime: ran.Sub(planned), Device: dev}, nil
+}
+
+// tokenOrder returns the permutation opts.Order selects, or nil when it
+// moves no token.
+func tokenOrder(opts Options, g tensor.Geometry) (*permute.Order, error) {
+	spec := opts.Order
+	if spec.Kind == "" || spec.Kind == permute.None {
+		if err := spec.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+		}
+		return nil, nil
+	}
+	if g.Nq != g.Nk {
+		return nil, fmt.Errorf("%w: a %s token order needs as many queries as keys, have Nq=%d Nk=%d", ErrOptions, spec.Kind, g.Nq, g.Nk)
+	}
+	o, err := spec.Order(g.Nk)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	if o.IsIdentity() {
+		return nil, nil
+	}
+	if opts.Causal {
+		return nil, fmt.Errorf("%w: a %s token order moves tokens, which changes causal attention (each query sees the keys before it); use it on non-causal attention, or Order none or row", ErrOptions, spec.Kind)
+	}
+	return o, nil
+}
+
+// reorder applies o to q, k and v.
+func reorder(ctx context.Context, o *permute.Order, q, k, v *tensor.Tensor) (qo, ko, vo *tensor.Tensor, err error) {
+	if qo, err = o.Apply(ctx, q); err != nil {
+		return nil, nil, nil, err
+	}
+	if ko, err = o.Apply(ctx, k); err != nil {
+		return nil, nil, nil, err
+	}
+	if vo, err = o.Apply(ctx, v); err != nil {
+		return nil, nil, nil, err
+	}
+	return qo, ko, vo, nil
+}
+
+// execute runs p on the device the options name, falling back to the CPU
+// as Options.Device documents, and reports where it ran.
+func execute(ctx context.Context, opts Options, p *plan.Plan, q, k, v *tensor.Tensor) (*tensor.Tensor, plan.Stats, Device, error) {
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	onCPU := func() (*tensor.Tensor, plan.Stats, Device, error) {
+		out, stats, err := cpu.Executor{Workers: opts.Workers}.Run(ctx, p, q, k, v, nil)
+		return out, stats, DeviceCPU, err
+	}
+	if opts.Device == "" || opts.Device == DeviceCPU {
+		return onCPU()
+	}
+	eng := opts.GPU
+	if eng == nil {
+		var err error
+		if eng, err = cuda.Default(); err != nil {
+			if opts.Device == DeviceCUDA {
+				return nil, plan.Stats{}, DeviceCUDA, err
+			}
+			logf("sparseattn: no usable GPU, running on the CPU: %v", err)
+			return onCPU()
+		}
+	}
+	out, stats, err := eng.Run(ctx, p, q, k, v, nil)
+	if errors.Is(err, cuda.ErrUnsupported) {
+		logf("sparseattn: running on the CPU: %v", err)
+		return onCPU()
+	}
+	return out, stats, DeviceCUDA, err
 }

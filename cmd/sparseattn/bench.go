@@ -72,6 +72,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := rf.check(); err != nil {
 		return err
 	}
+	rf.logTo(stderr)
 	if *causal != "auto" && *causal != "true" && *causal != "false" {
 		return fmt.Errorf("%w: --causal must be true, false or auto, not %q", errUsage, *causal)
 	}

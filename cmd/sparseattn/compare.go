@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/internal/chart"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/plan"
@@ -201,7 +202,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	report := compareReport{Source: prob.Source, Geometry: g, Causal: prob.Causal, DType: prob.q.DType().String(),
 		BlockQ: rf.blockQ, BlockK: rf.blockK, Repeat: rf.repeat, Warmup: rf.warmup, Interpolation: interpolationNote}
 	fs.Visit(func(f *flag.Flag) { report.Timed = report.Timed || f.Name == "repeat" || f.Name == "warmup" })
-	denseRow, dense, err := measure(ctx, rf, bar, prob, g, float32(*scale), plan.DensePlanner{}, "dense (reference)", nil)
+	denseRow, dense, err := measure(ctx, rf, bar, prob, g, sparseattn.Options{Causal: prob.Causal, Planner: plan.DensePlanner{}, Scale: float32(*scale)}, "dense (reference)", nil)
 	if err != nil {
 		return err
 	}
@@ -219,7 +220,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				value = &sw.values[i]
 				label = fmt.Sprintf("%s %s=%g", sw.meth.name, c.Knob, *value)
 			}
-			row, _, err := measure(ctx, rf, bar, prob, g, float32(*scale), pl, label, ref)
+			row, _, err := measure(ctx, rf, bar, prob, g, sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: float32(*scale)}, label, ref)
 			if err != nil {
 				return fmt.Errorf("%s: %w", label, err)
 			}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -24,14 +25,20 @@ import (
 const evalSummary = `Runs each method on a generated workload or on Q/K/V files and compares its
 output with dense attention computed by the same executor. Reports the
 skipped fraction of block products (from the executor's counters), relative
-L1 error, cosine similarity, time including planning (median of --repeat runs
-after --warmup), speedup over dense, and dense-equivalent GFLOPS.
+L1 error, cosine similarity, time including planning and any reordering or
+quantizing (median of --repeat runs after --warmup), speedup over dense, and
+dense-equivalent GFLOPS.
 
 Inputs, one of:
   (nothing)                   the embedded default: an llm workload
   --workload llm|video|image|random [--n --heads --kv-heads --d --seed ...]
   --input qkv.safetensors     or .npz; tensors named by --q-name/--k-name/--v-name
-  --q q.npy --k k.npy --v v.npy`
+  --q q.npy --k k.npy --v v.npy
+
+With --order (non-causal video/image workloads, or files with --grid T,H,W
+[--text N]) every method runs on reordered visual tokens and its output is
+put back; with --int8-qk every method runs on INT8 Q and K. Dense then runs
+once more in float and the input order, and every error is against it.`
 
 // inputFlags selects and shapes the Q/K/V to evaluate.
 type inputFlags struct {
@@ -98,7 +105,10 @@ func (in *inputFlags) load(ctx context.Context, fs *flag.FlagSet) (*problem, err
 			return nil, fmt.Errorf("%w: use either --workload or --input/--q/--k/--v, not both", errUsage)
 		}
 		for _, name := range append(generatorFlags, gridFlags...) {
-			if set[name] {
+			if name == "text" && set[name] && !set["grid"] {
+				return nil, fmt.Errorf("%w: --text with input files needs --grid T,H,W", errUsage)
+			}
+			if set[name] && name != "text" {
 				return nil, fmt.Errorf("%w: --%s shapes a generated workload; it does not apply to --input/--q/--k/--v", errUsage, name)
 			}
 		}
@@ -209,6 +219,9 @@ type evalReport struct {
 	Causal   bool            `json:"causal"`
 	DType    string          `json:"dtype"`
 	Repeat   int             `json:"repeat"`
+	Order    string          `json:"order,omitempty"`
+	Int8QK   bool            `json:"int8_qk,omitempty"`
+	Sim      *similarity     `json:"similarity,omitempty"`
 	Rows     []evalRow       `json:"methods"`
 }
 
@@ -222,12 +235,15 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var rf runFlags
 	rf.register(fs, "method")
 	scale := registerScale(fs)
+	var vf variantFlags
+	vf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := rf.check(); err != nil {
 		return err
 	}
+	rf.logTo(stderr)
 	if err := checkScale(*scale); err != nil {
 		return err
 	}
@@ -236,7 +252,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	planners = withDenseFirst(planners)
-	bar := progress.New(stderr, len(planners)*(rf.repeat+rf.warmup)+1)
+	runCount := len(planners)
+	if vf.activeFlags() {
+		runCount++ // float dense as the reference
+	}
+	bar := progress.New(stderr, runCount*(rf.repeat+rf.warmup)+1)
 	defer bar.Finish()
 	bar.Label("loading input")
 	prob, err := in.load(ctx, fs)
@@ -247,14 +267,47 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	spec, err := vf.spec(prob, &in, fs)
+	if err != nil {
+		return err
+	}
 	bar.Step("")
-	report := evalReport{Source: prob.Source, Geometry: g, Causal: prob.Causal, DType: prob.q.DType().String(), Repeat: rf.repeat}
-	var ref *reference
+	report := evalReport{Source: prob.Source, Geometry: g, Causal: prob.Causal, DType: prob.q.DType().String(), Repeat: rf.repeat, Int8QK: vf.int8QK}
+	if !spec.Identity() {
+		report.Order = string(spec.Kind)
+	}
+	if vf.sim || !spec.Identity() {
+		bar.Label("block similarity")
+		if report.Sim, err = measureSimilarity(ctx, prob.q, prob.k, spec, rf.blockQ, rf.blockK); err != nil {
+			return err
+		}
+	}
+	// Each run: a planner, under the variant or not. Under a variant,
+	// plain float dense runs first as the reference for every error.
+	type evalRun struct {
+		planner plan.Planner
+		variant bool
+	}
+	var runs []evalRun
+	if vf.active(spec) {
+		runs = append(runs, evalRun{planner: plan.DensePlanner{}})
+	}
 	for _, pl := range planners {
-		row, res, err := measure(ctx, rf, bar, prob, g, float32(*scale), pl, pl.Name(), ref)
+		runs = append(runs, evalRun{planner: pl, variant: vf.active(spec)})
+	}
+	var ref *reference
+	for _, run := range runs {
+		name := run.planner.Name()
+		opts := sparseattn.Options{Causal: prob.Causal, Planner: run.planner, Scale: float32(*scale)}
+		if run.variant {
+			name += vf.suffix(spec)
+			opts = vf.apply(opts, spec)
+		}
+		row, res, err := measure(ctx, rf, bar, prob, g, opts, name, ref)
 		if err != nil {
 			return err
 		}
+		row.Method = name
 		if ref == nil {
 			ref = &reference{out: res.Out, totalMS: row.TotalMS}
 		}
@@ -276,12 +329,12 @@ type reference struct {
 	totalMS float64
 }
 
-// measure times pl on the problem as rf says and compares its output with
+// measure times opts.Planner on the problem as rf says and compares its output with
 // ref; with ref nil the run is the reference itself (dense) and its row
 // has zero error. It returns the row and the result of the last run.
-func measure(ctx context.Context, rf runFlags, bar *progress.Bar, prob *problem, g tensor.Geometry, scale float32, pl plan.Planner, label string, ref *reference) (evalRow, *sparseattn.Result, error) {
-	tm, err := timeMethod(ctx, rf, bar, label, prob.q, prob.k, prob.v,
-		sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: scale})
+func measure(ctx context.Context, rf runFlags, bar *progress.Bar, prob *problem, g tensor.Geometry, opts sparseattn.Options, label string, ref *reference) (evalRow, *sparseattn.Result, error) {
+	pl := opts.Planner
+	tm, err := timeMethod(ctx, rf, bar, label, prob.q, prob.k, prob.v, opts)
 	if err != nil {
 		return evalRow{}, nil, err
 	}
@@ -339,11 +392,35 @@ func printEval(w io.Writer, r evalReport) {
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
+	if r.Sim != nil {
+		fmt.Fprintf(w, "\nblock self-similarity (CosSim: mean cosine over all token pairs of a block, %d-token Q blocks, %d-token K blocks): input order Sim-q %.3f Sim-k %.3f",
+			r.Sim.BlockQ, r.Sim.BlockK, r.Sim.InputQ, r.Sim.InputK)
+		if r.Sim.OrderedQ != nil {
+			fmt.Fprintf(w, "; %s order Sim-q %.3f Sim-k %.3f", r.Sim.Order, *r.Sim.OrderedQ, *r.Sim.OrderedK)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  per head, input order: Sim-q %s; Sim-k %s\n", fmtList(r.Sim.InputQHeads), fmtList(r.Sim.InputKHeads))
+		if r.Sim.OrderedQ != nil {
+			fmt.Fprintf(w, "  per head, %s order: Sim-q %s; Sim-k %s\n", r.Sim.Order, fmtList(r.Sim.OrderedQHeads), fmtList(r.Sim.OrderedKHeads))
+		}
+	}
+	if r.Order != "" || r.Int8QK {
+		fmt.Fprintln(w, "+order / +int8: the method ran on reordered tokens / INT8 Q and K; errors are against float dense in the input order (first row).")
+	}
 	fmt.Fprintln(w, "\nsparsity: skipped fraction of the QK+PV block products a dense causal-aware pass needs, from the executor's counters.")
 	fmt.Fprintln(w, "rel L1: Σ|O−O'|/Σ|O| against dense; GFLOPS: dense-equivalent, planning included.")
 	if needle {
 		fmt.Fprintln(w, "needle: cosine (-1..1) of the needle query's output with the needle's value; dense ≈ 1, near 0 means lost.")
 	}
+}
+
+// fmtList prints values with three decimals, space-separated.
+func fmtList(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.3f", x)
+	}
+	return strings.Join(parts, " ")
 }
 
 // jsonFloat is a float64 that encodes NaN and ±Inf as JSON null, which

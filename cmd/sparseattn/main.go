@@ -10,6 +10,8 @@
 //	sparseattn bench   [flags]   sweep sequence length, report GFLOPS
 //	sparseattn tune    [flags]   tune SpargeAttn per head for a layer, write a profile
 //	sparseattn info              CPU features, measured FMA peak, GPUs
+//	sparseattn selftest [flags] GPU engine against the CPU executor
+//	sparseattn gpubench [flags] GPU kernel timings, dense and block-sparse
 //
 // Run "sparseattn <command> --help" for a command's flags.
 package main
@@ -39,6 +41,8 @@ Usage:
   sparseattn tune    [flags]   tune SpargeAttn per head for one layer under L1 bounds;
                                write a JSON profile
   sparseattn info    [flags]   report CPU features, the measured FMA peak and any GPUs
+  sparseattn selftest [flags] check the GPU engine against the CPU on random inputs
+  sparseattn gpubench [flags] time the GPU kernels alone (dense and block-sparse)
 
 With no flags, "sparseattn eval" runs the embedded default workload
 (an 8-head, 4096-token causal LLM layer with a planted needle).
@@ -72,6 +76,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runInfo(ctx, args[1:], stdout, stderr)
 	case "tune":
 		err = runTune(ctx, args[1:], stdout, stderr)
+	case "selftest":
+		err = runSelftest(ctx, args[1:], stdout, stderr)
+	case "gpubench":
+		err = runGPUBench(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -38,13 +38,17 @@ type knob struct {
 func methodCatalog() []*method {
 	return []*method{
 		denseMethod(),
+		// The four methods this project implements.
+		spargeMethod(),
+		unisparseMethod(),
+		psaMethod(),
+		s2oMethod(),
+		// The baselines their papers compare against, and the oracle.
+		xattnMethod(),
+		flexprefillMethod(),
+		minferenceMethod(),
 		windowMethod(),
 		oracleMethod(),
-		spargeMethod(),
-		s2oMethod(),
-		xattnMethod(),
-		minferenceMethod(),
-		flexprefillMethod(),
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"sync"
 
 	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/internal/progress"
@@ -14,6 +16,8 @@ import (
 // runFlags are the timing and tiling flags eval and bench share.
 type runFlags struct {
 	repeat, warmup, workers, blockQ, blockK int
+	device                                  string
+	logf                                    func(format string, args ...any)
 }
 
 func (f *runFlags) check() error {
@@ -25,7 +29,26 @@ func (f *runFlags) check() error {
 	case f.blockQ < 1 || f.blockK < 1 || f.blockQ > plan.MaxBlock || f.blockK > plan.MaxBlock:
 		return fmt.Errorf("%w: --block-q and --block-k must be in 1..%d", errUsage, plan.MaxBlock)
 	}
+	if _, err := sparseattn.ParseDevice(f.device); err != nil {
+		return fmt.Errorf("%w: --device %q must be cpu, cuda or auto", errUsage, f.device)
+	}
 	return nil
+}
+
+// logTo sends the library's fallback lines to w, the first of each only,
+// so that repeated runs do not repeat them.
+func (f *runFlags) logTo(w io.Writer) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	f.logf = func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen[msg] {
+			seen[msg] = true
+			fmt.Fprintln(w, msg)
+		}
+	}
 }
 
 // timing is what timed runs of one method measured: medians in ms.
@@ -39,6 +62,7 @@ type timing struct {
 // result. Inputs are checked for NaN/Inf on the first run only.
 func timeMethod(ctx context.Context, f runFlags, bar *progress.Bar, label string, q, k, v *tensor.Tensor, opts sparseattn.Options) (timing, error) {
 	opts.Workers, opts.BlockQ, opts.BlockK = f.workers, f.blockQ, f.blockK
+	opts.Device, opts.Logf = sparseattn.Device(f.device), f.logf
 	var plans, runs, totals []float64
 	var res *sparseattn.Result
 	for i := range f.warmup + f.repeat {
@@ -52,7 +76,7 @@ func timeMethod(ctx context.Context, f runFlags, bar *progress.Bar, label string
 		if i >= f.warmup {
 			plans = append(plans, ms(res.PlanTime))
 			runs = append(runs, ms(res.RunTime))
-			totals = append(totals, ms(res.PlanTime+res.RunTime))
+			totals = append(totals, ms(res.PrepTime+res.PlanTime+res.RunTime))
 		}
 	}
 	return timing{planMS: median(plans), runMS: median(runs), totalMS: median(totals), last: res}, nil
@@ -76,4 +100,5 @@ func (f *runFlags) registerTiling(fs *flag.FlagSet) {
 	fs.IntVar(&f.workers, "workers", 0, "CPU goroutines (0 = all CPUs)")
 	fs.IntVar(&f.blockQ, "block-q", sparseattn.DefaultBlockQ, "query block size")
 	fs.IntVar(&f.blockK, "block-k", sparseattn.DefaultBlockK, "key block size")
+	fs.StringVar(&f.device, "device", "cpu", "where plans run: cpu, cuda (GPU; an error without one) or auto (GPU if usable, else CPU)")
 }

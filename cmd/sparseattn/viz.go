@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/internal/chart"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/method/oracle"
@@ -132,7 +133,7 @@ func runViz(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	grid.Panels = append(grid.Panels, massPanel(dense, mass, *decades))
 	var ref *reference
 	for _, pl := range planners {
-		row, res, err := measure(ctx, rf, bar, prob, g, float32(*scale), pl, pl.Name(), ref)
+		row, res, err := measure(ctx, rf, bar, prob, g, sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: float32(*scale)}, pl.Name(), ref)
 		if err != nil {
 			return fmt.Errorf("%s: %w", pl.Name(), err)
 		}

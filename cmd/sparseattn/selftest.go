@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sparseattn/sparseattn/cuda"
+)
+
+const selftestSummary = `Checks the GPU engine against the CPU executor on fresh random inputs:
+dense and block-sparse plans, causal and not, GQA, ragged and tiny N,
+Nq != Nk, padded head dims, bf16/fp16/f32 inputs, both layouts and the
+SpargeAttn λ filter. Fails (exit 1) if any output or counter disagrees.`
+
+func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("selftest", selftestSummary, stderr)
+	device := fs.String("device", "cuda", "device to check: cuda (the CPU is the reference)")
+	seed := fs.Uint64("seed", 0, "random seed (0 = a fresh one, printed)")
+	warpRows := fs.Int("warp-rows", 0, "query rows per warp for 128-row blocks: 16, 32 (0 = default)")
+	tileK := fs.Int("tile-k", 0, "keys per kernel tile without a λ filter: 32, 64, 128 (0 = default)")
+	mmaSync := fs.Bool("mma-sync", false, "use the mma.sync kernel on Hopper too (not the wgmma one)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *device != "cuda" {
+		return fmt.Errorf("%w: --device %q: selftest checks the GPU; use cuda", errUsage, *device)
+	}
+	if *seed == 0 {
+		*seed = rand.Uint64()
+	}
+	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	maj, min := e.NVRTCVersion()
+	fmt.Fprintf(stdout, "device: %v\nnvrtc:  %d.%d, target %s\nseed:   %d (rerun with --seed %d)\n", e.Info(), maj, min, e.Info().Arch(), *seed, *seed)
+	names, took, err := e.Precompile(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "kernels: %d variants compiled or loaded from cache in %v\n\n", len(names), took.Round(time.Millisecond))
+
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "case\tkernel\tdtype\trel L1\ttol\tQK gpu/cpu\tPV gpu/cpu\tresult")
+	r := rand.New(rand.NewPCG(*seed, 0x5e1f))
+	failed, err := cuda.SelfTest(ctx, e, r, cuda.Cases(), func(c cuda.Check) {
+		res := "ok"
+		if c.Err != nil {
+			res = "FAIL: " + c.Err.Error()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2e\t%.0e\t%.0f/%.0f\t%.1f/%.1f\t%s\n", c.Name, c.Kernel, c.DType,
+			c.Errors.RelL1, c.Tol, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, res)
+	})
+	tw.Flush()
+	if err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d cases failed", failed, len(cuda.Cases()))
+	}
+	fmt.Fprintf(stdout, "\nPASS: %d cases\n", len(cuda.Cases()))
+	return nil
+}

@@ -1,0 +1,130 @@
+package cuda
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sparseattn/sparseattn/cuda/driver"
+)
+
+//go:embed kernels/attention.cu
+var attentionSource string
+
+// variant is one compiled configuration of the attention kernel.
+type variant struct {
+	headDim int  // 64 or 128
+	blockQ  int  // query rows per CTA = the plan's BlockQ
+	kt      int  // keys per tile
+	mt      int  // 16-row MMA atoms per warp
+	bf16    bool // else float16
+	filter  bool // applies the plan's λ filter
+	wgmma   bool // Hopper warpgroup MMA (sm_90a) instead of mma.sync
+}
+
+func (v variant) threads() int { return v.blockQ / (16 * v.mt) * 32 }
+
+// sharedBytes is the dynamic shared memory: the Q tile and one K and one V
+// tile, all 16-bit, then the staged KV list (MAX_LIST int32) and the λ
+// gaps (one float32 per 16 query rows).
+func (v variant) sharedBytes() int {
+	n := (v.blockQ+2*v.kt)*v.headDim*2 + maxList*4 + v.blockQ/16*4
+	if v.wgmma {
+		n += 1024 // the tiles are realigned to 1024 bytes
+	}
+	return n
+}
+
+// maxList is MAX_LIST in kernels/attention.cu.
+const maxList = 2048
+
+func (v variant) String() string {
+	dt := "f16"
+	if v.bf16 {
+		dt = "bf16"
+	}
+	name := fmt.Sprintf("%s_d%d_q%d_k%d_m%d", dt, v.headDim, v.blockQ, v.kt, v.mt)
+	if v.filter {
+		name += "_λ"
+	}
+	if v.wgmma {
+		name += "_wgmma"
+	}
+	return name
+}
+
+// options are the NVRTC options for the variant on arch.
+func (v variant) options(arch string) []string {
+	bf, filter, wg := 0, 0, 0
+	if v.wgmma {
+		wg = 1
+	}
+	if v.bf16 {
+		bf = 1
+	}
+	if v.filter {
+		filter = 1
+	}
+	return []string{
+		"--gpu-architecture=" + arch,
+		"-std=c++17",
+		fmt.Sprintf("-DHEAD_DIM=%d", v.headDim),
+		fmt.Sprintf("-DBLOCK_Q=%d", v.blockQ),
+		fmt.Sprintf("-DKT=%d", v.kt),
+		fmt.Sprintf("-DMT=%d", v.mt),
+		fmt.Sprintf("-DIS_BF16=%d", bf),
+		fmt.Sprintf("-DFILTER=%d", filter),
+		fmt.Sprintf("-DWGMMA=%d", wg),
+	}
+}
+
+// cubinCache compiles kernels with NVRTC and keeps the cubins on disk,
+// keyed by a hash of the source, the architecture, the options and the
+// NVRTC version. An empty dir disables the disk cache.
+type cubinCache struct {
+	nvrtc *driver.NVRTC
+	dir   string
+}
+
+// get returns the cubin for src under opts, from the disk cache or a fresh
+// compile, and whether it came from the cache.
+func (c *cubinCache) get(src, name string, opts []string) (cubin []byte, cached bool, err error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00nvrtc %d.%d", src, strings.Join(opts, "\x00"), c.nvrtc.Major, c.nvrtc.Minor)
+	key := hex.EncodeToString(h.Sum(nil))[:32]
+	path := ""
+	if c.dir != "" {
+		path = filepath.Join(c.dir, key+".cubin")
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return b, true, nil
+		}
+	}
+	cubin, _, err = c.nvrtc.Compile(src, name, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	if path != "" {
+		// Best effort: a cache that cannot be written only costs a compile.
+		if os.MkdirAll(c.dir, 0o755) == nil {
+			tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+			if os.WriteFile(tmp, cubin, 0o644) == nil {
+				os.Rename(tmp, path)
+			}
+		}
+	}
+	return cubin, false, nil
+}
+
+// DefaultCacheDir is where cubins are cached unless Config.CacheDir says
+// otherwise: the user cache directory's sparseattn/cubin.
+func DefaultCacheDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "sparseattn", "cubin")
+}

@@ -1,0 +1,172 @@
+package driver
+
+import (
+	"context"
+	"errors"
+
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// openOrSkip opens device 0 or skips the test with the reason.
+func openOrSkip(t *testing.T) *Device {
+	t.Helper()
+	d, err := Open(0)
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnsupportedDevice) {
+		t.Skipf("no usable CUDA device: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func TestOverrideMissingLibrary(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		open func() error
+	}{
+		{EnvLibCUDA, func() error { _, err := Open(0); return err }},
+		{EnvLibNVRTC, func() error { _, err := LoadNVRTC(); return err }},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			missing := filepath.Join(t.TempDir(), "libmissing.so")
+			t.Setenv(tc.env, missing)
+			err := tc.open()
+			if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("got %v, want ErrUnavailable", err)
+			}
+			if !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), tc.env) {
+				t.Errorf("error %q should name %s and the path", err, tc.env)
+			}
+		})
+	}
+}
+
+func TestErrorUnwrap(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		want error
+	}{
+		{cudaErrorOutOfMemory, ErrOutOfMemory},
+		{cudaErrorNoDevice, ErrUnavailable},
+		{cudaErrorNoBinary, ErrUnsupportedDevice},
+		{700, ErrDriver},
+	} {
+		e := &Error{Func: "cuX", Code: tc.code, Name: "N", Message: "m"}
+		if !errors.Is(e, tc.want) {
+			t.Errorf("code %d: errors.Is(%v) false", tc.code, tc.want)
+		}
+	}
+	ce := &CompileError{Program: "k.cu", Code: 6, Message: "NVRTC_ERROR_COMPILATION", Log: "k.cu(3): error: x"}
+	if !errors.Is(ce, ErrCompile) || !strings.Contains(ce.Error(), "k.cu(3): error") {
+		t.Errorf("compile error %q should wrap ErrCompile and carry the log", ce)
+	}
+}
+
+func TestArch(t *testing.T) {
+	for _, tc := range []struct {
+		major, minor int
+		want         string
+	}{{9, 0, "sm_90a"}, {8, 0, "sm_80"}, {8, 6, "sm_86"}, {8, 9, "sm_89"}, {12, 0, "sm_120"}} {
+		if got := (Info{Major: tc.major, Minor: tc.minor}).Arch(); got != tc.want {
+			t.Errorf("%d.%d: %s, want %s", tc.major, tc.minor, got, tc.want)
+		}
+	}
+}
+
+const testKernel = `
+extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] += a * x[i];
+}`
+
+// TestRoundTrip compiles, loads and runs a kernel, and checks every
+// element against the same arithmetic on the host.
+func TestRoundTrip(t *testing.T) {
+	d := openOrSkip(t)
+	nv, err := LoadNVRTC()
+	if err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	t.Logf("%v, NVRTC %d.%d", d.Info, nv.Major, nv.Minor)
+	cubin, _, err := nv.Compile(testKernel, "axpy.cu", []string{"--gpu-architecture=" + d.Arch()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	x, y := make([]float32, n), make([]float32, n)
+	for i := range x {
+		x[i], y[i] = float32(i), float32(2*i+1)
+	}
+	got := make([]float32, n)
+	err = d.Do(context.Background(), func(c *Ctx) error {
+		m, err := c.LoadModule(cubin)
+		if err != nil {
+			return err
+		}
+		f, err := c.Function(m, "axpy")
+		if err != nil {
+			return err
+		}
+		px, err := c.Alloc(4 * n)
+		if err != nil {
+			return err
+		}
+		defer c.Free(px)
+		py, err := c.Alloc(4 * n)
+		if err != nil {
+			return err
+		}
+		defer c.Free(py)
+		if err := CopyIn(c, px, x); err != nil {
+			return err
+		}
+		if err := CopyIn(c, py, y); err != nil {
+			return err
+		}
+		a, nn := float32(3), int32(n)
+		if err := c.Launch(f, Dim3{(n + 127) / 128, 1, 1}, Dim3{128, 1, 1}, 0,
+			Arg(&a), Arg(&px), Arg(&py), Arg(&nn)); err != nil {
+			return err
+		}
+		if err := c.Sync(); err != nil {
+			return err
+		}
+		return CopyOut(c, got, py)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if want := y[i] + 3*x[i]; got[i] != want {
+			t.Fatalf("y[%d] = %v, want %v", i, got[i], want)
+		}
+	}
+}
+
+func TestCompileErrorCarriesLog(t *testing.T) {
+	nv, err := LoadNVRTC()
+	if err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	_, _, err = nv.Compile("extern \"C\" __global__ void k() { undeclared_name = 1; }", "bad.cu", []string{"--gpu-architecture=sm_80"})
+	var ce *CompileError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Log, "undeclared_name") {
+		t.Fatalf("got %v, want a CompileError whose log names the bad identifier", err)
+	}
+}
+
+func TestOutOfMemory(t *testing.T) {
+	d := openOrSkip(t)
+	err := d.Do(context.Background(), func(c *Ctx) error {
+		p, err := c.Alloc(d.TotalMem * 4)
+		c.Free(p)
+		return err
+	})
+	if !errors.Is(err, ErrOutOfMemory) {
+		t.Fatalf("allocating 4× the device memory: got %v, want ErrOutOfMemory", err)
+	}
+}

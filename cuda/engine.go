@@ -1,0 +1,648 @@
+// Package cuda runs attention plans on NVIDIA GPUs: a block-sparse
+// FlashAttention-2 kernel with mma.sync tensor-core instructions, compiled
+// at first use with NVRTC for the device's architecture and cached on disk.
+//
+// The Engine consumes the same plans as the CPU executor (package cpu) and
+// reports the same counters, read from the device. It needs no CUDA toolkit
+// at build time: the driver and NVRTC are loaded at run time (package
+// driver), and Open fails with an error wrapping driver.ErrUnavailable on a
+// machine without them.
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// ErrUnsupported reports a plan or input the GPU kernel does not handle;
+// the CPU executor runs every plan, so callers fall back to it.
+var ErrUnsupported = errors.New("cuda: not supported on the GPU")
+
+// ErrMismatch reports tensors that do not match the plan's geometry.
+var ErrMismatch = errors.New("cuda: tensors do not match the plan")
+
+// Config configures Open.
+type Config struct {
+	// Ordinal is the device number.
+	Ordinal int
+	// CacheDir holds compiled cubins; "" means DefaultCacheDir(), and "-"
+	// disables the disk cache.
+	CacheDir string
+	// WarpRows is the query rows each warp owns for 128-row query blocks:
+	// 32 (4 warps, the FlashAttention-2 shape) or 16 (8 warps). 0 means 32.
+	// It applies to the mma.sync kernel only.
+	WarpRows int
+	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
+	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
+	// plans without a λ filter.
+	MMASync bool
+	// TileK is the keys per tile for plans without a λ filter: 32, 64 or
+	// 128, dividing the plan's BlockK (else 64 is used). 0 means 64. With
+	// 32 query rows per warp, 128 is taken as 64 (registers).
+	TileK int
+}
+
+// Engine runs plans on one GPU. It is safe for concurrent use; calls are
+// serialized on the device's executor goroutine, and device buffers are
+// reused from call to call.
+type Engine struct {
+	dev      *driver.Device
+	cache    cubinCache
+	warpRows int
+	tileK    int
+	wgmma    bool // the device runs sm_90a warpgroup MMA and it is wanted
+
+	mu      sync.Mutex // guards kernels
+	kernels map[variant]*kernel
+
+	bufs buffers // touched only on the executor goroutine
+}
+
+type kernel struct {
+	fn    driver.Function
+	ready error // compile or load error, kept so it is reported every call
+}
+
+// Open opens device cfg.Ordinal and loads NVRTC. The error wraps
+// driver.ErrUnavailable when there is no driver, NVRTC or device, and
+// driver.ErrUnsupportedDevice for GPUs older than sm_80.
+func Open(cfg Config) (*Engine, error) {
+	if cfg.WarpRows != 0 && cfg.WarpRows != 16 && cfg.WarpRows != 32 {
+		return nil, fmt.Errorf("%w: WarpRows %d must be 0, 16 or 32", ErrUnsupported, cfg.WarpRows)
+	}
+	if cfg.TileK != 0 && cfg.TileK != 32 && cfg.TileK != 64 && cfg.TileK != 128 {
+		return nil, fmt.Errorf("%w: TileK %d must be 0, 32, 64 or 128", ErrUnsupported, cfg.TileK)
+	}
+	dev, err := driver.Open(cfg.Ordinal)
+	if err != nil {
+		return nil, err
+	}
+	nv, err := driver.LoadNVRTC()
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	dir := cfg.CacheDir
+	switch dir {
+	case "":
+		dir = DefaultCacheDir()
+	case "-":
+		dir = ""
+	}
+	wr, tk := cfg.WarpRows, cfg.TileK
+	if wr == 0 {
+		wr = 32
+	}
+	if tk == 0 {
+		tk = 64
+	}
+	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
+		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, kernels: map[variant]*kernel{}}, nil
+}
+
+var (
+	defaultOnce   sync.Once
+	defaultEngine *Engine
+	defaultErr    error
+)
+
+// Default returns the process-wide engine on device 0, opening it on first
+// use; a failure to open is remembered and returned on every call.
+func Default() (*Engine, error) {
+	defaultOnce.Do(func() { defaultEngine, defaultErr = Open(Config{}) })
+	return defaultEngine, defaultErr
+}
+
+// Info describes the engine's device.
+func (e *Engine) Info() driver.Info { return e.dev.Info }
+
+// NVRTCVersion is the version of the loaded NVRTC.
+func (e *Engine) NVRTCVersion() (major, minor int) { return e.cache.nvrtc.Major, e.cache.nvrtc.Minor }
+
+// Close frees the device buffers and releases the device.
+func (e *Engine) Close() error {
+	err := e.dev.Do(context.Background(), func(c *driver.Ctx) error { return e.bufs.free(c) })
+	if errors.Is(err, driver.ErrClosed) {
+		return nil
+	}
+	return errors.Join(err, e.dev.Close())
+}
+
+// Supports reports whether the GPU kernel runs p, with an error wrapping
+// ErrUnsupported that says why not.
+func Supports(p *plan.Plan) error {
+	_, err := chooseVariant(p, tensor.BFloat16, 32, 64, false)
+	return err
+}
+
+func chooseVariant(p *plan.Plan, dt tensor.DType, warpRows, tileK int, wgmma bool) (variant, error) {
+	g := p.Geometry
+	v := variant{bf16: dt != tensor.Float16, kt: 64, mt: 1}
+	switch d := max(g.D, g.Dv); {
+	case d <= 64:
+		v.headDim = 64
+	case d <= 128:
+		v.headDim = 128
+	default:
+		return v, fmt.Errorf("%w: head dims D=%d, Dv=%d; the GPU kernel takes up to 128", ErrUnsupported, g.D, g.Dv)
+	}
+	if p.BlockQ != 64 && p.BlockQ != 128 {
+		return v, fmt.Errorf("%w: BlockQ %d; the GPU kernel takes 64 or 128", ErrUnsupported, p.BlockQ)
+	}
+	v.blockQ = p.BlockQ
+	if p.BlockK%64 != 0 {
+		return v, fmt.Errorf("%w: BlockK %d; the GPU kernel takes multiples of 64", ErrUnsupported, p.BlockK)
+	}
+	if p.Order != nil {
+		return v, fmt.Errorf("%w: token orders (S2O)", ErrUnsupported)
+	}
+	if p.Stop != nil {
+		return v, fmt.Errorf("%w: early-stop rules (S2O)", ErrUnsupported)
+	}
+	for _, l := range p.Level {
+		if l > plan.Full {
+			return v, fmt.Errorf("%w: pooled levels (PSA pyramid)", ErrUnsupported)
+		}
+	}
+	if f := p.Filter; f != nil {
+		v.filter = true
+		// The λ decision is per KV block, so a tile must be a whole block,
+		// and per 16-row MMA atom or a whole number of them.
+		if p.BlockK != 64 && p.BlockK != 128 {
+			return v, fmt.Errorf("%w: λ filter with BlockK %d; the GPU kernel takes 64 or 128", ErrUnsupported, p.BlockK)
+		}
+		if f.RowGroup%16 != 0 {
+			return v, fmt.Errorf("%w: λ filter row group %d; the GPU kernel takes multiples of 16", ErrUnsupported, f.RowGroup)
+		}
+		v.kt = p.BlockK
+	}
+	if p.Filter == nil && p.BlockK%tileK == 0 {
+		v.kt = tileK
+	}
+	if wgmma && !v.filter {
+		// One warpgroup per 64 query rows, 16 rows a warp; tiles of 64 or
+		// 128 keys.
+		v.wgmma = true
+		if v.kt != 128 {
+			v.kt = 64
+		}
+		return v, nil
+	}
+	if v.blockQ == 128 && warpRows == 32 && !v.filter {
+		v.mt = 2
+		v.kt = min(v.kt, 64)
+	}
+	if v.blockQ == 128 && warpRows == 32 && v.filter && v.kt == 64 {
+		v.mt = 2
+	}
+	if g.B*g.Hq > 65535 {
+		return v, fmt.Errorf("%w: B·Hq = %d above 65535", ErrUnsupported, g.B*g.Hq)
+	}
+	return v, nil
+}
+
+// function returns the kernel for v, compiling and loading it on first
+// use. It runs on the executor goroutine.
+func (e *Engine) function(c *driver.Ctx, v variant) (driver.Function, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if k, ok := e.kernels[v]; ok {
+		return k.fn, k.ready
+	}
+	k := &kernel{}
+	k.fn, k.ready = e.load(c, v)
+	e.kernels[v] = k
+	return k.fn, k.ready
+}
+
+func (e *Engine) load(c *driver.Ctx, v variant) (driver.Function, error) {
+	cubin, _, err := e.cache.get(attentionSource, "attention.cu", v.options(e.dev.Arch()))
+	if err != nil {
+		return 0, fmt.Errorf("kernel %s for %s: %w", v, e.dev.Arch(), err)
+	}
+	m, err := c.LoadModule(cubin)
+	if err != nil {
+		return 0, fmt.Errorf("loading kernel %s: %w", v, err)
+	}
+	fn, err := c.Function(m, "attn_fwd")
+	if err != nil {
+		return 0, err
+	}
+	// Always raise the dynamic limit to what the kernel takes: the default
+	// 48 KiB is not enough for most variants.
+	if sb := v.sharedBytes(); sb > e.dev.MaxSharedOptin {
+		return 0, fmt.Errorf("%w: kernel %s needs %d bytes of shared memory, the device allows %d", ErrUnsupported, v, sb, e.dev.MaxSharedOptin)
+	} else if err := c.SetMaxDynamicShared(fn, sb); err != nil {
+		return 0, fmt.Errorf("kernel %s: %w", v, err)
+	}
+	return fn, nil
+}
+
+// Precompile compiles (in parallel, with NVRTC) and loads every kernel
+// variant for both input types, reporting the first failure with NVRTC's
+// log. It returns the variants' names and the time taken.
+func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error) {
+	start := time.Now()
+	var vs []variant
+	for _, bf := range []bool{true, false} {
+		for _, d := range []int{64, 128} {
+			for _, c := range []struct {
+				q, k, m int
+				filter  bool
+			}{{64, 64, 1, false}, {128, 64, 2, false}, {128, 64, 1, false}, {64, 64, 1, true}, {64, 128, 1, true}, {128, 64, 2, true}, {128, 128, 1, true}} {
+				vs = append(vs, variant{headDim: d, blockQ: c.q, kt: c.k, mt: c.m, bf16: bf, filter: c.filter})
+			}
+		}
+	}
+	if e.wgmma {
+		for _, bf := range []bool{true, false} {
+			for _, d := range []int{64, 128} {
+				for _, q := range []int{64, 128} {
+					vs = append(vs, variant{headDim: d, blockQ: q, kt: 64, mt: 1, bf16: bf, wgmma: true})
+				}
+			}
+		}
+	}
+	errs := make([]error, len(vs))
+	var wg sync.WaitGroup
+	for i, v := range vs {
+		wg.Go(func() {
+			_, _, errs[i] = e.cache.get(attentionSource, "attention.cu", v.options(e.dev.Arch()))
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, time.Since(start), err
+	}
+	names := make([]string, len(vs))
+	err := e.dev.Do(ctx, func(c *driver.Ctx) error {
+		for i, v := range vs {
+			if _, err := e.function(c, v); err != nil {
+				return err
+			}
+			names[i] = v.String()
+		}
+		return nil
+	})
+	return names, time.Since(start), err
+}
+
+// kernelParams mirrors struct Params in kernels/attention.cu.
+type kernelParams struct {
+	q, k, v, o, rowStart, kvBlock, counters         uint64
+	qsb, qsh, qsn, ksb, ksh, ksn, vsb, vsh, vsn     int64
+	osb, osh, osn                                   int64
+	b, hq, hkv, nq, nk, dv, qBlocks, blockK, causal int32
+	filter, rowGroup                                int32
+	lambdaLog2, scaleLog2                           float32
+	_                                               int32
+}
+
+// buffers are the device allocations reused across calls; each grows to
+// the largest size asked so far.
+type buffers struct {
+	q, k, v, o, rows, kv, counters deviceBuf
+}
+
+type deviceBuf struct {
+	ptr  driver.Ptr
+	size int64
+}
+
+func (b *deviceBuf) ensure(c *driver.Ctx, n int64) error {
+	if n <= b.size {
+		return nil
+	}
+	if err := c.Free(b.ptr); err != nil {
+		return err
+	}
+	b.ptr, b.size = 0, 0
+	p, err := c.Alloc(n)
+	if err != nil {
+		return err
+	}
+	b.ptr, b.size = p, n
+	return nil
+}
+
+func (bs *buffers) free(c *driver.Ctx) error {
+	var errs []error
+	for _, b := range []*deviceBuf{&bs.q, &bs.k, &bs.v, &bs.o, &bs.rows, &bs.kv, &bs.counters} {
+		errs = append(errs, c.Free(b.ptr))
+		*b = deviceBuf{}
+	}
+	return errors.Join(errs...)
+}
+
+// job is one validated plan with its inputs staged for upload.
+type job struct {
+	p        *plan.Plan
+	v        variant
+	q, k, vv staged
+	rows     []int32
+	params   *kernelParams
+}
+
+// prepare validates the inputs against the plan and the kernel and stages
+// them as 16-bit rows the kernel can read.
+func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil plan", plan.ErrInvalid)
+	}
+	g, err := tensor.Validate(q, k, v)
+	if err != nil {
+		return nil, err
+	}
+	if g != p.Geometry {
+		return nil, fmt.Errorf("%w: tensors are %+v, plan is for %+v", ErrMismatch, g, p.Geometry)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	dt := q.DType()
+	if dt == tensor.Float32 {
+		dt = tensor.BFloat16 // float32 inputs are rounded to bfloat16
+	}
+	vr, err := chooseVariant(p, dt, e.warpRows, e.tileK, e.wgmma)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.KVBlock) > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %d plan entries above 2^31", ErrUnsupported, len(p.KVBlock))
+	}
+	j := &job{p: p, v: vr}
+	if j.q, err = stage(q, dt, vr.headDim); err != nil {
+		return nil, err
+	}
+	if j.k, err = stage(k, dt, vr.headDim); err != nil {
+		return nil, err
+	}
+	if j.vv, err = stage(v, dt, vr.headDim); err != nil {
+		return nil, err
+	}
+	j.rows = make([]int32, len(p.RowStart))
+	for i, r := range p.RowStart {
+		j.rows[i] = int32(r)
+	}
+	f := p.Filter
+	j.params = &kernelParams{
+		qsb: j.q.sb, qsh: j.q.sh, qsn: j.q.sn,
+		ksb: j.k.sb, ksh: j.k.sh, ksn: j.k.sn,
+		vsb: j.vv.sb, vsh: j.vv.sh, vsn: j.vv.sn,
+		osh: int64(g.Nq * g.Dv), osn: int64(g.Dv),
+		b: int32(g.B), hq: int32(g.Hq), hkv: int32(g.Hkv), nq: int32(g.Nq), nk: int32(g.Nk), dv: int32(g.Dv),
+		qBlocks: int32(p.QBlocks()), blockK: int32(p.BlockK),
+		scaleLog2: p.SoftmaxScale() * math.Log2E,
+	}
+	j.params.osb = int64(g.Hq) * j.params.osh
+	if p.Causal {
+		j.params.causal = 1
+	}
+	if f != nil {
+		j.params.filter, j.params.rowGroup = 1, int32(f.RowGroup)
+		j.params.lambdaLog2 = f.Lambda * math.Log2E
+	}
+	return j, nil
+}
+
+// upload copies the inputs and the plan to the device and points the
+// kernel's parameters at them.
+func (e *Engine) upload(c *driver.Ctx, j *job) error {
+	g := j.p.Geometry
+	bs := &e.bufs
+	for _, u := range []struct {
+		buf *deviceBuf
+		s   *staged
+		dst *uint64
+	}{{&bs.q, &j.q, &j.params.q}, {&bs.k, &j.k, &j.params.k}, {&bs.v, &j.vv, &j.params.v}} {
+		if err := u.buf.ensure(c, int64(len(u.s.bits))*2); err != nil {
+			return err
+		}
+		if err := driver.CopyIn(c, u.buf.ptr, u.s.bits); err != nil {
+			return err
+		}
+		*u.dst = uint64(u.buf.ptr)
+	}
+	if err := bs.o.ensure(c, int64(g.B*g.Hq*g.Nq*g.Dv)*4); err != nil {
+		return err
+	}
+	if err := bs.counters.ensure(c, 4*8); err != nil {
+		return err
+	}
+	j.params.o, j.params.counters = uint64(bs.o.ptr), uint64(bs.counters.ptr)
+	return e.uploadPlan(c, j)
+}
+
+func (e *Engine) uploadPlan(c *driver.Ctx, j *job) error {
+	bs := &e.bufs
+	if err := bs.rows.ensure(c, int64(len(j.rows))*4); err != nil {
+		return err
+	}
+	if err := bs.kv.ensure(c, int64(max(len(j.p.KVBlock), 1))*4); err != nil {
+		return err
+	}
+	if err := driver.CopyIn(c, bs.rows.ptr, j.rows); err != nil {
+		return err
+	}
+	if err := driver.CopyIn(c, bs.kv.ptr, j.p.KVBlock); err != nil {
+		return err
+	}
+	j.params.rowStart, j.params.kvBlock = uint64(bs.rows.ptr), uint64(bs.kv.ptr)
+	return nil
+}
+
+// launch starts the kernel; the caller zeroes the counters first.
+func (e *Engine) launch(c *driver.Ctx, j *job) error {
+	fn, err := e.function(c, j.v)
+	if err != nil {
+		return err
+	}
+	g := j.p.Geometry
+	grid := driver.Dim3{X: uint32(j.p.QBlocks()), Y: uint32(g.B * g.Hq), Z: 1}
+	block := driver.Dim3{X: uint32(j.v.threads()), Y: 1, Z: 1}
+	if grid.X == 0 || grid.Y == 0 {
+		return nil
+	}
+	return c.Launch(fn, grid, block, j.v.sharedBytes(), driver.Arg(j.params))
+}
+
+// stats reads the device counters back as plan.Stats.
+func (e *Engine) stats(c *driver.Ctx, j *job) (plan.Stats, error) {
+	var n [4]uint64
+	if err := driver.CopyOut(c, n[:], e.bufs.counters.ptr); err != nil {
+		return plan.Stats{}, err
+	}
+	p := j.p
+	s := plan.Stats{DenseBlocks: float64(p.DenseBlocks()), QKBlocks: float64(n[0]), PVBlocks: float64(n[1])}
+	if f := p.Filter; f != nil {
+		// A row group counts its share of its block's valid rows, as on
+		// the CPU: 1/⌈rows/RowGroup⌉ of a product.
+		full := float64((p.BlockQ + f.RowGroup - 1) / f.RowGroup)
+		tail := p.Geometry.Nq - (p.QBlocks()-1)*p.BlockQ
+		last := float64((tail + f.RowGroup - 1) / f.RowGroup)
+		s.PVBlocks = float64(n[2])/full + float64(n[3])/last
+	}
+	return s, nil
+}
+
+// Run computes attention for the plan p into out and returns the work
+// counters read from the device. q, k and v must match p.Geometry, in
+// bfloat16 or float16 (float32 inputs are rounded to bfloat16); out must be
+// [B, Hq, Nq, Dv] in any storage type and layout, or nil to get a new
+// float32 BHND tensor. Plans the kernel does not run give an error wrapping
+// ErrUnsupported (see Supports).
+func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Tensor) (*tensor.Tensor, plan.Stats, error) {
+	j, err := e.prepare(p, q, k, v)
+	if err != nil {
+		return nil, plan.Stats{}, err
+	}
+	g := p.Geometry
+	want := tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.Dv}
+	if out != nil && out.Shape() != want {
+		return nil, plan.Stats{}, fmt.Errorf("%w: out is %v, want %v", ErrMismatch, out.Shape(), want)
+	}
+	host := make([]float32, g.B*g.Hq*g.Nq*g.Dv)
+	var stats plan.Stats
+	err = e.dev.Do(ctx, func(c *driver.Ctx) error {
+		if err := e.upload(c, j); err != nil {
+			return err
+		}
+		if err := c.Memset(e.bufs.counters.ptr, 0, 4*8); err != nil {
+			return err
+		}
+		// Poison the output (all-ones bits are NaN): an element the kernel
+		// fails to write cannot pass for a result.
+		if err := c.Memset(e.bufs.o.ptr, 0xff, int64(len(host))*4); err != nil {
+			return err
+		}
+		if err := e.launch(c, j); err != nil {
+			return err
+		}
+		if err := c.Sync(); err != nil {
+			return err
+		}
+		if err := driver.CopyOut(c, host, e.bufs.o.ptr); err != nil {
+			return err
+		}
+		stats, err = e.stats(c, j)
+		return err
+	})
+	if err != nil {
+		return nil, plan.Stats{}, err
+	}
+	res, err := tensor.FromFloat32(tensor.BHND, want, host)
+	if err != nil {
+		return nil, plan.Stats{}, err
+	}
+	if out == nil {
+		return res, stats, nil
+	}
+	row := make([]float32, g.Dv)
+	for b := range g.B {
+		for h := range g.Hq {
+			for n := range g.Nq {
+				res.ReadRow(b, h, n, row)
+				out.WriteRow(b, h, n, row)
+			}
+		}
+	}
+	return out, stats, nil
+}
+
+// Timing is what Benchmark measured.
+type Timing struct {
+	Kernel       Variant       // the kernel configuration that ran
+	MedianMS     float64       // median kernel time over the timed launches
+	TimesMS      []float64     // every timed launch, in order
+	PlanUploadMS float64       // copying the plan's CSR arrays to the device
+	Stats        plan.Stats    // counters of the last launch
+	Wall         time.Duration // the whole call, staging included
+}
+
+// Variant names a compiled kernel configuration.
+type Variant string
+
+// Benchmark uploads the inputs once, runs p warmup+reps times and times
+// each timed launch with device events. Outputs stay on the device.
+func (e *Engine) Benchmark(ctx context.Context, p *plan.Plan, q, k, v *tensor.Tensor, warmup, reps int) (Timing, error) {
+	start := time.Now()
+	if reps < 1 || warmup < 0 {
+		return Timing{}, fmt.Errorf("%w: reps %d must be ≥ 1 and warmup %d ≥ 0", ErrUnsupported, reps, warmup)
+	}
+	j, err := e.prepare(p, q, k, v)
+	if err != nil {
+		return Timing{}, err
+	}
+	t := Timing{Kernel: Variant(j.v.String())}
+	err = e.dev.Do(ctx, func(c *driver.Ctx) error {
+		if err := e.upload(c, j); err != nil {
+			return err
+		}
+		ev := make([]driver.Event, 2)
+		for i := range ev {
+			var err error
+			if ev[i], err = c.NewEvent(); err != nil {
+				return err
+			}
+			defer c.DestroyEvent(ev[i])
+		}
+		// The plan upload alone, as a sparse caller pays it per call.
+		if err := c.Record(ev[0]); err != nil {
+			return err
+		}
+		if err := e.uploadPlan(c, j); err != nil {
+			return err
+		}
+		if err := c.Record(ev[1]); err != nil {
+			return err
+		}
+		ms, err := c.Elapsed(ev[0], ev[1])
+		if err != nil {
+			return err
+		}
+		t.PlanUploadMS = float64(ms)
+		for i := range warmup + reps {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := c.Memset(e.bufs.counters.ptr, 0, 4*8); err != nil {
+				return err
+			}
+			if err := c.Record(ev[0]); err != nil {
+				return err
+			}
+			if err := e.launch(c, j); err != nil {
+				return err
+			}
+			if err := c.Record(ev[1]); err != nil {
+				return err
+			}
+			ms, err := c.Elapsed(ev[0], ev[1])
+			if err != nil {
+				return err
+			}
+			if i >= warmup {
+				t.TimesMS = append(t.TimesMS, float64(ms))
+			}
+		}
+		t.Stats, err = e.stats(c, j)
+		return err
+	})
+	if err != nil {
+		return Timing{}, err
+	}
+	s := append([]float64(nil), t.TimesMS...)
+	sort.Float64s(s)
+	t.MedianMS = s[len(s)/2]
+	t.Wall = time.Since(start)
+	return t, nil
+}

@@ -1,0 +1,219 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/internal/testutil"
+	"github.com/sparseattn/sparseattn/metrics"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/reference"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// openOrSkip opens the default device or skips the test with the reason.
+func openOrSkip(t *testing.T) *Engine {
+	t.Helper()
+	e, err := Open(Config{CacheDir: t.TempDir()})
+	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
+		t.Skipf("no usable CUDA device: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func TestParamsLayout(t *testing.T) {
+	// struct Params in kernels/attention.cu: 7 pointers, 12 int64 strides,
+	// 11 int32, 2 float32 and one pad int32.
+	if got, want := unsafe.Sizeof(kernelParams{}), uintptr(7*8+12*8+11*4+2*4+4); got != want {
+		t.Fatalf("kernelParams is %d bytes, struct Params %d", got, want)
+	}
+	if off := unsafe.Offsetof(kernelParams{}.b); off != 7*8+12*8 {
+		t.Fatalf("kernelParams.b at %d", off)
+	}
+}
+
+func TestSupports(t *testing.T) {
+	g := tensor.Geometry{B: 1, Hq: 2, Hkv: 1, Nq: 300, Nk: 300, D: 128, Dv: 128}
+	dense := func(mod func(*plan.Tiling)) *plan.Plan {
+		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
+		if mod != nil {
+			mod(&tl)
+		}
+		p, err := plan.Dense(tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		p    *plan.Plan
+		ok   bool
+	}{
+		{"dense 128×64", dense(nil), true},
+		{"BlockK 256", dense(func(l *plan.Tiling) { l.BlockK = 256 }), true},
+		{"BlockQ 32", dense(func(l *plan.Tiling) { l.BlockQ = 32 }), false},
+		{"BlockK 48", dense(func(l *plan.Tiling) { l.BlockK = 48 }), false},
+		{"D 256", dense(func(l *plan.Tiling) { l.Geometry.D, l.Geometry.Dv = 256, 256 }), false},
+		{"λ rows 8", func() *plan.Plan { p := dense(nil); p.Filter = &plan.Filter{Lambda: -1, RowGroup: 8}; return p }(), false},
+		{"λ rows 32", func() *plan.Plan { p := dense(nil); p.Filter = &plan.Filter{Lambda: -1, RowGroup: 32}; return p }(), true},
+		{"stop", func() *plan.Plan { p := dense(nil); p.Stop = &plan.StopRule{Tau: 0.01}; return p }(), false},
+		{"pooled", func() *plan.Plan {
+			p := dense(nil)
+			p.Level = make([]plan.Level, len(p.KVBlock))
+			for i := range p.Level {
+				p.Level[i] = plan.Full
+			}
+			p.Level[0] = 2
+			return p
+		}(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Supports(tc.p)
+			if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrUnsupported)) {
+				t.Fatalf("Supports = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestStagePads(t *testing.T) {
+	r := testutil.Rand(t)
+	for _, layout := range []tensor.Layout{tensor.BHND, tensor.BNHD} {
+		x := testutil.Gaussian(t, r, tensor.Float32, layout, tensor.Shape{B: 2, H: 3, N: 5, D: 40}, 1)
+		st, err := stage(x, tensor.BFloat16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b := range 2 {
+			for h := range 3 {
+				for n := range 5 {
+					for d := range 64 {
+						got := st.bits[int64(b)*st.sb+int64(h)*st.sh+int64(n)*st.sn+int64(d)]
+						want := uint16(0)
+						if d < 40 {
+							want = tensor.Float32ToBF16(x.At(b, h, n, d))
+						}
+						if got != want {
+							t.Fatalf("%v [%d,%d,%d,%d] = %#x, want %#x", layout, b, h, n, d, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestOpenWithoutDriver(t *testing.T) {
+	t.Setenv(driver.EnvLibCUDA, t.TempDir()+"/libcuda.so.1")
+	_, err := Open(Config{})
+	if !errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("got %v, want ErrUnavailable", err)
+	}
+}
+
+// TestSelfTest runs the device self-test suite: GPU against the CPU
+// executor on fresh random inputs.
+func TestSelfTest(t *testing.T) {
+	e := openOrSkip(t)
+	r := testutil.Rand(t)
+	failed, err := SelfTest(context.Background(), e, r, Cases(), func(c Check) {
+		t.Logf("%-32s %-22s rel L1 %.2e (tol %.0e) QK %v PV %v/%v err=%v", c.Name, c.Kernel, c.Errors.RelL1, c.Tol, c.GPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Err)
+	})
+	if err != nil || failed > 0 {
+		t.Fatalf("%d cases failed (%v)", failed, err)
+	}
+}
+
+// TestAgainstReference checks the GPU on a few cases against the float64
+// naive attention, not only against the CPU executor.
+func TestAgainstReference(t *testing.T) {
+	e := openOrSkip(t)
+	r := testutil.Rand(t)
+	for _, c := range []Case{Cases()[1], Cases()[5], Cases()[8]} {
+		t.Run(c.Name, func(t *testing.T) {
+			q, k, v, err := RandomInputs(r, c, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := c.Plan(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := e.Run(context.Background(), p, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := reference.Attention(context.Background(), q, k, v, c.Causal, float64(p.SoftmaxScale()), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs, err := metrics.CompareTensors(want.Float32(), got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !(errs.RelL1 <= TolBF16) {
+				t.Fatalf("rel L1 %.3g against float64 reference", errs.RelL1)
+			}
+		})
+	}
+}
+
+// TestConcurrent runs one engine from many goroutines at once, each on its
+// own inputs, and checks every output against a serial run.
+func TestConcurrent(t *testing.T) {
+	e := openOrSkip(t)
+	seed := testutil.Rand(t).Uint64()
+	c := Cases()[4]
+	const n = 8
+	want := make([]*tensor.Tensor, n)
+	inputs := make([][3]*tensor.Tensor, n)
+	var p *plan.Plan
+	for i := range n {
+		r := rand.New(rand.NewPCG(seed, uint64(i)))
+		q, k, v, err := RandomInputs(r, c, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[i] = [3]*tensor.Tensor{q, k, v}
+		if p == nil {
+			if p, err = c.Plan(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want[i], _, err = e.Run(context.Background(), p, q, k, v, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			in := inputs[i]
+			got, _, err := e.Run(context.Background(), p, in[0], in[1], in[2], nil)
+			if err == nil {
+				var m metrics.Errors
+				if m, err = metrics.CompareTensors(want[i], got); err == nil && m.MaxAbs != 0 {
+					err = fmt.Errorf("differs from the serial run by %g", m.MaxAbs)
+				}
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("goroutine %d: %v", i, err)
+		}
+	}
+}

@@ -1,0 +1,569 @@
+// Block-sparse FlashAttention forward (FlashAttention-2 tiling) with
+// mma.sync tensor-core instructions, for sm_80 and newer.
+//
+// One CTA computes one query block of one (batch, head): it walks the CSR
+// row of KV blocks the plan lists, keeping the online-softmax state in
+// registers. Dense attention is the plan that lists every visible block.
+//
+// Compile-time configuration (set by the Go side with -D):
+//   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
+//   BLOCK_Q   query rows per CTA = the plan's BlockQ (64 or 128)
+//   KT        keys per tile; the plan's BlockK is a multiple of KT
+//   MT        16-row MMA atoms per warp (1 or 2); warps = BLOCK_Q / (16·MT)
+//   IS_BF16   1 for bfloat16 inputs, 0 for float16
+//   FILTER    1 to apply the plan's λ filter (SpargeAttn §3.4), else 0
+//   WGMMA     1 for Hopper warpgroup MMA (sm_90a; MT = 1, no filter)
+//
+// No CUDA headers are needed: every special instruction is inline PTX.
+
+#ifndef HEAD_DIM
+#error HEAD_DIM must be defined
+#endif
+
+#ifndef FILTER
+#define FILTER 0
+#endif
+#ifndef WGMMA
+#define WGMMA 0
+#endif
+#if WGMMA && (MT != 1 || FILTER)
+#error WGMMA needs MT = 1 and no filter
+#endif
+#ifndef MINB
+#define MINB 1
+#endif
+#define MAX_LIST 2048 // KV list entries staged in shared memory per row
+#define NWARPS (BLOCK_Q / (16 * MT))
+#define NTHREADS (NWARPS * 32)
+#define CPR (HEAD_DIM / 8) // 16-byte chunks per row
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// Params mirrors cuda.kernelParams on the Go side, field for field.
+struct Params {
+	const u16* q;
+	const u16* k;
+	const u16* v;
+	float* o;
+	const int* row_start;
+	const int* kv_block;
+	u64* counters; // [0] QK blocks, [1] PV blocks, [2] PV row groups in full q-blocks, [3] in the last partial q-block
+	long long q_sb, q_sh, q_sn;
+	long long k_sb, k_sh, k_sn;
+	long long v_sb, v_sh, v_sn;
+	long long o_sb, o_sh, o_sn;
+	int B, Hq, Hkv, Nq, Nk, Dv;
+	int q_blocks;
+	int block_k;
+	int causal;
+	int filter;
+	int row_group;
+	float lambda_log2; // λ·log2(e)
+	float scale_log2;  // softmax scale·log2(e)
+	int pad_;
+};
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+	u32 r;
+	asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+	return r;
+}
+
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int bytes) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+	             : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+	             : "r"(addr));
+}
+
+__device__ __forceinline__ void mma16816(float* d, const u32* a, u32 b0, u32 b1) {
+#if IS_BF16
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+#else
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+#endif
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// pack2 rounds (lo, hi) to the input type, lo in the low half.
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+	u32 r;
+#if IS_BF16
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+	return r;
+}
+
+__device__ __forceinline__ float ex2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+}
+__device__ __forceinline__ float shfl_xor(float x, int m) {
+	float y;
+	asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\n" : "=f"(y) : "f"(x), "r"(m));
+	return y;
+}
+__device__ __forceinline__ float fmax_(float a, float b) { return a > b ? a : b; }
+__device__ __forceinline__ float fma_(float a, float b, float c) {
+	float d;
+	asm("fma.rn.f32 %0, %1, %2, %3;\n" : "=f"(d) : "f"(a), "f"(b), "f"(c));
+	return d;
+}
+__device__ __forceinline__ bool any_sync(bool pred) {
+	u32 r;
+	asm volatile("{ .reg .pred p; setp.ne.u32 p, %1, 0; vote.sync.any.pred p, p, 0xffffffff; selp.u32 %0, 1, 0, p; }\n"
+	             : "=r"(r)
+	             : "r"((u32)pred));
+	return r != 0;
+}
+__device__ __forceinline__ void atomic_add_u64(u64* p, u64 v) {
+	asm volatile("red.global.add.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ float neg_inf() {
+	float f;
+	asm("mov.b32 %0, 0xff800000;\n" : "=f"(f));
+	return f;
+}
+#define NEG_INF (neg_inf())
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+struct alignas(8) F2 {
+	float x, y;
+};
+
+
+#if WGMMA
+// Hopper warpgroup MMA (sm_90a). Operands in shared memory are described
+// by 64-bit descriptors over the 128-byte-swizzled canonical layout: rows
+// of 64 elements (128 bytes), chunk c of row r at chunk c ^ (r & 7), in
+// 1024-byte atoms of 8 rows; a 128-wide head dimension is two such column
+// blocks one after the other.
+#if IS_BF16
+#define WG_T "bf16"
+#else
+#define WG_T "f16"
+#endif
+__device__ __forceinline__ u64 wg_desc(u32 addr, u32 lbo, u32 sbo) {
+	return (u64)((addr & 0x3FFFF) >> 4) | ((u64)((lbo & 0x3FFFF) >> 4) << 16) | ((u64)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[8][4], u64 da, u64 db, int accumulate) {
+	asm volatile(
+	    "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32." WG_T "." WG_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+	    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+	    : "l"(da), "l"(db), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_ss_n128(float (&d)[16][4], u64 da, u64 db, int accumulate) {
+	asm volatile(
+	    "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." WG_T "." WG_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+	    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+	    : "l"(da), "l"(db), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_rs_n64(float (&d)[8][4], const u32 (&a)[4], u64 db) {
+	asm volatile(
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32." WG_T "." WG_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
+	    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+__device__ __forceinline__ void wgmma_rs_n128(float (&d)[16][4], const u32 (&a)[4], u64 db) {
+	asm volatile(
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." WG_T "." WG_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, 1, 1, 1, 1;\n"
+	    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+#endif
+
+// Swizzled tile layout: 16-byte chunk c of row r sits at chunk c ^ (r & 7),
+// so that ldmatrix's eight rows hit eight distinct bank groups.
+
+#define RB (HEAD_DIM * 2)               // bytes per tile row
+#define ROWS_PER_PASS (NTHREADS / CPR) // rows one pass of all threads copies (a multiple of 8)
+
+// load_rows copies rows [row0, row0+ROWS) of a head (stride sn elements)
+// into the swizzled tile at shared address s, zero-filling rows at or past
+// nvalid. Each thread always copies the same chunk column of rows
+// r0, r0 + ROWS_PER_PASS, ..., so its swizzle is fixed: one shared offset
+// plus immediates.
+template <int ROWS>
+__device__ __forceinline__ void load_rows(u32 s, const u16* g, long long sn, int row0, int nvalid, int tid) {
+	const int r0 = tid / CPR, c = tid % CPR;
+#if WGMMA
+	// Column blocks of 64 elements, each a [ROWS][64] swizzled tile.
+	const u32 dst = s + (c >> 3) * (ROWS * 128) + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
+	constexpr int row_bytes = 128;
+#else
+	const u32 dst = s + r0 * RB + ((c ^ (r0 & 7)) << 4);
+	constexpr int row_bytes = RB;
+#endif
+	const u16* src = g + (long long)(row0 + r0) * sn + c * 8;
+	const long long step = (long long)ROWS_PER_PASS * sn;
+#pragma unroll
+	for (int k = 0; k < ROWS / ROWS_PER_PASS; k++) {
+		bool ok = row0 + r0 + k * ROWS_PER_PASS < nvalid;
+		cp_async16(dst + k * ROWS_PER_PASS * row_bytes, ok ? src + k * step : g, ok ? 16 : 0);
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS, (WGMMA ? MINB : (MT == 2 ? 2 : (NTHREADS > 128 ? 1 : 2))))
+attn_fwd(const Params p) {
+	// Dynamic shared memory: the Q, K and V tiles, then the staged KV list
+	// and the λ gaps.
+	extern __shared__ __attribute__((aligned(128))) u16 smem[];
+#if WGMMA
+	// Swizzle atoms must sit on 1024-byte boundaries.
+	const u32 pad = ((smem_addr(smem) + 1023) & ~1023u) - smem_addr(smem);
+#else
+	const u32 pad = 0;
+#endif
+	const u32 sQ = smem_addr(smem) + pad;
+	const u32 sK = sQ + BLOCK_Q * RB;
+	const u32 sV = sK + KT * RB;
+	int* s_kv = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + pad + (BLOCK_Q + 2 * KT) * RB);
+#if FILTER
+	float* s_gap = reinterpret_cast<float*>(s_kv + MAX_LIST);
+#endif
+
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	const int qb = p.q_blocks - 1 - blockIdx.x; // longest causal rows first
+	const int bh = blockIdx.y;
+	const int b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
+	const int prow = bh * p.q_blocks + qb;
+	const int e0 = p.row_start[prow], e1 = p.row_start[prow + 1];
+	const int q0 = qb * BLOCK_Q;
+	const int qlast = imin(q0 + BLOCK_Q, p.Nq) - 1;
+	const int off = p.Nk - p.Nq; // queries are the last Nq of the Nk tokens
+	const int sub = p.block_k / KT;
+	const int ntiles = (e1 - e0) * sub;
+
+	const u16* gq = p.q + b * p.q_sb + h * p.q_sh;
+	const u16* gk = p.k + b * p.k_sb + kvh * p.k_sh;
+	const u16* gv = p.v + b * p.v_sb + kvh * p.v_sh;
+
+	// tile_start returns the first key of tile t, or -1 when the tile holds
+	// no key any query of this block may see (past Nk, or all in the future).
+	const bool staged_list = e1 - e0 <= MAX_LIST;
+	if (staged_list)
+		for (int i = tid; i < e1 - e0; i += NTHREADS) s_kv[i] = p.kv_block[e0 + i];
+	__syncthreads();
+	auto tile_start = [&](int t) -> int {
+		int kb = staged_list ? s_kv[t / sub] : p.kv_block[e0 + t / sub];
+		int k0 = kb * p.block_k + (t % sub) * KT;
+		if (k0 >= p.Nk || (p.causal && k0 > qlast + off)) return -1;
+		return k0;
+	};
+	auto next_tile = [&](int t) -> int {
+		while (t < ntiles && tile_start(t) < 0) t++;
+		return t;
+	};
+
+	int t = next_tile(0);
+	load_rows<BLOCK_Q>(sQ, gq, p.q_sn, q0, p.Nq, tid);
+	if (t < ntiles) load_rows<KT>(sK, gk, p.k_sn, tile_start(t), p.Nk, tid);
+	cp_commit();
+
+	float m[MT][2], l[MT][2];
+	float acc[MT][HEAD_DIM / 8][4];
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++) {
+		m[mt][0] = m[mt][1] = NEG_INF;
+		l[mt][0] = l[mt][1] = 0.f;
+#pragma unroll
+		for (int j = 0; j < HEAD_DIM / 8; j++) acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.f;
+	}
+#if MT == 1
+	u32 qf[HEAD_DIM / 16][4];
+	bool q_loaded = false;
+#endif
+	u32 n_qk = 0, n_pv = 0, n_grp = 0;
+	int last_entry = -1;
+	const int wrow0 = warp * MT * 16; // first row of this warp in the block
+	// Per-thread ldmatrix offsets for k-step 0: with r ≡ lane (mod 8) and
+	// chunk 2·kk + x, the swizzled offset of step kk is off ^ (kk << 5),
+	// and whole 16-row steps are plain additions.
+	const int l7 = lane & 7;
+	const u32 q_off = (wrow0 + (lane & 15)) * RB + (((lane >> 4) ^ l7) << 4);
+	const u32 k_off = (((lane >> 4) << 3) + l7) * RB + ((((lane >> 3) & 1) ^ l7) << 4);
+	const u32 v_off = (l7 + (((lane >> 3) & 1) << 3)) * RB + (((lane >> 4) ^ l7) << 4);
+	const bool last_partial = (qb == p.q_blocks - 1) && (p.Nq % BLOCK_Q != 0);
+
+	while (t < ntiles) {
+		const int k0 = tile_start(t);
+		cp_wait_all();
+#if WGMMA
+		fence_proxy_async(); // cp.async wrote through the generic proxy; wgmma reads through the async one
+#endif
+		__syncthreads();
+		load_rows<KT>(sV, gv, p.v_sn, k0, p.Nk, tid);
+		cp_commit();
+
+		// S = Q·Kᵀ for this warp's MT×16 rows and KT keys.
+		float s[MT][KT / 8][4];
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int j = 0; j < KT / 8; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.f;
+#if WGMMA
+		{
+			const int wg = warp >> 2; // warpgroup: 64 query rows
+			wg_fence();
+#pragma unroll
+			for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+				u64 da = wg_desc(sQ + (kk >> 2) * (BLOCK_Q * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
+				u64 db = wg_desc(sK + (kk >> 2) * (KT * 128) + (kk & 3) * 32, 16, 1024);
+#if KT == 64
+				wgmma_ss_n64(s[0], da, db, kk);
+#else
+				wgmma_ss_n128(s[0], da, db, kk);
+#endif
+			}
+			wg_commit();
+			wg_wait0();
+		}
+#else
+#if MT == 1
+		if (!q_loaded) {
+#pragma unroll
+			for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+				ldsm_x4(sQ + (q_off ^ (kk << 5)), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+			}
+			q_loaded = true;
+		}
+#endif
+#pragma unroll
+		for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+			u32 a[MT][4];
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++) {
+#if MT == 1
+				a[mt][0] = qf[kk][0], a[mt][1] = qf[kk][1], a[mt][2] = qf[kk][2], a[mt][3] = qf[kk][3];
+#else
+				ldsm_x4(sQ + (q_off ^ (kk << 5)) + mt * 16 * RB, a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
+#endif
+			}
+#pragma unroll
+			for (int jp = 0; jp < KT / 16; jp++) {
+				u32 b0, b1, b2, b3;
+				ldsm_x4(sK + (k_off ^ (kk << 5)) + jp * 16 * RB, b0, b1, b2, b3);
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++) {
+					mma16816(s[mt][2 * jp], a[mt], b0, b1);
+					mma16816(s[mt][2 * jp + 1], a[mt], b2, b3);
+				}
+			}
+		}
+
+#endif // WGMMA
+
+		// Mask keys past Nk and, in blocks on the causal diagonal,
+		// token-exact the keys after each query. Logits stay unscaled: the
+		// scale to log2 units is fused into the exponent's FFMA below.
+		const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + off);
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int j = 0; j < KT / 8; j++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					float x = s[mt][j][e];
+					if (need_mask) {
+						int col = k0 + j * 8 + 2 * (lane & 3) + (e & 1);
+						int row = q0 + wrow0 + mt * 16 + (lane >> 2) + 8 * (e >> 1);
+						if (col >= p.Nk || (p.causal && col > row + off)) x = NEG_INF;
+					}
+					s[mt][j][e] = x;
+				}
+
+		// Online softmax (FlashAttention-2 recurrence), rows r and r+8.
+		float alphas[MT][2];
+		bool rescale = false;
+#if FILTER
+		float gap[MT][2];
+#endif
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int hf = 0; hf < 2; hf++) {
+				float mloc = NEG_INF;
+#pragma unroll
+				for (int j = 0; j < KT / 8; j++) mloc = fmax_(mloc, fmax_(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]));
+				mloc = fmax_(mloc, shfl_xor(mloc, 1));
+				mloc = fmax_(mloc, shfl_xor(mloc, 2));
+				mloc *= p.scale_log2; // the scale is positive: max commutes with it
+				float mnew = fmax_(m[mt][hf], mloc);
+				float muse = mnew == NEG_INF ? 0.f : mnew;
+				float alpha = ex2(m[mt][hf] - muse);
+				float sum = 0.f;
+#pragma unroll
+				for (int j = 0; j < KT / 8; j++) {
+					float p0 = ex2(fma_(s[mt][j][2 * hf], p.scale_log2, -muse));
+					float p1 = ex2(fma_(s[mt][j][2 * hf + 1], p.scale_log2, -muse));
+					s[mt][j][2 * hf] = p0, s[mt][j][2 * hf + 1] = p1;
+					sum += p0 + p1;
+				}
+				l[mt][hf] = l[mt][hf] * alpha + sum;
+				m[mt][hf] = mnew;
+				alphas[mt][hf] = alpha;
+				rescale |= alpha != 1.f;
+#if FILTER
+				int row = q0 + wrow0 + mt * 16 + (lane >> 2) + 8 * hf;
+				gap[mt][hf] = (row < p.Nq && mnew != NEG_INF) ? mloc - mnew : NEG_INF;
+#endif
+			}
+
+		// Rescale O only when some row of the warp raised its max; once the
+		// maxima settle, most tiles skip these multiplies (exact either way).
+		if (any_sync(rescale)) {
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int j = 0; j < HEAD_DIM / 8; j++) {
+					acc[mt][j][0] *= alphas[mt][0], acc[mt][j][1] *= alphas[mt][0];
+					acc[mt][j][2] *= alphas[mt][1], acc[mt][j][3] *= alphas[mt][1];
+				}
+		}
+
+		// SpargeAttn §3.4: skip P̃V for a row group when max(m_local − m) < λ.
+		bool active[MT];
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++) active[mt] = true;
+#if FILTER
+		{
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++) {
+				float g = fmax_(gap[mt][0], gap[mt][1]);
+				g = fmax_(g, shfl_xor(g, 4));
+				g = fmax_(g, shfl_xor(g, 8));
+				g = fmax_(g, shfl_xor(g, 16));
+				gap[mt][0] = g;
+				if (lane == 0) s_gap[warp * MT + mt] = g;
+			}
+		}
+#endif
+
+		u32 pf[MT][KT / 16][4];
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int kk = 0; kk < KT / 16; kk++) {
+				pf[mt][kk][0] = pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+				pf[mt][kk][1] = pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+				pf[mt][kk][2] = pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+				pf[mt][kk][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+			}
+
+		cp_wait_all();
+#if WGMMA
+		fence_proxy_async();
+#endif
+		__syncthreads(); // V is in; every warp is done with K and wrote its gaps
+		int tn = next_tile(t + 1);
+		if (tn < ntiles) load_rows<KT>(sK, gk, p.k_sn, tile_start(tn), p.Nk, tid);
+		cp_commit();
+
+		int entry = e0 + t / sub;
+		if (entry != last_entry) {
+			n_qk++;
+			if (!FILTER) n_pv++;
+			last_entry = entry;
+		}
+#if FILTER
+		{
+			const int apg = p.row_group / 16; // atoms per group
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++) {
+				int atom = warp * MT + mt, first = atom - atom % apg;
+				float g = NEG_INF;
+				for (int a = first; a < first + apg; a++) g = fmax_(g, s_gap[a]);
+				active[mt] = !(g < p.lambda_log2);
+				if (active[mt] && atom == first && lane == 0 && q0 + first * 16 < p.Nq) n_grp++;
+			}
+		}
+#endif
+
+		// O += P̃·V
+#if WGMMA
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < KT / 16; kk++) {
+			u64 db = wg_desc(sV + kk * (16 * 128), KT * 128, 1024);
+#if HEAD_DIM == 64
+			wgmma_rs_n64(acc[0], pf[0][kk], db);
+#else
+			wgmma_rs_n128(acc[0], pf[0][kk], db);
+#endif
+		}
+		wg_commit();
+		wg_wait0();
+#else
+#pragma unroll
+		for (int kk = 0; kk < KT / 16; kk++) {
+#pragma unroll
+			for (int dp = 0; dp < HEAD_DIM / 16; dp++) {
+				u32 b0, b1, b2, b3;
+				ldsm_x4_t(sV + (v_off ^ (dp << 5)) + kk * 16 * RB, b0, b1, b2, b3);
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++) {
+					if (!active[mt]) continue;
+					mma16816(acc[mt][2 * dp], pf[mt][kk], b0, b1);
+					mma16816(acc[mt][2 * dp + 1], pf[mt][kk], b2, b3);
+				}
+			}
+		}
+#endif // WGMMA
+		t = tn;
+	}
+
+	// O /= ℓ; rows with no visible key have ℓ = 0 and come out as zeros.
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			float lsum = l[mt][hf];
+			lsum += shfl_xor(lsum, 1);
+			lsum += shfl_xor(lsum, 2);
+			float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+			int row = q0 + wrow0 + mt * 16 + (lane >> 2) + 8 * hf;
+			if (row >= p.Nq) continue;
+			float* o = p.o + b * p.o_sb + h * p.o_sh + (long long)row * p.o_sn;
+#pragma unroll
+			for (int j = 0; j < HEAD_DIM / 8; j++) {
+				int col = j * 8 + 2 * (lane & 3);
+				float x0 = acc[mt][j][2 * hf] * inv, x1 = acc[mt][j][2 * hf + 1] * inv;
+				if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
+					F2 f;
+					f.x = x0, f.y = x1;
+					*reinterpret_cast<F2*>(o + col) = f;
+				} else {
+					if (col < p.Dv) o[col] = x0;
+					if (col + 1 < p.Dv) o[col + 1] = x1;
+				}
+			}
+		}
+
+	if (tid == 0) {
+		atomic_add_u64(&p.counters[0], (u64)n_qk);
+		atomic_add_u64(&p.counters[1], (u64)n_pv);
+	}
+	if (n_grp) atomic_add_u64(&p.counters[last_partial ? 3 : 2], (u64)n_grp);
+}

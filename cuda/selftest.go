@@ -1,0 +1,203 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/metrics"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// Case is one self-test problem: a shape, an input type and layout, and a
+// plan (dense when Density is 1, else a random block mask), optionally
+// with a λ filter.
+type Case struct {
+	Name           string
+	B, Hq, Hkv     int
+	Nq, Nk, D, Dv  int
+	DType          tensor.DType
+	Layout         tensor.Layout
+	Causal         bool
+	BlockQ, BlockK int
+	Density        float64 // fraction of blocks kept; 1 = dense
+	Lambda         float32 // λ filter when < 0
+	RowGroup       int
+	Sigma          float64 // input standard deviation; 0 means 1
+}
+
+// Tolerances on Σ|GPU−CPU| / Σ|CPU|. Both compute QKᵀ and the softmax in
+// float32 from the same 16-bit inputs; the GPU then rounds P̃ to the input
+// type for the tensor-core P̃V product, a relative error of at most 2^-9
+// (bfloat16) or 2^-12 (float16) per weight, which partly cancels over the
+// sum: 1e-2 and 2e-3 leave a margin of about 3× over what is seen.
+const (
+	TolBF16 = 1e-2
+	TolF16  = 2e-3
+)
+
+// Cases is the self-test suite: dense and block-sparse, causal and not,
+// GQA, ragged and tiny N, Nq ≠ Nk on both sides, padded head dims, both
+// input types and layouts, float32 inputs, and the λ filter.
+func Cases() []Case {
+	bf, f16, f32 := tensor.BFloat16, tensor.Float16, tensor.Float32
+	bhnd, bnhd := tensor.BHND, tensor.BNHD
+	return []Case{
+		{Name: "dense bf16 D128", B: 1, Hq: 4, Hkv: 4, Nq: 1024, Nk: 1024, D: 128, Dv: 128, DType: bf, Layout: bhnd, BlockQ: 128, BlockK: 64, Density: 1},
+		{Name: "dense bf16 D128 causal", B: 1, Hq: 4, Hkv: 4, Nq: 1024, Nk: 1024, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 1},
+		{Name: "dense f16 D64 causal", B: 2, Hq: 2, Hkv: 2, Nq: 512, Nk: 512, D: 64, Dv: 64, DType: f16, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 64, Density: 1},
+		{Name: "dense f16 D128 GQA", B: 1, Hq: 8, Hkv: 2, Nq: 640, Nk: 640, D: 128, Dv: 128, DType: f16, Layout: bhnd, BlockQ: 128, BlockK: 128, Density: 1},
+		{Name: "ragged N=1000 D96 GQA causal", B: 1, Hq: 6, Hkv: 2, Nq: 1000, Nk: 1000, D: 96, Dv: 96, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 1},
+		{Name: "Nq<Nk causal (chunked prefill)", B: 1, Hq: 4, Hkv: 4, Nq: 300, Nk: 1100, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 64, Density: 1},
+		{Name: "Nq>Nk causal (rows with no key)", B: 1, Hq: 2, Hkv: 1, Nq: 200, Nk: 90, D: 64, Dv: 64, DType: bf, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 64, Density: 1},
+		{Name: "decode Nq=1", B: 2, Hq: 8, Hkv: 2, Nq: 1, Nk: 777, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 128, Density: 1},
+		{Name: "tiny N=37 D32 Dv48", B: 1, Hq: 3, Hkv: 1, Nq: 37, Nk: 37, D: 32, Dv: 48, DType: bf, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 64, Density: 1},
+		{Name: "BNHD layout D80", B: 2, Hq: 4, Hkv: 2, Nq: 333, Nk: 333, D: 80, Dv: 80, DType: bf, Layout: bnhd, BlockQ: 128, BlockK: 128, Density: 1},
+		{Name: "BNHD bf16 D128 causal", B: 1, Hq: 4, Hkv: 4, Nq: 700, Nk: 700, D: 128, Dv: 128, DType: bf, Layout: bnhd, Causal: true, BlockQ: 128, BlockK: 64, Density: 1},
+		{Name: "float32 inputs", B: 1, Hq: 2, Hkv: 2, Nq: 256, Nk: 256, D: 64, Dv: 64, DType: f32, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 64, Density: 1},
+		{Name: "sparse 0.5 causal", B: 1, Hq: 4, Hkv: 2, Nq: 2048, Nk: 2048, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 128, Density: 0.5},
+		{Name: "sparse 0.25 non-causal", B: 1, Hq: 4, Hkv: 4, Nq: 1500, Nk: 1500, D: 128, Dv: 128, DType: bf, Layout: bhnd, BlockQ: 64, BlockK: 64, Density: 0.25},
+		{Name: "sparse 0.1 f16 causal", B: 1, Hq: 2, Hkv: 2, Nq: 2000, Nk: 2000, D: 64, Dv: 64, DType: f16, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 0.1},
+		{Name: "λ filter rows 16", B: 1, Hq: 4, Hkv: 4, Nq: 1024, Nk: 1024, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 1, Lambda: -2, RowGroup: 16, Sigma: 2},
+		{Name: "λ filter rows 64, ragged", B: 1, Hq: 2, Hkv: 1, Nq: 1000, Nk: 1000, D: 64, Dv: 64, DType: bf, Layout: bhnd, BlockQ: 128, BlockK: 128, Density: 0.6, Lambda: -1.5, RowGroup: 64, Sigma: 2},
+		{Name: "λ filter rows 32, Q64", B: 1, Hq: 2, Hkv: 2, Nq: 900, Nk: 900, D: 128, Dv: 128, DType: f16, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 128, Density: 1, Lambda: -2, RowGroup: 32, Sigma: 2},
+	}
+}
+
+// Check is the outcome of one case.
+type Check struct {
+	Case
+	Errors   metrics.Errors
+	Tol      float64
+	GPU, CPU plan.Stats
+	Kernel   Variant
+	Err      error // nil when the case passed
+}
+
+// SelfTest runs each case on the GPU and on the CPU executor over the same
+// fresh random inputs and compares outputs and counters. It calls report
+// after each case and returns the number that failed; err is set only when
+// the test could not run at all.
+func SelfTest(ctx context.Context, e *Engine, r *rand.Rand, cases []Case, report func(Check)) (failed int, err error) {
+	for _, c := range cases {
+		if err := ctx.Err(); err != nil {
+			return failed, err
+		}
+		chk := runCase(ctx, e, r, c)
+		if chk.Err != nil {
+			failed++
+		}
+		report(chk)
+	}
+	return failed, nil
+}
+
+func runCase(ctx context.Context, e *Engine, r *rand.Rand, c Case) (chk Check) {
+	chk = Check{Case: c, Tol: TolBF16}
+	if c.DType == tensor.Float16 {
+		chk.Tol = TolF16
+	}
+	sigma := c.Sigma
+	if sigma == 0 {
+		sigma = 1
+	}
+	q, k, v, err := RandomInputs(r, c, sigma)
+	if err != nil {
+		chk.Err = err
+		return chk
+	}
+	p, err := c.Plan(r)
+	if err != nil {
+		chk.Err = err
+		return chk
+	}
+	if j, err := e.prepare(p, q, k, v); err == nil {
+		chk.Kernel = Variant(j.v.String())
+	}
+	got, gs, err := e.Run(ctx, p, q, k, v, nil)
+	if err != nil {
+		chk.Err = fmt.Errorf("gpu: %w", err)
+		return chk
+	}
+	// The CPU runs on the inputs the GPU saw: float32 ones rounded to bf16.
+	if c.DType == tensor.Float32 {
+		for _, t := range []**tensor.Tensor{&q, &k, &v} {
+			if *t, err = (*t).Convert(tensor.BFloat16, (*t).Layout()); err != nil {
+				chk.Err = err
+				return chk
+			}
+		}
+	}
+	want, cs, err := cpu.Executor{}.Run(ctx, p, q, k, v, nil)
+	if err != nil {
+		chk.Err = fmt.Errorf("cpu: %w", err)
+		return chk
+	}
+	chk.GPU, chk.CPU = gs, cs
+	if chk.Errors, err = metrics.CompareTensors(want, got); err != nil {
+		chk.Err = err
+		return chk
+	}
+	switch {
+	case !(chk.Errors.RelL1 <= chk.Tol): // NaN fails too
+		chk.Err = fmt.Errorf("rel L1 %.3g above %.3g", chk.Errors.RelL1, chk.Tol)
+	case gs.DenseBlocks != cs.DenseBlocks || gs.QKBlocks != cs.QKBlocks:
+		chk.Err = fmt.Errorf("QK counters: GPU %v of %v, CPU %v of %v", gs.QKBlocks, gs.DenseBlocks, cs.QKBlocks, cs.DenseBlocks)
+	case c.Lambda == 0 && gs.PVBlocks != cs.PVBlocks:
+		chk.Err = fmt.Errorf("PV counters: GPU %v, CPU %v", gs.PVBlocks, cs.PVBlocks)
+	case c.Lambda != 0 && math.Abs(gs.PVBlocks-cs.PVBlocks) > 0.01*cs.DenseBlocks:
+		// A λ decision can flip where a gap rounds across the threshold.
+		chk.Err = fmt.Errorf("PV counters: GPU %v, CPU %v differ by more than 1%% of %v", gs.PVBlocks, cs.PVBlocks, cs.DenseBlocks)
+	}
+	return chk
+}
+
+// Geometry is the case's problem shape.
+func (c Case) Geometry() tensor.Geometry {
+	return tensor.Geometry{B: c.B, Hq: c.Hq, Hkv: c.Hkv, Nq: c.Nq, Nk: c.Nk, D: c.D, Dv: c.Dv}
+}
+
+// Plan builds the case's plan: every visible block when Density is 1,
+// else each block kept with probability Density (the diagonal block of a
+// causal plan, and block 0 otherwise, always kept so no row is empty).
+func (c Case) Plan(r *rand.Rand) (*plan.Plan, error) {
+	t := plan.Tiling{Geometry: c.Geometry(), Causal: c.Causal, BlockQ: c.BlockQ, BlockK: c.BlockK}
+	var keep func(b, h, qb, kb int) bool
+	if c.Density < 1 {
+		keep = func(b, h, qb, kb int) bool { return kb == 0 || kb == qb || r.Float64() < c.Density }
+	}
+	p, err := plan.FromMask(t, keep)
+	if err != nil {
+		return nil, err
+	}
+	if c.Lambda < 0 {
+		p.Filter = &plan.Filter{Lambda: c.Lambda, RowGroup: c.RowGroup}
+	}
+	return p, nil
+}
+
+// RandomInputs returns i.i.d. N(0, sigma²) q, k, v for the case.
+func RandomInputs(r *rand.Rand, c Case, sigma float64) (q, k, v *tensor.Tensor, err error) {
+	mk := func(h, n, d int) (*tensor.Tensor, error) {
+		data := make([]float32, c.B*h*n*d)
+		for i := range data {
+			data[i] = float32(r.NormFloat64() * sigma)
+		}
+		t, err := tensor.FromFloat32(tensor.BHND, tensor.Shape{B: c.B, H: h, N: n, D: d}, data)
+		if err != nil {
+			return nil, err
+		}
+		return t.Convert(c.DType, c.Layout)
+	}
+	if q, err = mk(c.Hq, c.Nq, c.D); err != nil {
+		return
+	}
+	if k, err = mk(c.Hkv, c.Nk, c.D); err != nil {
+		return
+	}
+	v, err = mk(c.Hkv, c.Nk, c.Dv)
+	return
+}

@@ -1,0 +1,338 @@
+package psa
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// estimator is one worker's importance estimator and scratch. head selects
+// the (batch, query head) whose rows row then scores.
+type estimator struct {
+	p     *plan.Plan
+	c     config
+	g     tensor.Geometry
+	q, k  *tensor.Tensor
+	scale float32
+
+	b, h int
+
+	// Keys of the current KV head, one column per sampled key (Sampling)
+	// or per antidiagonal key group (Antidiagonal); colStart[kb] is block
+	// kb's first column, colTok[col] the column's first key token.
+	kT       []float32 // width rows of length cols: kT[d·cols + col]
+	width    int       // D (Sampling) or Stride·D (Antidiagonal)
+	cols     int
+	colStart []int
+	colTok   []int
+
+	qrows   []float32 // query rows (sampled, or reshaped groups), scaled
+	qTok    []int     // first token of each query row
+	logits  []float32
+	buf     []float32 // one key row
+	visible []bool    // per KV block: listed in the current row
+	score   []float64 // per KV block: importance of the current row
+	perm    []int
+}
+
+func newEstimator(p *plan.Plan, c config, q, k *tensor.Tensor) *estimator {
+	g := p.Geometry
+	e := &estimator{p: p, c: c, g: g, q: q, k: k, scale: p.SoftmaxScale(), buf: make([]float32, g.D)}
+	e.colStart = make([]int, p.KBlocks()+1)
+	e.perm = make([]int, max(p.BlockQ, p.BlockK))
+	e.visible = make([]bool, p.KBlocks())
+	e.score = make([]float64, p.KBlocks())
+	return e
+}
+
+// rng returns a generator for one purpose of one (batch, head, block),
+// independent of which worker asks.
+func (e *estimator) rng(kind, b, h, blk int) *rand.Rand {
+	return rand.New(rand.NewPCG(e.c.seed, uint64(kind)<<60^uint64(b)<<40^uint64(h)<<20^uint64(blk)))
+}
+
+// sample returns s distinct offsets in [0, n), or all n when s ≥ n.
+func (e *estimator) sample(r *rand.Rand, n, s int) []int {
+	perm := e.perm[:n]
+	for i := range perm {
+		perm[i] = i
+	}
+	if s >= n {
+		return perm
+	}
+	for i := range s { // partial Fisher–Yates
+		j := i + r.IntN(n-i)
+		perm[i], perm[j] = perm[j], perm[i]
+	}
+	return perm[:s]
+}
+
+// head prepares the keys of query head h's KV head.
+func (e *estimator) head(b, h int) {
+	e.b, e.h = b, h
+	p, g := e.p, e.g
+	kh := g.KVHead(h)
+	e.colTok = e.colTok[:0]
+	switch e.c.estimator {
+	case Sampling:
+		e.width = g.D
+		for kb := range p.KBlocks() {
+			e.colStart[kb] = len(e.colTok)
+			lo, hi := p.KeyRange(kb)
+			for _, j := range e.sample(e.rng(1, b, kh, kb), hi-lo, e.c.sampleK) {
+				e.colTok = append(e.colTok, lo+j)
+			}
+		}
+	case Antidiagonal:
+		e.width = e.c.stride * g.D
+		for kb := range p.KBlocks() {
+			e.colStart[kb] = len(e.colTok)
+			lo, hi := p.KeyRange(kb)
+			for t := lo; t < hi; t += e.c.stride {
+				e.colTok = append(e.colTok, t)
+			}
+		}
+	}
+	e.cols = len(e.colTok)
+	e.colStart[p.KBlocks()] = e.cols
+	e.kT = grow(e.kT, e.width*e.cols)
+	clear(e.kT)
+	for col, t := range e.colTok {
+		if e.c.estimator == Sampling {
+			e.k.ReadRow(b, kh, t, e.buf)
+			for d, x := range e.buf {
+				e.kT[d*e.cols+col] = x
+			}
+			continue
+		}
+		// Antidiagonal: slot s of the group holds key t+Stride−1−s, so a
+		// dot product with the query group's concatenation sums the
+		// tile's antidiagonal.
+		_, bhi := p.KeyRange(t / p.BlockK)
+		for s := range e.c.stride {
+			j := t + e.c.stride - 1 - s
+			if j >= bhi {
+				continue
+			}
+			e.k.ReadRow(b, kh, j, e.buf)
+			for d, x := range e.buf {
+				e.kT[(s*g.D+d)*e.cols+col] = x
+			}
+		}
+	}
+}
+
+// row returns the importance of each of query block qb's visible blocks,
+// appended to dst in the order of blocks.
+func (e *estimator) row(qb int, blocks []int32, dst []float64) []float64 {
+	p, g := e.p, e.g
+	qlo, qhi := p.QueryRange(qb)
+	// Query rows: sampled tokens, or Stride-token groups concatenated.
+	e.qTok = e.qTok[:0]
+	switch e.c.estimator {
+	case Sampling:
+		for _, i := range e.sample(e.rng(0, e.b, e.h, qb), qhi-qlo, e.c.sampleQ) {
+			e.qTok = append(e.qTok, qlo+i)
+		}
+	case Antidiagonal:
+		for t := qlo; t < qhi; t += e.c.stride {
+			e.qTok = append(e.qTok, t)
+		}
+	}
+	nq := len(e.qTok)
+	e.qrows = grow(e.qrows, nq*e.width)
+	clear(e.qrows)
+	scale := e.scale
+	if e.c.estimator == Antidiagonal {
+		scale /= float32(e.c.stride) // XAttention: mean, not sum, of the antidiagonal
+	}
+	for i, t := range e.qTok {
+		n := 1
+		if e.c.estimator == Antidiagonal {
+			n = min(e.c.stride, qhi-t)
+		}
+		for s := range n {
+			dst := e.qrows[i*e.width+s*g.D : i*e.width+(s+1)*g.D]
+			e.q.ReadRow(e.b, e.h, t+s, dst)
+			kernel.Scale(dst, scale)
+		}
+	}
+	// Logits against every key column up to the last visible block.
+	cols := 0
+	if len(blocks) > 0 {
+		last := 0
+		for _, kb := range blocks {
+			last = max(last, int(kb))
+		}
+		cols = e.colStart[last+1]
+	}
+	e.logits = grow(e.logits, nq*max(cols, 1))
+	if cols > 0 {
+		kernel.MatMul(nq, cols, e.width, e.qrows, e.width, e.kT, e.cols, e.logits, cols, false)
+	}
+	visible := e.visible
+	clear(visible)
+	for _, kb := range blocks {
+		visible[kb] = true
+	}
+	negInf := float32(math.Inf(-1))
+	for i := range nq {
+		s := e.logits[i*cols : (i+1)*cols]
+		for kb := 0; kb*p.BlockK < g.Nk && e.colStart[kb] < cols; kb++ {
+			for col := e.colStart[kb]; col < e.colStart[kb+1]; col++ {
+				switch {
+				case !visible[kb]:
+					s[col] = negInf
+				case e.c.estimator == Sampling:
+					if !p.Visible(e.qTok[i], e.colTok[col]) {
+						s[col] = negInf
+					}
+				default:
+					s[col] = e.antidiagonal(i, col, s[col], qhi)
+				}
+			}
+		}
+	}
+	// Softmax over the row's columns, then per block: the largest weight
+	// (Sampling, PSA Eq. 4) or the summed weight (Antidiagonal).
+	score := e.score
+	clear(score)
+	for i := range nq {
+		s := e.logits[i*cols : (i+1)*cols]
+		m := kernel.Max(s)
+		if m == negInf {
+			continue // this query sees no sampled key
+		}
+		sum := float64(kernel.ExpShift(s, s, m)) // masked logits become 0
+		for _, kb := range blocks {
+			for col := e.colStart[kb]; col < e.colStart[kb+1]; col++ {
+				w := float64(s[col]) / sum
+				if e.c.estimator == Sampling {
+					score[kb] = max(score[kb], w)
+				} else {
+					score[kb] += w
+				}
+			}
+		}
+	}
+	for _, kb := range blocks {
+		dst = append(dst, score[kb])
+	}
+	return dst
+}
+
+// antidiagonal returns the logit of query group i against key group col:
+// the matrix product's value when every pair on the tile's antidiagonal is
+// causally visible, the sum over the visible pairs when only some are, and
+// −Inf when there is none (ragged groups may share no antidiagonal pair).
+func (e *estimator) antidiagonal(i, col int, full float32, qhi int) float32 {
+	p, g, st := e.p, e.g, e.c.stride
+	qt, kt := e.qTok[i], e.colTok[col]
+	_, khi := p.KeyRange(kt / p.BlockK)
+	// Ragged groups: query slot s exists for s < qn, key slot s for
+	// s ≥ st−kn; with qn + kn ≤ st no slot has both.
+	if qn, kn := min(st, qhi-qt), min(st, khi-kt); qn+kn <= st {
+		return float32(math.Inf(-1))
+	}
+	if !p.Causal || p.Visible(qt, kt+st-1) {
+		return full
+	}
+	var sum float32
+	any := false
+	for s := range min(st, qhi-qt) {
+		j := kt + st - 1 - s
+		if j >= khi || !p.Visible(qt+s, j) {
+			continue
+		}
+		any = true
+		q := e.qrows[i*e.width+s*g.D : i*e.width+(s+1)*g.D]
+		for d, x := range q {
+			sum += x * e.kT[(s*g.D+d)*e.cols+col]
+		}
+	}
+	if !any {
+		return float32(math.Inf(-1))
+	}
+	return sum
+}
+
+// similarityCaps returns, per (batch, KV head, KV block), the coarsest level
+// the block's keys admit (PSA App. B.1, Algorithm 3): the largest h ≥ 2 whose
+// pooling groups of 2^(h-1) keys have a mean first-to-last cosine similarity
+// above sim[h-2], or 1 when none has.
+func similarityCaps(p *plan.Plan, k *tensor.Tensor, sim []float64) []plan.Level {
+	g := p.Geometry
+	nkb := p.KBlocks()
+	caps := make([]plan.Level, g.B*g.Hkv*nkb)
+	keys := make([]float32, p.BlockK*g.D)
+	for b := range g.B {
+		for kh := range g.Hkv {
+			for kb := range nkb {
+				lo, hi := p.KeyRange(kb)
+				n := hi - lo
+				for j := range n {
+					k.ReadRow(b, kh, lo+j, keys[j*g.D:(j+1)*g.D])
+				}
+				lv := plan.Full
+				for h := 2; h <= len(sim)+1; h++ {
+					if groupSimilarity(keys[:n*g.D], g.D, 1<<(h-1)) > sim[h-2] {
+						lv = plan.Level(h)
+					}
+				}
+				caps[(b*g.Hkv+kh)*nkb+kb] = lv
+			}
+		}
+	}
+	return caps
+}
+
+// groupSimilarity is the mean cosine similarity between the first and last
+// key of each group of size consecutive keys (the last group may be
+// shorter); 1 when no group has two keys, since pooling one key loses
+// nothing.
+func groupSimilarity(keys []float32, d, size int) float64 {
+	n := len(keys) / d
+	var sum float64
+	pairs := 0
+	for lo := 0; lo < n; lo += size {
+		hi := min(lo+size, n) - 1
+		if hi == lo {
+			continue
+		}
+		sum += cosine(keys[lo*d:(lo+1)*d], keys[hi*d:(hi+1)*d])
+		pairs++
+	}
+	if pairs == 0 {
+		return 1
+	}
+	return sum / float64(pairs)
+}
+
+// cosine is the cosine similarity of a and b; 1 for two zero vectors, 0 when
+// only one is zero.
+func cosine(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i, x := range a {
+		y := float64(b[i])
+		ab += float64(x) * y
+		aa += float64(x) * float64(x)
+		bb += y * y
+	}
+	switch {
+	case aa == 0 && bb == 0:
+		return 1
+	case aa == 0 || bb == 0:
+		return 0
+	}
+	return ab / math.Sqrt(aa*bb)
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}

@@ -1,0 +1,315 @@
+// Package psa plans Pyramid Sparse Attention (PSA, Li et al. 2025): instead
+// of keeping or dropping each KV block, every query block reads each KV block
+// at one of H pyramid levels — level 1 exactly, level h > 1 with keys and
+// values mean-pooled by 2^(h-1) tokens and a logit bias of (h−1)·ln 2 — or
+// skips it. Important blocks get fine levels, less important ones coarse
+// levels, so a query sees far more of the context than a binary block mask
+// of the same compute budget allows.
+//
+// The planner estimates a block importance map (PSA §3.3.1: sampled tokens,
+// or XAttention's antidiagonal scores with an intra-block similarity cap),
+// turns each row into levels (PSA §3.3.2: cumulative thresholds, Algorithm 2,
+// or fixed per-level quantiles), and emits a plan.Plan whose Level entries
+// the cpu executor runs as Algorithm 1. Budget, PlanBudget and Coverage
+// report the compute budget the way the paper does: as the fraction of
+// blocks an equal-cost binary mask would keep.
+package psa
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// Estimator selects how block importance is estimated (PSA §3.3.1).
+type Estimator uint8
+
+const (
+	// Sampling draws SampleQ query and SampleK key tokens per block and
+	// scores a block pair by the largest softmax weight among its sampled
+	// pairs, the softmax running over every sampled key of the row (PSA
+	// Eq. 4; the paper's estimator for video generation).
+	Sampling Estimator = iota
+	// Antidiagonal sums each Stride×Stride tile of QKᵀ along its
+	// antidiagonal, takes the softmax over those sums, and adds them up per
+	// block (XAttention's scoring, PSA's estimator for video understanding).
+	Antidiagonal
+)
+
+// String returns "sampling" or "antidiagonal".
+func (e Estimator) String() string {
+	switch e {
+	case Sampling:
+		return "sampling"
+	case Antidiagonal:
+		return "antidiagonal"
+	}
+	return fmt.Sprintf("Estimator(%d)", e)
+}
+
+// Rule selects how importance rows become levels (PSA §3.3.2).
+type Rule uint8
+
+const (
+	// Threshold assigns levels by cumulative importance (PSA Algorithm 2):
+	// with a row's blocks sorted by importance, level t holds the blocks
+	// that the smallest prefix reaching mass τ_t adds after level t−1's, and
+	// blocks beyond τ_H are skipped. How many blocks a level gets adapts to
+	// each row's distribution.
+	Threshold Rule = iota
+	// Quantile assigns levels by fixed per-level shares of a row's blocks:
+	// the top ⌈q_1·n⌉ blocks get level 1, the next up to ⌈q_2·n⌉ level 2,
+	// and so on; the rest are skipped (the quantile-based rule of PSA §4.5).
+	Quantile
+)
+
+// String returns "threshold" or "quantile".
+func (r Rule) String() string {
+	switch r {
+	case Threshold:
+		return "threshold"
+	case Quantile:
+		return "quantile"
+	}
+	return fmt.Sprintf("Rule(%d)", r)
+}
+
+// DefaultThresholds are the cumulative thresholds T of PSA's multi-level
+// mask ablation (§4.5, Table 4) for H = 4 levels.
+var defaultThresholds = []float64{0.7, 0.8, 0.9, 0.9}
+
+// DefaultThresholds returns PSA's multi-level thresholds {0.7, 0.8, 0.9,
+// 0.9} (§4.5, Table 4): 70% of a row's estimated mass at full resolution, the
+// next 10% pooled 2×, the next 10% pooled 4×.
+func DefaultThresholds() []float64 { return append([]float64(nil), defaultThresholds...) }
+
+// DefaultQuantiles returns the cumulative block shares of the authors'
+// released default for the quantile rule: the top 5% of blocks at level 1,
+// up to 15% at level 2, 25% at level 3 and 50% at level 4, the rest skipped.
+func DefaultQuantiles() []float64 { return []float64{0.05, 0.15, 0.25, 0.5} }
+
+// Planner builds PSA plans. The zero value is PSA with H = 4 levels, the
+// sampling estimator, the threshold rule with DefaultThresholds and no
+// similarity cap. A Planner is safe for concurrent use.
+type Planner struct {
+	// Rule selects Threshold (default) or Quantile level assignment.
+	Rule Rule
+	// Thresholds are the cumulative importance thresholds τ_1 ≤ … ≤ τ_H in
+	// [0, 1] of the Threshold rule; their count is the number of pyramid
+	// levels H (1 to plan.MaxLevel). Nil means DefaultThresholds. Equal
+	// values collapse levels: {τ} or {τ, τ, τ, τ} is a binary block mask.
+	Thresholds []float64
+	// Quantiles are the cumulative block shares q_1 ≤ … ≤ q_H in [0, 1] of
+	// the Quantile rule; their count is H. Nil means DefaultQuantiles.
+	Quantiles []float64
+	// Scale multiplies every threshold or quantile, each capped at 1: the
+	// one knob that trades compute for accuracy. Values ≥ 1/τ_1 put every
+	// block at level 1 (dense). 0 means 1.
+	Scale float64
+
+	// Estimator selects Sampling (default) or Antidiagonal importance.
+	Estimator Estimator
+	// SampleQ and SampleK are the tokens Sampling draws per query and KV
+	// block; 0 means a quarter of the block (at least 1), as the authors'
+	// code does. Blocks with fewer tokens use them all.
+	SampleQ, SampleK int
+	// Stride is Antidiagonal's tile edge; 0 means 8.
+	Stride int
+	// Similarity holds the H−1 cosine thresholds τ_s^(2) … τ_s^(H) of the
+	// intra-block similarity cap (PSA App. B.1, Algorithm 3): a KV block may
+	// be read at level h only if the mean cosine similarity between the
+	// first and last key of its pooling groups of 2^(h-1) tokens exceeds
+	// τ_s^(h) for that h or a coarser one. Nil disables the cap; −1
+	// everywhere allows every level, 1 everywhere forces level 1.
+	Similarity []float64
+	// Seed selects the Sampling draw; plans are deterministic given it.
+	Seed uint64
+}
+
+// Name returns "psa".
+func (p Planner) Name() string { return "psa" }
+
+// config is a validated Planner with defaults filled in.
+type config struct {
+	rule      Rule
+	cuts      []float64 // scaled thresholds or quantiles, capped at 1
+	levels    int       // H
+	estimator Estimator
+	sampleQ   int
+	sampleK   int
+	stride    int
+	sim       []float64
+	seed      uint64
+}
+
+func (p Planner) config(t plan.Tiling) (config, error) {
+	c := config{rule: p.Rule, estimator: p.Estimator, seed: p.Seed, sim: p.Similarity}
+	var cuts []float64
+	var what string
+	switch p.Rule {
+	case Threshold:
+		cuts, what = p.Thresholds, "Thresholds"
+		if cuts == nil {
+			cuts = defaultThresholds
+		}
+	case Quantile:
+		cuts, what = p.Quantiles, "Quantiles"
+		if cuts == nil {
+			cuts = DefaultQuantiles()
+		}
+	default:
+		return c, fmt.Errorf("%w: psa rule %d must be Threshold or Quantile", plan.ErrInvalid, p.Rule)
+	}
+	if len(cuts) < 1 || len(cuts) > int(plan.MaxLevel) {
+		return c, fmt.Errorf("%w: psa %s has %d levels; give 1 to %d values", plan.ErrInvalid, what, len(cuts), plan.MaxLevel)
+	}
+	scale := p.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	if !(scale > 0) || math.IsInf(scale, 0) {
+		return c, fmt.Errorf("%w: psa Scale %v must be positive and finite (0 means 1)", plan.ErrInvalid, p.Scale)
+	}
+	c.levels = len(cuts)
+	c.cuts = make([]float64, len(cuts))
+	for i, x := range cuts {
+		if !(x >= 0 && x <= 1) {
+			return c, fmt.Errorf("%w: psa %s[%d] = %v must be in [0, 1]", plan.ErrInvalid, what, i, x)
+		}
+		if i > 0 && x < cuts[i-1] {
+			return c, fmt.Errorf("%w: psa %s must be non-decreasing, but %v follows %v", plan.ErrInvalid, what, x, cuts[i-1])
+		}
+		c.cuts[i] = min(1, x*scale)
+	}
+	if p.Similarity != nil && len(p.Similarity) != c.levels-1 {
+		return c, fmt.Errorf("%w: psa Similarity has %d thresholds; a %d-level pyramid needs %d (levels 2..%d)", plan.ErrInvalid, len(p.Similarity), c.levels, c.levels-1, c.levels)
+	}
+	for i, x := range p.Similarity {
+		if !(x >= -1 && x <= 1) {
+			return c, fmt.Errorf("%w: psa Similarity[%d] = %v must be a cosine in [-1, 1]", plan.ErrInvalid, i, x)
+		}
+	}
+	switch p.Estimator {
+	case Sampling:
+		if p.SampleQ < 0 || p.SampleK < 0 {
+			return c, fmt.Errorf("%w: psa SampleQ %d and SampleK %d must be ≥ 0 (0 means a quarter of the block)", plan.ErrInvalid, p.SampleQ, p.SampleK)
+		}
+		c.sampleQ, c.sampleK = p.SampleQ, p.SampleK
+		if c.sampleQ == 0 {
+			c.sampleQ = max(1, t.BlockQ/4)
+		}
+		if c.sampleK == 0 {
+			c.sampleK = max(1, t.BlockK/4)
+		}
+		c.sampleQ, c.sampleK = min(c.sampleQ, t.BlockQ), min(c.sampleK, t.BlockK)
+	case Antidiagonal:
+		c.stride = p.Stride
+		if c.stride == 0 {
+			c.stride = 8
+		}
+		if c.stride < 1 || c.stride > min(t.BlockQ, t.BlockK) {
+			return c, fmt.Errorf("%w: psa Stride %d must be in 1..min(BlockQ, BlockK) = %d (0 means 8)", plan.ErrInvalid, p.Stride, min(t.BlockQ, t.BlockK))
+		}
+	default:
+		return c, fmt.Errorf("%w: psa estimator %d must be Sampling or Antidiagonal", plan.ErrInvalid, p.Estimator)
+	}
+	return c, nil
+}
+
+// checkInputs verifies that q and k have the tiling's shapes.
+func checkInputs(t plan.Tiling, q, k *tensor.Tensor) error {
+	g := t.Geometry
+	if q == nil || k == nil {
+		return fmt.Errorf("%w: psa needs Q and K", plan.ErrInvalid)
+	}
+	if s := q.Shape(); s != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) {
+		return fmt.Errorf("%w: Q is %v, the tiling's geometry needs [B=%d H=%d N=%d D=%d]", plan.ErrInvalid, s, g.B, g.Hq, g.Nq, g.D)
+	}
+	if s := k.Shape(); s != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
+		return fmt.Errorf("%w: K is %v, the tiling's geometry needs [B=%d H=%d N=%d D=%d]", plan.ErrInvalid, s, g.B, g.Hkv, g.Nk, g.D)
+	}
+	return nil
+}
+
+// Plan estimates block importance, assigns pyramid levels and returns the
+// plan. Causally partial (diagonal) blocks are never pooled: a pooled key
+// would average visible and future tokens, so such a block assigned a coarse
+// level is read at level 1 instead.
+func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	dense, err := plan.Dense(t) // visibility and the causally visible blocks of each row
+	if err != nil {
+		return nil, err
+	}
+	c, err := p.config(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkInputs(t, q, k); err != nil {
+		return nil, err
+	}
+	g := t.Geometry
+	var caps []plan.Level // per (b, KV head, KV block): coarsest admissible level
+	if c.sim != nil {
+		caps = similarityCaps(dense, k, c.sim)
+	}
+	levels := make([]plan.Level, len(dense.KVBlock)) // aligned with dense's entries
+	heads := g.B * g.Hq
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), heads) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			est := newEstimator(dense, c, q, k)
+			var imp []float64
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= heads || ctx.Err() != nil {
+					return
+				}
+				b, h := i/g.Hq, i%g.Hq
+				est.head(b, h)
+				for qb := range dense.QBlocks() {
+					r := dense.Row(b, h, qb)
+					blocks, _ := dense.Entries(r)
+					imp = est.row(qb, blocks, imp[:0])
+					lv := levels[dense.RowStart[r]:dense.RowStart[r+1]]
+					assign(c, imp, lv)
+					for e, kb := range blocks {
+						if lv[e] == plan.Skip {
+							continue
+						}
+						if caps != nil {
+							lv[e] = min(lv[e], caps[(b*g.Hkv+g.KVHead(h))*dense.KBlocks()+int(kb)])
+						}
+						if _, partial := dense.BlockVisibility(qb, int(kb)); partial {
+							lv[e] = plan.Full
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	bld, err := plan.NewBuilder(t)
+	if err != nil {
+		return nil, err
+	}
+	for r := range dense.Rows() {
+		for e := dense.RowStart[r]; e < dense.RowStart[r+1]; e++ {
+			if levels[e] != plan.Skip {
+				bld.Add(r, int(dense.KVBlock[e]), levels[e])
+			}
+		}
+	}
+	return bld.Build()
+}

@@ -1,0 +1,380 @@
+// Package unisparse plans UniSparse attention (§4 of "A Unified Sparse
+// Attention via Multi-Granularity Compression"): queries and keys are
+// compressed into composite tokens — each the average of c_q (or c_k)
+// consecutive tokens, and optionally of c_h consecutive heads — attention is
+// computed in that compressed space, its weights are summed per original
+// block pair, and each query block keeps the fewest KV blocks whose share of
+// the mass reaches Top-P. The result is a binary block mask for the
+// ordinary block-sparse executor.
+package unisparse
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// Pooling is how consecutive tokens are merged into a composite token.
+type Pooling uint8
+
+const (
+	// Average takes their mean (UniSparse Eq. 2, the method's choice).
+	Average Pooling = iota
+	// Max takes their elementwise maximum (the paper's ablation, §6.4).
+	Max
+	// Stochastic picks one of them at random with probability proportional
+	// to its L2 norm (the paper's ablation, §6.4); the draw is seeded.
+	Stochastic
+)
+
+// String returns "average", "max" or "stochastic".
+func (p Pooling) String() string {
+	switch p {
+	case Average:
+		return "average"
+	case Max:
+		return "max"
+	case Stochastic:
+		return "stochastic"
+	}
+	return fmt.Sprintf("Pooling(%d)", p)
+}
+
+// Defaults chosen from this project's ablation on the llm and video
+// workloads (RESULTS.md, UniSparse): balanced compression, as the paper
+// found best (§6.4, Table 6), and Top-P 0.95, the paper's more accurate
+// setting.
+const (
+	DefaultTopP        = 0.95
+	DefaultCompression = 8
+)
+
+// Planner builds UniSparse plans. The zero value uses DefaultTopP,
+// c_q = c_k = DefaultCompression, no head compression and average pooling.
+// A Planner is safe for concurrent use.
+type Planner struct {
+	// TopP is the share of each query block's compressed attention mass
+	// its kept KV blocks must reach (Eq. 6), in (0, 1]; 1 keeps every
+	// block. 0 means DefaultTopP.
+	TopP float64
+	// CQ and CK are the sequence compression factors c_q and c_k: tokens
+	// per composite query and key. CQ must divide BlockQ and CK BlockK, so
+	// composite tokens never straddle blocks. 0 means DefaultCompression
+	// (or the block size, if smaller).
+	CQ, CK int
+	// CH is the head compression factor c_h (Eq. 3): consecutive query
+	// heads averaged into one, whose mask all of them share. It must divide
+	// Hq. 0 or 1 means no head compression.
+	CH int
+	// Pooling merges tokens into composite tokens; Average is UniSparse.
+	Pooling Pooling
+	// Seed selects the Stochastic pooling draw.
+	Seed uint64
+}
+
+// Name returns "unisparse".
+func (u Planner) Name() string { return "unisparse" }
+
+type config struct {
+	topP       float64
+	cq, ck, ch int
+	pooling    Pooling
+	seed       uint64
+}
+
+func (u Planner) config(t plan.Tiling) (config, error) {
+	c := config{topP: u.TopP, cq: u.CQ, ck: u.CK, ch: u.CH, pooling: u.Pooling, seed: u.Seed}
+	if c.topP == 0 {
+		c.topP = DefaultTopP
+	}
+	if !(c.topP > 0 && c.topP <= 1) {
+		return c, fmt.Errorf("%w: unisparse TopP %v must be in (0, 1] (0 means %v)", plan.ErrInvalid, u.TopP, DefaultTopP)
+	}
+	if c.cq == 0 {
+		c.cq = gcd(DefaultCompression, t.BlockQ)
+	}
+	if c.ck == 0 {
+		c.ck = gcd(DefaultCompression, t.BlockK)
+	}
+	if c.cq < 1 || t.BlockQ%c.cq != 0 {
+		return c, fmt.Errorf("%w: unisparse CQ %d must be a positive divisor of BlockQ %d (0 means %d)", plan.ErrInvalid, u.CQ, t.BlockQ, DefaultCompression)
+	}
+	if c.ck < 1 || t.BlockK%c.ck != 0 {
+		return c, fmt.Errorf("%w: unisparse CK %d must be a positive divisor of BlockK %d (0 means %d)", plan.ErrInvalid, u.CK, t.BlockK, DefaultCompression)
+	}
+	if c.ch == 0 {
+		c.ch = 1
+	}
+	if c.ch < 1 || t.Geometry.Hq%c.ch != 0 {
+		return c, fmt.Errorf("%w: unisparse CH %d must be a positive divisor of the %d query heads (0 or 1: no head compression)", plan.ErrInvalid, u.CH, t.Geometry.Hq)
+	}
+	if c.pooling > Stochastic {
+		return c, fmt.Errorf("%w: unisparse pooling %d must be Average, Max or Stochastic", plan.ErrInvalid, u.Pooling)
+	}
+	return c, nil
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// Plan compresses Q and K, scores block pairs in the compressed space and
+// keeps each query block's Top-P KV blocks.
+func (u Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	dense, err := plan.Dense(t) // causally visible blocks of each row
+	if err != nil {
+		return nil, err
+	}
+	c, err := u.config(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkInputs(t, q, k); err != nil {
+		return nil, err
+	}
+	g := t.Geometry
+	keep := make([]bool, len(dense.KVBlock)) // aligned with dense's entries
+	groups := g.B * g.Hq / c.ch
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), groups) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := newScorer(dense, c, q, k)
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= groups || ctx.Err() != nil {
+					return
+				}
+				b, h0 := i/(g.Hq/c.ch), (i%(g.Hq/c.ch))*c.ch
+				s.compress(b, h0)
+				for qb := range dense.QBlocks() {
+					r := dense.Row(b, h0, qb)
+					blocks, _ := dense.Entries(r)
+					mass := s.blockMass(qb, blocks)
+					kept := keep[dense.RowStart[r]:dense.RowStart[r+1]]
+					topP(mass, c.topP, kept)
+					// UniSparse §4.2: the group's mask is broadcast to its heads.
+					for h := h0 + 1; h < h0+c.ch; h++ {
+						r2 := dense.Row(b, h, qb)
+						copy(keep[dense.RowStart[r2]:dense.RowStart[r2+1]], kept)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	bld, err := plan.NewBuilder(t)
+	if err != nil {
+		return nil, err
+	}
+	for r := range dense.Rows() {
+		for e := dense.RowStart[r]; e < dense.RowStart[r+1]; e++ {
+			if keep[e] {
+				bld.Add(r, int(dense.KVBlock[e]), plan.Full)
+			}
+		}
+	}
+	return bld.Build()
+}
+
+// topP marks in kept the fewest blocks, heaviest first, whose mass reaches
+// p of the row's total (UniSparse §4.3, Eq. 6); ties keep key order. p = 1
+// keeps every block; a row without mass keeps none (it sees no key).
+func topP(mass []float64, p float64, kept []bool) {
+	clear(kept)
+	var total float64
+	for _, m := range mass {
+		total += m
+	}
+	if total == 0 {
+		return
+	}
+	if p >= 1 {
+		for i := range kept {
+			kept[i] = true
+		}
+		return
+	}
+	order := make([]int, len(mass))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case mass[a] > mass[b]:
+			return -1
+		case mass[a] < mass[b]:
+			return 1
+		}
+		return 0
+	})
+	var cum float64
+	for _, i := range order {
+		kept[i] = true
+		cum += mass[i]
+		if cum >= p*total {
+			return
+		}
+	}
+}
+
+// checkInputs verifies that q and k have the tiling's shapes.
+func checkInputs(t plan.Tiling, q, k *tensor.Tensor) error {
+	g := t.Geometry
+	if q == nil || k == nil {
+		return fmt.Errorf("%w: unisparse needs Q and K", plan.ErrInvalid)
+	}
+	if s := q.Shape(); s != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) {
+		return fmt.Errorf("%w: Q is %v, the tiling's geometry needs [B=%d H=%d N=%d D=%d]", plan.ErrInvalid, s, g.B, g.Hq, g.Nq, g.D)
+	}
+	if s := k.Shape(); s != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
+		return fmt.Errorf("%w: K is %v, the tiling's geometry needs [B=%d H=%d N=%d D=%d]", plan.ErrInvalid, s, g.B, g.Hkv, g.Nk, g.D)
+	}
+	return nil
+}
+
+// scorer is one worker's compressed-attention state.
+type scorer struct {
+	p    *plan.Plan
+	c    config
+	g    tensor.Geometry
+	q, k *tensor.Tensor
+
+	nq, nk  int       // composite queries and keys
+	cq, ckT []float32 // composite queries (nq×D, scaled) and keys transposed (D×nk)
+	rows    []float32 // tokens of one composite group, head-averaged (c×D)
+	buf     []float32 // one token row
+	logits  []float32
+	mass    []float64
+}
+
+func newScorer(p *plan.Plan, c config, q, k *tensor.Tensor) *scorer {
+	g := p.Geometry
+	s := &scorer{p: p, c: c, g: g, q: q, k: k}
+	s.nq, s.nk = (g.Nq+c.cq-1)/c.cq, (g.Nk+c.ck-1)/c.ck
+	s.cq = make([]float32, s.nq*g.D)
+	s.ckT = make([]float32, g.D*s.nk)
+	s.rows = make([]float32, max(c.cq, c.ck)*g.D)
+	s.buf = make([]float32, g.D)
+	s.logits = make([]float32, (p.BlockQ/c.cq)*s.nk)
+	s.mass = make([]float64, p.KBlocks())
+	return s
+}
+
+// compress builds the composite queries and keys of the head group whose
+// first query head is h0 (UniSparse §4.2, Eq. 2–3).
+func (s *scorer) compress(b, h0 int) {
+	g, c := s.g, s.c
+	scale := s.p.SoftmaxScale()
+	pool := newPooler(c, b, h0)
+	out := make([]float32, g.D)
+	for a := range s.nq {
+		lo, hi := a*c.cq, min((a+1)*c.cq, g.Nq)
+		s.gather(s.q, b, h0, lo, hi, false)
+		pool.pool(out, s.rows[:(hi-lo)*g.D], g.D, 0)
+		for d, x := range out {
+			s.cq[a*g.D+d] = x * scale
+		}
+	}
+	for j := range s.nk {
+		lo, hi := j*c.ck, min((j+1)*c.ck, g.Nk)
+		s.gather(s.k, b, h0, lo, hi, true)
+		pool.pool(out, s.rows[:(hi-lo)*g.D], g.D, 1)
+		for d, x := range out {
+			s.ckT[d*s.nk+j] = x
+		}
+	}
+}
+
+// gather fills s.rows with tokens lo..hi−1, each averaged over the head
+// group's c_h query heads (their KV heads, for keys).
+func (s *scorer) gather(x *tensor.Tensor, b, h0, lo, hi int, keys bool) {
+	g, ch := s.g, s.c.ch
+	rows := s.rows[:(hi-lo)*g.D]
+	clear(rows)
+	inv := 1 / float32(ch)
+	for h := h0; h < h0+ch; h++ {
+		src := h
+		if keys {
+			src = g.KVHead(h)
+		}
+		for t := lo; t < hi; t++ {
+			if ch == 1 {
+				x.ReadRow(b, src, t, rows[(t-lo)*g.D:])
+				continue
+			}
+			x.ReadRow(b, src, t, s.buf)
+			kernel.Axpy(inv, s.buf, rows[(t-lo)*g.D:])
+		}
+	}
+}
+
+// blockMass returns, for each of query block qb's visible KV blocks, the
+// compressed attention mass its composite queries put on the block's
+// composite keys (UniSparse Eq. 4–5), the softmax running over every
+// composite key in the query's valid causal range.
+func (s *scorer) blockMass(qb int, blocks []int32) []float64 {
+	p, g, c := s.p, s.g, s.c
+	a0 := qb * p.BlockQ / c.cq
+	a1 := min(a0+p.BlockQ/c.cq, s.nq)
+	na := a1 - a0
+	clear(s.mass)
+	// Valid range: composite key j is visible to composite query a when
+	// its first token is visible to a's last token. Visible blocks are a
+	// prefix in causal plans, so every composite up to the last one counts.
+	last := 0
+	for _, kb := range blocks {
+		last = max(last, int(kb))
+	}
+	cols := min(s.nk, (last+1)*p.BlockK/c.ck)
+	if len(blocks) == 0 || cols == 0 {
+		return s.mass[:0]
+	}
+	kernel.MatMul(na, cols, g.D, s.cq[a0*g.D:], g.D, s.ckT, s.nk, s.logits, cols, false)
+	negInf := float32(math.Inf(-1))
+	perBlock := p.BlockK / c.ck
+	for i := range na {
+		row := s.logits[i*cols : (i+1)*cols]
+		if p.Causal {
+			lastTok := min((a0+i+1)*c.cq, g.Nq) - 1
+			for j := range row {
+				if !p.Visible(lastTok, j*c.ck) {
+					row[j] = negInf
+				}
+			}
+		}
+		m := kernel.Max(row)
+		if m == negInf {
+			continue
+		}
+		sum := float64(kernel.ExpShift(row, row, m))
+		for j, w := range row {
+			s.mass[j/perBlock] += float64(w) / sum
+		}
+	}
+	out := s.mass[:len(blocks)]
+	if len(blocks) == p.KBlocks() || blocks[0] == 0 && int(blocks[len(blocks)-1]) == len(blocks)-1 {
+		return out // visible blocks are 0..len−1, already in place
+	}
+	tmp := make([]float64, len(blocks))
+	for i, kb := range blocks {
+		tmp[i] = s.mass[kb]
+	}
+	return tmp
+}
