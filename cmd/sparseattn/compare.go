@@ -237,7 +237,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			if err != nil {
 				return sweepPoint{}, err
 			}
-			row, _, err := measure(ctx, rf, bar, prob, g, float32(*scale), pl, label, ref)
+			row, _, err := measure(ctx, rf, bar, prob, g, sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: float32(*scale)}, label, ref)
 			if err != nil {
 				return sweepPoint{}, fmt.Errorf("%s: %w", label, err)
 			}
