@@ -36,7 +36,9 @@ oracle points bisect the oracle's knob there (marked "*"). Points outside the
 oracle's sparsity range get no ratio (shown as "<" or ">"); widen the oracle's
 sweep to cover them, e.g. --sweep oracle=0.999,0.99,0.95,0.9,0.8,0.6,0.4.
 
-Inputs are those of "sparseattn eval" (a generated --workload or --input files).
+Inputs are those of "sparseattn eval" (a generated --workload or --input files),
+and so are --order and --int8-qk: every swept method, the oracle included,
+then runs in that token order or on INT8 Q/K, against float dense.
 --sweep method=v1,v2,... (repeatable) replaces a method's default knob values.
 --png file.png draws the curves (log-scale error against sparsity).`
 
@@ -120,8 +122,13 @@ type compareReport struct {
 	// Timed is set when --repeat or --warmup was given: the times are
 	// then meant to be read; by default one cold run per point is taken
 	// and the table leaves its times out.
-	Timed         bool         `json:"timed"`
-	DenseMS       float64      `json:"dense_total_ms"`
+	Timed   bool    `json:"timed"`
+	DenseMS float64 `json:"dense_total_ms"`
+	// Order and Int8QK name the variant every swept point ran under
+	// (eval's --order and --int8-qk); the dense reference is plain float
+	// attention in the input order.
+	Order         string       `json:"order,omitempty"`
+	Int8QK        bool         `json:"int8_qk,omitempty"`
 	Interpolation string       `json:"oracle_interpolation"`
 	Curves        []sweepCurve `json:"curves"`
 }
@@ -157,6 +164,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	pngPath := fs.String("png", "", "also draw the curves into this PNG file")
 	pngSize := fs.String("png-size", "800x500", "PNG width x height in pixels")
+	var vf variantFlags
+	vf.register(fs)
 	refine := fs.Int("oracle-refine", 8, "extra oracle points, each bisecting the oracle's knob where the widest sparsity gap holding another method's point is, 0..64")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -166,6 +175,9 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if err := checkScale(*scale); err != nil {
 		return err
+	}
+	if vf.sim {
+		return fmt.Errorf("%w: --sim applies to eval, not compare", errUsage)
 	}
 	if *refine < 0 || *refine > 64 {
 		return fmt.Errorf("%w: --oracle-refine %d must be in 0..64", errUsage, *refine)
@@ -198,9 +210,25 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	spec, err := vf.spec(prob, &in, fs)
+	if err != nil {
+		return err
+	}
+	// Every swept point runs under the variant (token order, INT8 Q/K);
+	// the dense reference never does.
+	opts := func(pl plan.Planner) sparseattn.Options {
+		o := sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: float32(*scale)}
+		if vf.active(spec) {
+			o = vf.apply(o, spec)
+		}
+		return o
+	}
 	bar.Step("")
 	report := compareReport{Source: prob.Source, Geometry: g, Causal: prob.Causal, DType: prob.q.DType().String(),
-		BlockQ: rf.blockQ, BlockK: rf.blockK, Repeat: rf.repeat, Warmup: rf.warmup, Interpolation: interpolationNote}
+		BlockQ: rf.blockQ, BlockK: rf.blockK, Repeat: rf.repeat, Warmup: rf.warmup, Interpolation: interpolationNote, Int8QK: vf.int8QK}
+	if !spec.Identity() {
+		report.Order = string(spec.Kind)
+	}
 	fs.Visit(func(f *flag.Flag) { report.Timed = report.Timed || f.Name == "repeat" || f.Name == "warmup" })
 	denseRow, dense, err := measure(ctx, rf, bar, prob, g, sparseattn.Options{Causal: prob.Causal, Planner: plan.DensePlanner{}, Scale: float32(*scale)}, "dense (reference)", nil)
 	if err != nil {
@@ -220,7 +248,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				value = &sw.values[i]
 				label = fmt.Sprintf("%s %s=%g", sw.meth.name, c.Knob, *value)
 			}
-			row, _, err := measure(ctx, rf, bar, prob, g, sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: float32(*scale)}, label, ref)
+			row, _, err := measure(ctx, rf, bar, prob, g, opts(pl), label, ref)
 			if err != nil {
 				return fmt.Errorf("%s: %w", label, err)
 			}
@@ -237,7 +265,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			if err != nil {
 				return sweepPoint{}, err
 			}
-			row, _, err := measure(ctx, rf, bar, prob, g, sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: float32(*scale)}, label, ref)
+			row, _, err := measure(ctx, rf, bar, prob, g, opts(pl), label, ref)
 			if err != nil {
 				return sweepPoint{}, fmt.Errorf("%s: %w", label, err)
 			}
@@ -613,6 +641,16 @@ func printCompare(w io.Writer, r compareReport) {
 		r.Source, g.B, g.Hq, g.Hkv, g.Nq, g.Nk, g.D, g.Dv, r.DType, r.Causal, r.BlockQ, r.BlockK)
 	if r.Timed {
 		fmt.Fprintf(w, " (%.1f ms); times are medians of %d runs after %d warmup", r.DenseMS, r.Repeat, r.Warmup)
+	}
+	if r.Order != "" || r.Int8QK {
+		fmt.Fprint(w, "\nevery method ran")
+		if r.Order != "" {
+			fmt.Fprintf(w, " in %s token order", r.Order)
+		}
+		if r.Int8QK {
+			fmt.Fprint(w, " on INT8 Q and K")
+		}
+		fmt.Fprint(w, "; dense, the reference, in float and the input order")
 	}
 	fmt.Fprint(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

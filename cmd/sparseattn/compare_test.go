@@ -408,6 +408,8 @@ func TestCompareVizUsageErrors(t *testing.T) {
 		{[]string{"compare", "--png", filepath.Join(dir, "no", "c.png")}, "does not exist"},
 		{[]string{"compare", "--repeat", "0"}, "--repeat"},
 		{[]string{"compare", "--oracle-refine", "-1"}, "--oracle-refine -1 must be in 0..64"},
+		{[]string{"compare", "--sim"}, "--sim applies to eval"},
+		{[]string{"compare", "--order", "hilbert", "--n", "64", "--heads", "1", "--kv-heads", "1"}, "needs a token grid"},
 		{[]string{"compare", "--methods", "magic"}, "unknown method"},
 		{[]string{"viz", "--head-index", "9", "--n", "64", "--png", filepath.Join(dir, "v.png")}, "--head-index 9"},
 		{[]string{"viz", "--decades", "0"}, "--decades"},
@@ -627,5 +629,29 @@ func TestShortBetween(t *testing.T) {
 				t.Fatalf("shortBetween(%v, %v) = %v, but %v has fewer decimals", b, a, m, c)
 			}
 		}
+	}
+}
+
+// TestCompareOrderVariant: with --order every swept method runs in that
+// token order against float dense in the input order, and says so.
+func TestCompareOrderVariant(t *testing.T) {
+	code, out, errs := runCLI(t, "compare", "--workload", "video", "--frames", "2", "--height", "8", "--width", "8",
+		"--heads", "1", "--kv-heads", "1", "--d", "32", "--block-q", "16", "--block-k", "16",
+		"--order", "hilbert", "--methods", "window", "--sweep", "window=32", "--sweep", "oracle=0.9", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	r := decodeCompare(t, out)
+	if r.Order != "hilbert" || r.Int8QK || len(r.Curves) != 2 {
+		t.Fatalf("report %+v", r)
+	}
+	if p := r.Curves[0].Points[0]; !(p.Sparsity > 0) || !(p.RelL1 > 0) {
+		t.Errorf("oracle in Hilbert order: %+v", p)
+	}
+	code, out, errs = runCLI(t, "compare", "--workload", "video", "--frames", "2", "--height", "8", "--width", "8",
+		"--heads", "1", "--kv-heads", "1", "--d", "32", "--block-q", "16", "--block-k", "16",
+		"--order", "hilbert", "--methods", "oracle", "--sweep", "oracle=0.9")
+	if code != 0 || !strings.Contains(out, "every method ran in hilbert token order") {
+		t.Errorf("exit %d, table %q, stderr %q", code, out, errs)
 	}
 }
