@@ -99,7 +99,8 @@ type sweepPoint struct {
 	Refined bool `json:"refined,omitempty"`
 }
 
-// sweepCurve is one method's sweep, in the order of its knob values.
+// sweepCurve is one method's sweep, in the order of its knob values; the
+// oracle's, with any refined points, in order of sparsity.
 type sweepCurve struct {
 	Method string       `json:"method"`
 	Knob   string       `json:"knob,omitempty"`
