@@ -174,6 +174,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := rf.check(); err != nil {
 		return err
 	}
+	rf.logTo(stderr)
 	if err := checkScale(*scale); err != nil {
 		return err
 	}

@@ -77,6 +77,7 @@ func runViz(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := rf.check(); err != nil {
 		return err
 	}
+	rf.logTo(stderr)
 	if err := checkScale(*scale); err != nil {
 		return err
 	}
