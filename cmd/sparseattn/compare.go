@@ -109,6 +109,14 @@ type sweepCurve struct {
 	// with one, and Matched their number; null when none has.
 	RatioGeoMean jsonFloat `json:"oracle_ratio_geomean"`
 	Matched      int       `json:"oracle_matched_points"`
+	// SparsityAtTarget is the sparsity at which the curve's relative L1
+	// first reaches the report's TargetRelL1 (log(error) interpolated
+	// linearly in sparsity between the points around the crossing);
+	// TargetMatch is "crossed", "at_least" when every point stays below
+	// the target (the value is then the largest sparsity measured), or
+	// "none" when even the densest point exceeds it (value null).
+	SparsityAtTarget jsonFloat `json:"sparsity_at_target"`
+	TargetMatch      string    `json:"target_match"`
 }
 
 type compareReport struct {
@@ -131,6 +139,7 @@ type compareReport struct {
 	Order         string       `json:"order,omitempty"`
 	Int8QK        bool         `json:"int8_qk,omitempty"`
 	Interpolation string       `json:"oracle_interpolation"`
+	TargetRelL1   float64      `json:"target_rel_l1"`
 	Curves        []sweepCurve `json:"curves"`
 }
 
@@ -167,6 +176,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	pngSize := fs.String("png-size", "800x500", "PNG width x height in pixels")
 	var vf variantFlags
 	vf.register(fs)
+	target := fs.Float64("target-l1", 0.05, "relative L1 at which each method's sparsity is read off its curve, in (0, 10]")
 	refine := fs.Int("oracle-refine", 8, "extra oracle points, each bisecting the oracle's knob where the widest sparsity gap holding another method's point is, 0..64")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -180,6 +190,9 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if vf.sim {
 		return fmt.Errorf("%w: --sim applies to eval, not compare", errUsage)
+	}
+	if !(*target > 0 && *target <= 10) {
+		return fmt.Errorf("%w: --target-l1 %v must be in (0, 10]", errUsage, *target)
 	}
 	if *refine < 0 || *refine > 64 {
 		return fmt.Errorf("%w: --oracle-refine %d must be in 0..64", errUsage, *refine)
@@ -227,7 +240,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	bar.Step("")
 	report := compareReport{Source: prob.Source, Geometry: g, Causal: prob.Causal, DType: prob.q.DType().String(),
-		BlockQ: rf.blockQ, BlockK: rf.blockK, Repeat: rf.repeat, Warmup: rf.warmup, Interpolation: interpolationNote, Int8QK: vf.int8QK}
+		BlockQ: rf.blockQ, BlockK: rf.blockK, Repeat: rf.repeat, Warmup: rf.warmup, Interpolation: interpolationNote, Int8QK: vf.int8QK, TargetRelL1: *target}
 	if !spec.Identity() {
 		report.Order = string(spec.Kind)
 	}
@@ -280,6 +293,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	bar.Finish()
 	matchOracle(report.Curves)
+	atTarget(report.Curves, *target)
 	if *pngPath != "" {
 		if err := writeCurvesPNG(*pngPath, report, width, height); err != nil {
 			return err
@@ -499,6 +513,19 @@ func matchOracle(curves []sweepCurve) {
 	}
 }
 
+// atTarget fills each curve's sparsity at the target error.
+func atTarget(curves []sweepCurve, target float64) {
+	for ci := range curves {
+		c := &curves[ci]
+		s, e := make([]float64, len(c.Points)), make([]float64, len(c.Points))
+		for i, p := range c.Points {
+			s[i], e[i] = p.Sparsity, float64(p.RelL1)
+		}
+		x, m := newErrorCurve(s, e).sparsityAt(target)
+		c.SparsityAtTarget, c.TargetMatch = jsonFloat(x), m
+	}
+}
+
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // rangeMatch says where a sparsity falls against a curve's range.
@@ -589,6 +616,33 @@ func (c *errorCurve) at(x float64) (float64, rangeMatch) {
 		return math.Exp(math.Log(e0) + t*(math.Log(e1)-math.Log(e0))), inRange
 	}
 	return e0 + t*(e1-e0), inRange
+}
+
+// sparsityAt returns the sparsity at which the curve's error first rises
+// above target, walking up in sparsity: log(error) interpolated linearly in
+// sparsity between the last point at or below target and the next (plain
+// linear when the lower error is zero), the inverse of at. It returns the
+// largest sparsity and "at_least" when no point exceeds target, and NaN
+// and "none" when the first does.
+func (c *errorCurve) sparsityAt(target float64) (float64, string) {
+	n := len(c.s)
+	if n == 0 || c.e[0] > target {
+		return math.NaN(), "none"
+	}
+	for i := 1; i < n; i++ {
+		if c.e[i] <= target {
+			continue
+		}
+		s0, s1, e0, e1 := c.s[i-1], c.s[i], c.e[i-1], c.e[i]
+		var t float64
+		if e0 > 0 {
+			t = math.Log(target/e0) / math.Log(e1/e0)
+		} else {
+			t = target / e1
+		}
+		return s0 + t*(s1-s0), "crossed"
+	}
+	return c.s[n-1], "at_least"
 }
 
 func parseSize(s string) (w, h int, err error) {
@@ -693,17 +747,25 @@ func printCompare(w io.Writer, r compareReport) {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\nper method, geometric mean of ×oracle over its points inside the oracle's sparsity range:")
+	fmt.Fprintf(w, "\nper method: sparsity where its rel L1 reaches %g, and the geometric mean of ×oracle over its points inside the oracle's range:\n", r.TargetRelL1)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "method\tsparsity at L1 %g\t×oracle (geo. mean)\t\n", r.TargetRelL1)
 	for _, c := range r.Curves {
-		if c.Method == "oracle" {
-			continue
+		at := "none"
+		switch c.TargetMatch {
+		case "crossed":
+			at = fmt.Sprintf("%.3f", float64(c.SparsityAtTarget))
+		case "at_least":
+			at = fmt.Sprintf("≥ %.3f", float64(c.SparsityAtTarget))
 		}
-		gm := "n/a (no point inside the oracle's range)"
-		if c.Matched > 0 {
-			gm = fmt.Sprintf("%.2f over %d of %d points", float64(c.RatioGeoMean), c.Matched, len(c.Points))
+		gm := "-"
+		if c.Method != "oracle" {
+			gm = "n/a (none in range)"
+			if c.Matched > 0 {
+				gm = fmt.Sprintf("%.2f over %d of %d points", float64(c.RatioGeoMean), c.Matched, len(c.Points))
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t\n", c.Method, gm)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", c.Method, at, gm)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nsparsity: skipped fraction of the QK+PV block products a dense causal-aware pass needs, from the executor's counters.")

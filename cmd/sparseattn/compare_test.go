@@ -63,7 +63,7 @@ func TestCompareJSON(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	r := decodeCompare(t, out)
-	if r.Geometry.Nq != 256 || !r.Causal || r.BlockQ != 32 || r.DenseMS <= 0 || r.Interpolation == "" || r.Timed {
+	if r.Geometry.Nq != 256 || !r.Causal || r.BlockQ != 32 || r.DenseMS <= 0 || r.Interpolation == "" || r.Timed || r.TargetRelL1 != 0.05 {
 		t.Errorf("header %+v", r)
 	}
 	var got []string
@@ -90,6 +90,9 @@ func TestCompareJSON(t *testing.T) {
 		}
 		if len(c.Points)-countRefined(c) != wantPoints || (k != nil && !slices.Equal(values, k.values)) {
 			t.Fatalf("%s: knob values %v (and %d refined), want %d points %v", c.Method, values, countRefined(c), wantPoints, k.values)
+		}
+		if !slices.Contains([]string{"crossed", "at_least", "none"}, c.TargetMatch) || (c.TargetMatch == "none") != math.IsNaN(float64(c.SparsityAtTarget)) {
+			t.Errorf("%s: sparsity at target %v (%s)", c.Method, c.SparsityAtTarget, c.TargetMatch)
 		}
 		if c.Method != "oracle" && countRefined(c) > 0 {
 			t.Errorf("%s: refined points outside the oracle", c.Method)
@@ -140,12 +143,12 @@ func TestCompareSweepTablePNG(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"llm:", "dense is the reference", "medians of 1 runs", "speedup", "×oracle", "cdf=0.5", "size=64", "geometric mean", "wrote " + path} {
+	for _, want := range []string{"llm:", "dense is the reference", "medians of 1 runs", "speedup", "×oracle", "sparsity at L1 0.05", "cdf=0.5", "size=64", "geometric mean", "wrote " + path} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	if n := strings.Count(out, "\n  oracle "); n != 3 {
+	if n := strings.Count(out, "cdf="); n != 3 {
 		t.Errorf("%d oracle rows, want 3:\n%s", n, out)
 	}
 	f, err := os.Open(path)
@@ -409,6 +412,7 @@ func TestCompareVizUsageErrors(t *testing.T) {
 		{[]string{"compare", "--repeat", "0"}, "--repeat"},
 		{[]string{"compare", "--oracle-refine", "-1"}, "--oracle-refine -1 must be in 0..64"},
 		{[]string{"compare", "--sim"}, "--sim applies to eval"},
+		{[]string{"compare", "--target-l1", "0"}, "--target-l1 0 must be in (0, 10]"},
 		{[]string{"compare", "--order", "hilbert", "--n", "64", "--heads", "1", "--kv-heads", "1"}, "needs a token grid"},
 		{[]string{"compare", "--methods", "magic"}, "unknown method"},
 		{[]string{"viz", "--head-index", "9", "--n", "64", "--png", filepath.Join(dir, "v.png")}, "--head-index 9"},
@@ -653,5 +657,47 @@ func TestCompareOrderVariant(t *testing.T) {
 		"--order", "hilbert", "--methods", "oracle", "--sweep", "oracle=0.9")
 	if code != 0 || !strings.Contains(out, "every method ran in hilbert token order") {
 		t.Errorf("exit %d, table %q, stderr %q", code, out, errs)
+	}
+}
+
+// TestSparsityAt checks the sparsity read off a curve at a target error:
+// by hand, as the inverse of at on fresh random increasing curves, and at
+// the first crossing of a curve that dips back below the target.
+func TestSparsityAt(t *testing.T) {
+	for _, tc := range []struct {
+		s, e   []float64
+		target float64
+		want   float64 // NaN: none
+		match  string
+	}{
+		{[]float64{0.6, 0.2}, []float64{1e-1, 1e-3}, 1e-2, 0.4, "crossed"},
+		{[]float64{0.2, 0.6}, []float64{1e-3, 1e-1}, 1, 0.6, "at_least"},
+		{[]float64{0.2, 0.6}, []float64{1e-3, 1e-1}, 1e-4, math.NaN(), "none"},
+		{[]float64{0, 0.5}, []float64{0, 1e-2}, 5e-3, 0.25, "crossed"},
+		{[]float64{0.1, 0.2, 0.3}, []float64{0.01, 0.1, 0.02}, 0.05, 0.1 + 0.1*math.Log(5)/math.Log(10), "crossed"},
+		{nil, nil, 0.05, math.NaN(), "none"},
+	} {
+		got, m := newErrorCurve(tc.s, tc.e).sparsityAt(tc.target)
+		if m != tc.match || !closeOrBothNaN(got, tc.want) {
+			t.Errorf("%v %v at %v: %v %s, want %v %s", tc.s, tc.e, tc.target, got, m, tc.want, tc.match)
+		}
+	}
+	r := testutil.Rand(t)
+	for trial := range 200 {
+		n := 2 + r.IntN(7)
+		s, e := make([]float64, n), make([]float64, n)
+		x, y := r.Float64()*0.5, math.Pow(10, -5+3*r.Float64())
+		for i := range n {
+			s[i], e[i] = x, y
+			x += 1e-3 + 0.2*r.Float64()
+			y *= 1.01 + 10*r.Float64()
+		}
+		c := newErrorCurve(s, e)
+		target := e[0] * math.Pow(e[n-1]/e[0], r.Float64())
+		x, m := c.sparsityAt(target)
+		back, where := c.at(x)
+		if m != "crossed" || where != inRange || math.Abs(back-target) > 1e-9*target {
+			t.Fatalf("trial %d: sparsityAt(%v) = %v %s; at(%v) = %v %v", trial, target, x, m, x, back, where)
+		}
 	}
 }
