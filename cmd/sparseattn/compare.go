@@ -40,6 +40,9 @@ Inputs are those of "sparseattn eval" (a generated --workload or --input files),
 and so are --order and --int8-qk: every swept method, the oracle included,
 then runs in that token order or on INT8 Q/K, against float dense.
 --sweep method=v1,v2,... (repeatable) replaces a method's default knob values.
+Below the table, each method's sparsity at rel L1 = --target-l1 is read off
+its curve the same way (the matched-error view, next to ×oracle's
+matched-sparsity one).
 --png file.png draws the curves (log-scale error against sparsity).`
 
 // sweepFlag collects --sweep method=v1,v2,... values, one method per use.
