@@ -701,3 +701,19 @@ func TestSparsityAt(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanTitle(t *testing.T) {
+	row := evalRow{Sparsity: 0.456, RelL1: 0.0123}
+	for _, tc := range []struct {
+		p    *plan.Plan
+		want string
+	}{
+		{&plan.Plan{}, "m  sparsity 0.46  L1 1.2e-02"},
+		{&plan.Plan{Filter: &plan.Filter{Lambda: -5, RowGroup: 16}}, "m  sparsity 0.46  L1 1.2e-02  +lambda"},
+		{&plan.Plan{Stop: &plan.StopRule{Tau: 0.005}}, "m  sparsity 0.46  L1 1.2e-02  +stop"},
+	} {
+		if got := planTitle("m", row, tc.p); got != tc.want {
+			t.Errorf("planTitle = %q, want %q", got, tc.want)
+		}
+	}
+}

@@ -142,8 +142,7 @@ func runViz(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			ref = &reference{out: res.Out, totalMS: row.TotalMS}
 			continue
 		}
-		title := fmt.Sprintf("%s  sparsity %.2f  L1 %.1e", pl.Name(), row.Sparsity, float64(row.RelL1))
-		grid.Panels = append(grid.Panels, planPanel(title, res.Plan, *batch, *head))
+		grid.Panels = append(grid.Panels, planPanel(planTitle(pl.Name(), row, res.Plan), res.Plan, *batch, *head))
 	}
 	if len(grid.Panels) == 1 {
 		grid.Panels[0].Title += " (no method named but dense)"
@@ -167,6 +166,20 @@ func runViz(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "wrote %s (%dx%d): true block mass of batch %d, head %d beside %d plan(s)\n",
 		*out, img.Bounds().Dx(), img.Bounds().Dy(), *batch, *head, len(grid.Panels)-1)
 	return nil
+}
+
+// planTitle names the method with its sparsity and error over all heads,
+// and flags the run-time decisions the panel cannot show: "+lambda" for a
+// SpargeAttn filter, "+stop" for an S2O early-stop rule.
+func planTitle(name string, row evalRow, p *plan.Plan) string {
+	title := fmt.Sprintf("%s  sparsity %.2f  L1 %.1e", name, row.Sparsity, float64(row.RelL1))
+	if p.Filter != nil {
+		title += "  +lambda"
+	}
+	if p.Stop != nil {
+		title += "  +stop"
+	}
+	return title
 }
 
 // massPanel colours each block by its true mass on a log scale from the

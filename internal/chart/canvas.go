@@ -8,8 +8,9 @@
 // the Go team's own font package. gonum.org/v1/plot would draw prettier
 // figures but brings a large dependency tree (vector backends, TrueType
 // fonts, PDF/SVG writers) for two figure types; x/image adds one module
-// maintained with the standard library. Output is deterministic: the same
-// figure always encodes to the same bytes.
+// maintained with the standard library. The font covers printable ASCII
+// and Latin-1, so labels should keep to those. Output is deterministic:
+// the same figure always encodes to the same bytes.
 package chart
 
 import (
