@@ -9,8 +9,8 @@
 // figures but brings a large dependency tree (vector backends, TrueType
 // fonts, PDF/SVG writers) for two figure types; x/image adds one module
 // maintained with the standard library. The font covers printable ASCII
-// and Latin-1, so labels should keep to those. Output is deterministic:
-// the same figure always encodes to the same bytes.
+// only (other characters draw as a replacement box), so labels keep to it.
+// Output is deterministic: the same figure always encodes to the same bytes.
 package chart
 
 import (
