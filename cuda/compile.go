@@ -24,6 +24,9 @@ type variant struct {
 	bf16    bool // else float16
 	filter  bool // applies the plan's λ filter
 	wgmma   bool // Hopper warpgroup MMA (sm_90a) instead of mma.sync
+	// minBlocks is the wgmma kernel's thread blocks per multiprocessor
+	// (__launch_bounds__), hence its register budget.
+	minBlocks int
 }
 
 func (v variant) threads() int { return v.blockQ / (16 * v.mt) * 32 }
@@ -52,7 +55,7 @@ func (v variant) String() string {
 		name += "_λ"
 	}
 	if v.wgmma {
-		name += "_wgmma"
+		name += fmt.Sprintf("_wgmma%d", v.minBlocks)
 	}
 	return name
 }
@@ -79,6 +82,7 @@ func (v variant) options(arch string) []string {
 		fmt.Sprintf("-DIS_BF16=%d", bf),
 		fmt.Sprintf("-DFILTER=%d", filter),
 		fmt.Sprintf("-DWGMMA=%d", wg),
+		fmt.Sprintf("-DMINB=%d", max(v.minBlocks, 1)),
 	}
 }
 

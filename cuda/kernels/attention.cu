@@ -62,7 +62,7 @@ struct Params {
 	int row_group;
 	float lambda_log2; // λ·log2(e)
 	float scale_log2;  // softmax scale·log2(e)
-	int pad_;
+	int split; // CTAs per plan query block (BLOCK_Q = plan BlockQ / split)
 };
 
 __device__ __forceinline__ u32 smem_addr(const void* p) {
@@ -245,12 +245,20 @@ attn_fwd(const Params p) {
 #endif
 
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-	const int qb = p.q_blocks - 1 - blockIdx.x; // longest causal rows first
+	// CTA cta computes rows [cta·BLOCK_Q, +BLOCK_Q) of plan query block
+	// cta / split; the last blocks go first, as under causal masking they
+	// are the longest.
+	const int cta = p.q_blocks * p.split - 1 - blockIdx.x;
+	const int qb = cta / p.split;
 	const int bh = blockIdx.y;
 	const int b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
 	const int prow = bh * p.q_blocks + qb;
 	const int e0 = p.row_start[prow], e1 = p.row_start[prow + 1];
-	const int q0 = qb * BLOCK_Q;
+	const int q0 = cta * BLOCK_Q;
+	if (q0 >= p.Nq) return; // the second half of a short last block
+	// One CTA of a plan block counts its entries: the last one with rows,
+	// which under causal masking visits every entry any of them visits.
+	const bool counts = cta % p.split == p.split - 1 || q0 + BLOCK_Q >= p.Nq;
 	const int qlast = imin(q0 + BLOCK_Q, p.Nq) - 1;
 	const int off = p.Nk - p.Nq; // queries are the last Nq of the Nk tokens
 	const int sub = p.block_k / KT;
@@ -561,7 +569,7 @@ attn_fwd(const Params p) {
 			}
 		}
 
-	if (tid == 0) {
+	if (tid == 0 && counts) {
 		atomic_add_u64(&p.counters[0], (u64)n_qk);
 		atomic_add_u64(&p.counters[1], (u64)n_pv);
 	}
