@@ -48,6 +48,10 @@ type Config struct {
 	// MinBlocks is the thread blocks per multiprocessor the wgmma kernel is
 	// compiled for (its register budget): 1 to 4; 0 means 2.
 	MinBlocks int
+	// Stages is the number of K/V tile buffers: 2 loads the next tile
+	// while this one computes, 1 halves the shared memory. 0 means 2
+	// (1 where two do not fit).
+	Stages int
 	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
 	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
 	// plans without a λ filter.
@@ -69,6 +73,7 @@ type Engine struct {
 	wgmma    bool // the device runs sm_90a warpgroup MMA and it is wanted
 	ctaRows  int
 	minBlk   int
+	stages   int
 
 	mu      sync.Mutex // guards kernels
 	kernels map[variant]*kernel
@@ -121,12 +126,16 @@ func Open(cfg Config) (*Engine, error) {
 	if mb == 0 {
 		mb = 2
 	}
-	if (cr != 64 && cr != 128) || mb < 1 || mb > 4 {
+	st := cfg.Stages
+	if st == 0 {
+		st = 2
+	}
+	if (cr != 64 && cr != 128) || mb < 1 || mb > 4 || st < 1 || st > 2 {
 		dev.Close()
-		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128 and MinBlocks %d in 1..4", ErrUnsupported, cfg.CTARows, cfg.MinBlocks)
+		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d 1 or 2", ErrUnsupported, cfg.CTARows, cfg.MinBlocks, cfg.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, kernels: map[variant]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, kernels: map[variant]*kernel{}}, nil
 }
 
 var (
@@ -304,6 +313,11 @@ func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error
 			}
 		}
 	}
+	for i := range vs {
+		if vs[i].stages = e.stages; vs[i].sharedBytes() > e.dev.MaxSharedOptin {
+			vs[i].stages = 1
+		}
+	}
 	errs := make([]error, len(vs))
 	var wg sync.WaitGroup
 	for i, v := range vs {
@@ -407,6 +421,9 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	vr, err := chooseVariant(p, dt, kernelChoice{warpRows: e.warpRows, tileK: e.tileK, wgmma: e.wgmma, ctaRows: e.ctaRows, minBlock: e.minBlk})
 	if err != nil {
 		return nil, err
+	}
+	if vr.stages = e.stages; vr.sharedBytes() > e.dev.MaxSharedOptin {
+		vr.stages = 1
 	}
 	if len(p.KVBlock) > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d plan entries above 2^31", ErrUnsupported, len(p.KVBlock))

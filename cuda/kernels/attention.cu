@@ -13,6 +13,8 @@
 //   IS_BF16   1 for bfloat16 inputs, 0 for float16
 //   FILTER    1 to apply the plan's λ filter (SpargeAttn §3.4), else 0
 //   WGMMA     1 for Hopper warpgroup MMA (sm_90a; MT = 1, no filter)
+//   STAGES    K/V tile buffers: 1 (K and V loads overlap the other half of
+//             the tile's work) or 2 (the next tile loads during this one)
 //
 // No CUDA headers are needed: every special instruction is inline PTX.
 
@@ -31,6 +33,9 @@
 #endif
 #ifndef MINB
 #define MINB 1
+#endif
+#ifndef STAGES
+#define STAGES 1
 #endif
 #define MAX_LIST 2048 // KV list entries staged in shared memory per row
 #define NWARPS (BLOCK_Q / (16 * MT))
@@ -76,6 +81,7 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int bytes) 
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+__device__ __forceinline__ void cp_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::); }
 
 __device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -237,9 +243,10 @@ attn_fwd(const Params p) {
 	const u32 pad = 0;
 #endif
 	const u32 sQ = smem_addr(smem) + pad;
-	const u32 sK = sQ + BLOCK_Q * RB;
-	const u32 sV = sK + KT * RB;
-	int* s_kv = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + pad + (BLOCK_Q + 2 * KT) * RB);
+	// STAGES buffers, each a K tile then a V tile.
+	const u32 sK0 = sQ + BLOCK_Q * RB;
+	u32 sK = sK0, sV = sK0 + KT * RB;
+	int* s_kv = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + pad + (BLOCK_Q + 2 * KT * STAGES) * RB);
 #if FILTER
 	float* s_gap = reinterpret_cast<float*>(s_kv + MAX_LIST);
 #endif
@@ -288,6 +295,19 @@ attn_fwd(const Params p) {
 	int t = next_tile(0);
 	load_rows<BLOCK_Q>(sQ, gq, p.q_sn, q0, p.Nq, tid);
 	if (t < ntiles) load_rows<KT>(sK, gk, p.k_sn, tile_start(t), p.Nk, tid);
+#if STAGES == 2
+	if (t < ntiles) load_rows<KT>(sV, gv, p.v_sn, tile_start(t), p.Nk, tid);
+	cp_commit();
+	// Tile t1 goes to the second buffer; every iteration commits one group,
+	// so "all but the newest group" is always the current tile.
+	int t1 = next_tile(t + 1);
+	if (t1 < ntiles) {
+		const u32 b1 = sK0 + 2 * KT * RB;
+		load_rows<KT>(b1, gk, p.k_sn, tile_start(t1), p.Nk, tid);
+		load_rows<KT>(b1 + KT * RB, gv, p.v_sn, tile_start(t1), p.Nk, tid);
+	}
+	int buf = 0;
+#endif
 	cp_commit();
 
 	float m[MT][2], l[MT][2];
@@ -317,13 +337,20 @@ attn_fwd(const Params p) {
 
 	while (t < ntiles) {
 		const int k0 = tile_start(t);
+#if STAGES == 2
+		sK = sK0 + buf * (2 * KT * RB), sV = sK + KT * RB;
+		cp_wait_1();
+#else
 		cp_wait_all();
+#endif
 #if WGMMA
 		fence_proxy_async(); // cp.async wrote through the generic proxy; wgmma reads through the async one
 #endif
 		__syncthreads();
+#if STAGES == 1
 		load_rows<KT>(sV, gv, p.v_sn, k0, p.Nk, tid);
 		cp_commit();
+#endif
 
 		// S = Q·Kᵀ for this warp's MT×16 rows and KT keys.
 		float s[MT][KT / 8][4];
@@ -480,6 +507,7 @@ attn_fwd(const Params p) {
 				pf[mt][kk][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
 			}
 
+#if STAGES == 1
 		cp_wait_all();
 #if WGMMA
 		fence_proxy_async();
@@ -488,6 +516,9 @@ attn_fwd(const Params p) {
 		int tn = next_tile(t + 1);
 		if (tn < ntiles) load_rows<KT>(sK, gk, p.k_sn, tile_start(tn), p.Nk, tid);
 		cp_commit();
+#elif FILTER
+		__syncthreads(); // every warp wrote its gaps
+#endif
 
 		int entry = e0 + t / sub;
 		if (entry != last_entry) {
@@ -539,8 +570,21 @@ attn_fwd(const Params p) {
 			}
 		}
 #endif // WGMMA
+#if STAGES == 2
+		__syncthreads(); // every warp is done with this buffer: refill it with tile t + 2
+		int t2 = next_tile(t1 + 1);
+		if (t2 < ntiles) {
+			load_rows<KT>(sK, gk, p.k_sn, tile_start(t2), p.Nk, tid);
+			load_rows<KT>(sV, gv, p.v_sn, tile_start(t2), p.Nk, tid);
+		}
+		cp_commit();
+		t = t1, t1 = t2, buf ^= 1;
+#else
 		t = tn;
+#endif
 	}
+
+	cp_wait_all(); // no copy outlives the block, even with no tile to compute
 
 	// O /= ℓ; rows with no visible key have ℓ = 0 and come out as zeros.
 #pragma unroll
