@@ -49,8 +49,9 @@ type Config struct {
 	// compiled for (its register budget): 1 to 4; 0 means 2.
 	MinBlocks int
 	// Stages is the number of K/V tile buffers: 2 loads the next tile
-	// while this one computes, 1 halves the shared memory. 0 means 2
-	// (1 where two do not fit).
+	// while this one computes (1 where two do not fit), 1 overlaps the K
+	// and V loads with the other half of a tile's work. 0 means 1, which
+	// measured faster on an H100 (bench/2026-11-22-h100-gpu/run7.log).
 	Stages int
 	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
 	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
@@ -128,7 +129,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	st := cfg.Stages
 	if st == 0 {
-		st = 2
+		st = 1
 	}
 	if (cr != 64 && cr != 128) || mb < 1 || mb > 4 || st < 1 || st > 2 {
 		dev.Close()
