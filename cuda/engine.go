@@ -1,6 +1,8 @@
 // Package cuda runs attention plans on NVIDIA GPUs: a block-sparse
-// FlashAttention-2 kernel with mma.sync tensor-core instructions, compiled
-// at first use with NVRTC for the device's architecture and cached on disk.
+// FlashAttention-2 kernel (kernels/attention.cu) compiled at first use with
+// NVRTC for the device's architecture and cached on disk. On Hopper
+// (sm_90a) it runs on warpgroup MMA (wgmma) from swizzled shared memory;
+// on sm_80 and newer, and for plans with a λ filter, on mma.sync.
 //
 // The Engine consumes the same plans as the CPU executor (package cpu) and
 // reports the same counters, read from the device. It needs no CUDA toolkit
