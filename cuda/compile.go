@@ -29,6 +29,8 @@ type variant struct {
 	minBlocks int
 	// stages is the number of K/V tile buffers (1 or 2).
 	stages int
+	// pipe overlaps softmax with the tensor cores (wgmma only; 2 stages).
+	pipe bool
 }
 
 func (v variant) threads() int { return v.blockQ / (16 * v.mt) * 32 }
@@ -59,6 +61,9 @@ func (v variant) String() string {
 	if v.wgmma {
 		name += fmt.Sprintf("_wgmma%d", v.minBlocks)
 	}
+	if v.pipe {
+		name += "_pipe"
+	}
 	return name
 }
 
@@ -86,6 +91,7 @@ func (v variant) options(arch string) []string {
 		fmt.Sprintf("-DWGMMA=%d", wg),
 		fmt.Sprintf("-DMINB=%d", max(v.minBlocks, 1)),
 		fmt.Sprintf("-DSTAGES=%d", max(v.stages, 1)),
+		fmt.Sprintf("-DPIPE=%d", map[bool]int{false: 0, true: 1}[v.pipe]),
 	}
 }
 

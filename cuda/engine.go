@@ -55,6 +55,9 @@ type Config struct {
 	// and V loads with the other half of a tile's work. 0 means 1, which
 	// measured faster on an H100 (bench/2026-11-22-h100-gpu/run7.log).
 	Stages int
+	// Pipeline overlaps each tile's softmax with the tensor-core work of
+	// its neighbours (FlashAttention-3 §3.2) in the wgmma kernel.
+	Pipeline bool
 	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
 	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
 	// plans without a λ filter.
@@ -77,6 +80,7 @@ type Engine struct {
 	ctaRows  int
 	minBlk   int
 	stages   int
+	pipe     bool
 
 	mu      sync.Mutex // guards kernels
 	kernels map[variant]*kernel
@@ -138,7 +142,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d 1 or 2", ErrUnsupported, cfg.CTARows, cfg.MinBlocks, cfg.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, kernels: map[variant]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, kernels: map[variant]*kernel{}}, nil
 }
 
 var (
@@ -427,6 +431,9 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	}
 	if vr.stages = e.stages; vr.sharedBytes() > e.dev.MaxSharedOptin {
 		vr.stages = 1
+	}
+	if vr.wgmma && e.pipe {
+		vr.pipe, vr.stages = true, 2
 	}
 	if len(p.KVBlock) > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d plan entries above 2^31", ErrUnsupported, len(p.KVBlock))

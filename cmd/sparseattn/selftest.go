@@ -26,6 +26,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	ctaRows := fs.Int("cta-rows", 0, "query rows per thread block of the wgmma kernel: 64, 128 (0 = default)")
 	minBlocks := fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)")
 	stages := fs.Int("stages", 0, "K/V tile buffers: 1 or 2 (0 = default)")
+	pipeline := fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -35,7 +36,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *seed == 0 {
 		*seed = rand.Uint64()
 	}
-	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages})
+	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@
 //   WGMMA     1 for Hopper warpgroup MMA (sm_90a; MT = 1, no filter)
 //   STAGES    K/V tile buffers: 1 (K and V loads overlap the other half of
 //             the tile's work) or 2 (the next tile loads during this one)
+//   PIPE      1 to overlap each tile's softmax with the tensor-core work of
+//             its neighbours (FlashAttention-3 §3.2; WGMMA only)
 //
 // No CUDA headers are needed: every special instruction is inline PTX.
 
@@ -36,6 +38,16 @@
 #endif
 #ifndef STAGES
 #define STAGES 1
+#endif
+#ifndef PIPE
+#define PIPE 0
+#endif
+#if PIPE
+#if !WGMMA
+#error PIPE needs WGMMA
+#endif
+#undef STAGES
+#define STAGES 2 // two K and two V tile slots
 #endif
 #define MAX_LIST 2048 // KV list entries staged in shared memory per row
 #define NWARPS (BLOCK_Q / (16 * MT))
@@ -171,6 +183,7 @@ __device__ __forceinline__ u64 wg_desc(u32 addr, u32 lbo, u32 sbo) {
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_ss_n64(float (&d)[8][4], u64 da, u64 db, int accumulate) {
 	asm volatile(
@@ -292,6 +305,7 @@ attn_fwd(const Params p) {
 		return t;
 	};
 
+#if !PIPE
 	int t = next_tile(0);
 	load_rows<BLOCK_Q>(sQ, gq, p.q_sn, q0, p.Nq, tid);
 	if (t < ntiles) load_rows<KT>(sK, gk, p.k_sn, tile_start(t), p.Nk, tid);
@@ -309,6 +323,7 @@ attn_fwd(const Params p) {
 	int buf = 0;
 #endif
 	cp_commit();
+#endif // !PIPE
 
 	float m[MT][2], l[MT][2];
 	float acc[MT][HEAD_DIM / 8][4];
@@ -335,6 +350,141 @@ attn_fwd(const Params p) {
 	const u32 v_off = (l7 + (((lane >> 3) & 1) << 3)) * RB + (((lane >> 4) ^ l7) << 4);
 	const bool last_partial = (qb == p.q_blocks - 1) && (p.Nq % BLOCK_Q != 0);
 
+#if PIPE
+	// FlashAttention-3 §3.2, intra-warpgroup pipelining: while the softmax
+	// of tile j runs, the tensor cores compute S_j = Q·K_jᵀ's successor
+	// work and O += P̃_{j-1}·V_{j-1}. K_j sits in K slot j&1 and V_j in V
+	// slot j&1; each iteration refills the slots it freed, one tile ahead.
+	{
+		const u32 sKs = sK0, sVs = sK0 + 2 * KT * RB;
+		const int wg = warp >> 2;
+		int tj = next_tile(0);
+		int tj1 = tj < ntiles ? next_tile(tj + 1) : ntiles;
+		load_rows<BLOCK_Q>(sQ, gq, p.q_sn, q0, p.Nq, tid);
+		if (tj < ntiles) load_rows<KT>(sKs, gk, p.k_sn, tile_start(tj), p.Nk, tid);
+		cp_commit();
+		if (tj1 < ntiles) load_rows<KT>(sKs + KT * RB, gk, p.k_sn, tile_start(tj1), p.Nk, tid);
+		if (tj < ntiles) load_rows<KT>(sVs, gv, p.v_sn, tile_start(tj), p.Nk, tid);
+		cp_commit();
+		u32 pprev[KT / 16][4];
+		int j = 0, tprev = -1;
+		while (tj < ntiles || tprev >= 0) {
+			cp_wait_1();
+			fence_proxy_async();
+			__syncthreads();
+			const bool have_s = tj < ntiles;
+			const int slot = j & 1;
+			float s[1][KT / 8][4];
+#pragma unroll
+			for (int jj = 0; jj < KT / 8; jj++) s[0][jj][0] = s[0][jj][1] = s[0][jj][2] = s[0][jj][3] = 0.f;
+			wg_fence();
+			if (have_s) {
+#pragma unroll
+				for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+					u64 da = wg_desc(sQ + (kk >> 2) * (BLOCK_Q * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
+					u64 db = wg_desc(sKs + slot * (KT * RB) + (kk >> 2) * (KT * 128) + (kk & 3) * 32, 16, 1024);
+#if KT == 64
+					wgmma_ss_n64(s[0], da, db, kk);
+#else
+					wgmma_ss_n128(s[0], da, db, kk);
+#endif
+				}
+				wg_commit();
+			}
+			if (tprev >= 0) {
+#pragma unroll
+				for (int kk = 0; kk < KT / 16; kk++) {
+					u64 db = wg_desc(sVs + (slot ^ 1) * (KT * RB) + kk * (16 * 128), KT * 128, 1024);
+#if HEAD_DIM == 64
+					wgmma_rs_n64(acc[0], pprev[kk], db);
+#else
+					wgmma_rs_n128(acc[0], pprev[kk], db);
+#endif
+				}
+				wg_commit();
+			}
+			float alphas[2] = {1.f, 1.f};
+			bool rescale = false;
+			u32 pcur[KT / 16][4];
+			if (have_s) {
+				if (tprev >= 0)
+					wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
+				else
+					wg_wait0();
+				const int k0 = tile_start(tj);
+				const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + off);
+				if (need_mask) {
+#pragma unroll
+					for (int jj = 0; jj < KT / 8; jj++)
+#pragma unroll
+						for (int e = 0; e < 4; e++) {
+							int col = k0 + jj * 8 + 2 * (lane & 3) + (e & 1);
+							int row = q0 + wrow0 + (lane >> 2) + 8 * (e >> 1);
+							if (col >= p.Nk || (p.causal && col > row + off)) s[0][jj][e] = NEG_INF;
+						}
+				}
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					float mloc = NEG_INF;
+#pragma unroll
+					for (int jj = 0; jj < KT / 8; jj++) mloc = fmax_(mloc, fmax_(s[0][jj][2 * hf], s[0][jj][2 * hf + 1]));
+					mloc = fmax_(mloc, shfl_xor(mloc, 1));
+					mloc = fmax_(mloc, shfl_xor(mloc, 2));
+					mloc *= p.scale_log2;
+					float mnew = fmax_(m[0][hf], mloc);
+					float muse = mnew == NEG_INF ? 0.f : mnew;
+					float alpha = ex2(m[0][hf] - muse);
+					float sum = 0.f;
+#pragma unroll
+					for (int jj = 0; jj < KT / 8; jj++) {
+						float p0 = ex2(fma_(s[0][jj][2 * hf], p.scale_log2, -muse));
+						float p1 = ex2(fma_(s[0][jj][2 * hf + 1], p.scale_log2, -muse));
+						s[0][jj][2 * hf] = p0, s[0][jj][2 * hf + 1] = p1;
+						sum += p0 + p1;
+					}
+					l[0][hf] = l[0][hf] * alpha + sum;
+					m[0][hf] = mnew;
+					alphas[hf] = alpha;
+					rescale |= alpha != 1.f;
+				}
+#pragma unroll
+				for (int kk = 0; kk < KT / 16; kk++) {
+					pcur[kk][0] = pack2(s[0][2 * kk][0], s[0][2 * kk][1]);
+					pcur[kk][1] = pack2(s[0][2 * kk][2], s[0][2 * kk][3]);
+					pcur[kk][2] = pack2(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+					pcur[kk][3] = pack2(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+				}
+			}
+			if (tprev >= 0) wg_wait0(); // O and P̃_{j-1} are free again
+			if (have_s) {
+				if (any_sync(rescale)) {
+#pragma unroll
+					for (int jj = 0; jj < HEAD_DIM / 8; jj++) {
+						acc[0][jj][0] *= alphas[0], acc[0][jj][1] *= alphas[0];
+						acc[0][jj][2] *= alphas[1], acc[0][jj][3] *= alphas[1];
+					}
+				}
+#pragma unroll
+				for (int kk = 0; kk < KT / 16; kk++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) pprev[kk][e] = pcur[kk][e];
+				int entry = e0 + tj / sub;
+				if (entry != last_entry) {
+					n_qk++;
+					n_pv++;
+					last_entry = entry;
+				}
+			}
+			__syncthreads(); // K slot j&1 and V slot (j-1)&1 are free: refill them
+			int tj2 = tj1 < ntiles ? next_tile(tj1 + 1) : ntiles;
+			if (tj2 < ntiles) load_rows<KT>(sKs + slot * (KT * RB), gk, p.k_sn, tile_start(tj2), p.Nk, tid);
+			if (tj1 < ntiles) load_rows<KT>(sVs + (slot ^ 1) * (KT * RB), gv, p.v_sn, tile_start(tj1), p.Nk, tid);
+			cp_commit();
+			tprev = have_s ? tj : -1;
+			tj = tj1, tj1 = tj2, j++;
+		}
+	}
+#else
 	while (t < ntiles) {
 		const int k0 = tile_start(t);
 #if STAGES == 2
@@ -584,6 +734,7 @@ attn_fwd(const Params p) {
 #endif
 	}
 
+#endif // PIPE
 	cp_wait_all(); // no copy outlives the block, even with no tile to compute
 
 	// O /= ℓ; rows with no visible key have ℓ = 0 and come out as zeros.
