@@ -352,9 +352,11 @@ attn_fwd(const Params p) {
 
 #if PIPE
 	// FlashAttention-3 §3.2, intra-warpgroup pipelining: while the softmax
-	// of tile j runs, the tensor cores compute S_j = Q·K_jᵀ's successor
-	// work and O += P̃_{j-1}·V_{j-1}. K_j sits in K slot j&1 and V_j in V
-	// slot j&1; each iteration refills the slots it freed, one tile ahead.
+	// of tile j runs, the tensor cores finish S_j = Q·K_jᵀ and compute
+	// O += P̃_{j-1}·V_{j-1}. K_j sits in K slot j&1 and V_j in V slot j&1;
+	// each iteration refills the slots it freed, one tile ahead. The first
+	// and last iterations are peeled so that the loop has no branches
+	// around the asynchronous MMAs.
 	{
 		const u32 sKs = sK0, sVs = sK0 + 2 * KT * RB;
 		const int wg = warp >> 2;
@@ -367,121 +369,160 @@ attn_fwd(const Params p) {
 		if (tj < ntiles) load_rows<KT>(sVs, gv, p.v_sn, tile_start(tj), p.Nk, tid);
 		cp_commit();
 		u32 pprev[KT / 16][4];
-		int j = 0, tprev = -1;
-		while (tj < ntiles || tprev >= 0) {
+		float s[1][KT / 8][4];
+		auto issue_s = [&](int slot) {
+#pragma unroll
+			for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+				u64 da = wg_desc(sQ + (kk >> 2) * (BLOCK_Q * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
+				u64 db = wg_desc(sKs + slot * (KT * RB) + (kk >> 2) * (KT * 128) + (kk & 3) * 32, 16, 1024);
+#if KT == 64
+				wgmma_ss_n64(s[0], da, db, kk);
+#else
+				wgmma_ss_n128(s[0], da, db, kk);
+#endif
+			}
+			wg_commit();
+		};
+		auto issue_pv = [&](int vslot) {
+#pragma unroll
+			for (int kk = 0; kk < KT / 16; kk++) {
+				u64 db = wg_desc(sVs + vslot * (KT * RB) + kk * (16 * 128), KT * 128, 1024);
+#if HEAD_DIM == 64
+				wgmma_rs_n64(acc[0], pprev[kk], db);
+#else
+				wgmma_rs_n128(acc[0], pprev[kk], db);
+#endif
+			}
+			wg_commit();
+		};
+		// softmax masks and exponentiates S for tile t in place, updates m
+		// and ℓ, and returns the O rescale factors and P̃ packed in pc.
+		auto softmax = [&](int t, float (&alphas)[2], u32 (&pc)[KT / 16][4]) -> bool {
+			// S stays untouched (writing an MMA's registers while another
+			// MMA is in flight would serialize them): the masked,
+			// exponentiated values go to x.
+			const int k0 = tile_start(t);
+			const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + off);
+			float x[KT / 8][4];
+#pragma unroll
+			for (int jj = 0; jj < KT / 8; jj++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					float v = s[0][jj][e];
+					if (need_mask) {
+						int col = k0 + jj * 8 + 2 * (lane & 3) + (e & 1);
+						int row = q0 + wrow0 + (lane >> 2) + 8 * (e >> 1);
+						if (col >= p.Nk || (p.causal && col > row + off)) v = NEG_INF;
+					}
+					x[jj][e] = v;
+				}
+			bool rescale = false;
+#pragma unroll
+			for (int hf = 0; hf < 2; hf++) {
+				float mloc = NEG_INF;
+#pragma unroll
+				for (int jj = 0; jj < KT / 8; jj++) mloc = fmax_(mloc, fmax_(x[jj][2 * hf], x[jj][2 * hf + 1]));
+				mloc = fmax_(mloc, shfl_xor(mloc, 1));
+				mloc = fmax_(mloc, shfl_xor(mloc, 2));
+				mloc *= p.scale_log2;
+				float mnew = fmax_(m[0][hf], mloc);
+				float muse = mnew == NEG_INF ? 0.f : mnew;
+				float alpha = ex2(m[0][hf] - muse);
+				float sum = 0.f;
+#pragma unroll
+				for (int jj = 0; jj < KT / 8; jj++) {
+					float p0 = ex2(fma_(x[jj][2 * hf], p.scale_log2, -muse));
+					float p1 = ex2(fma_(x[jj][2 * hf + 1], p.scale_log2, -muse));
+					x[jj][2 * hf] = p0, x[jj][2 * hf + 1] = p1;
+					sum += p0 + p1;
+				}
+				l[0][hf] = l[0][hf] * alpha + sum;
+				m[0][hf] = mnew;
+				alphas[hf] = alpha;
+				rescale |= alpha != 1.f;
+			}
+#pragma unroll
+			for (int kk = 0; kk < KT / 16; kk++) {
+				pc[kk][0] = pack2(x[2 * kk][0], x[2 * kk][1]);
+				pc[kk][1] = pack2(x[2 * kk][2], x[2 * kk][3]);
+				pc[kk][2] = pack2(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+				pc[kk][3] = pack2(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+			}
+			int entry = e0 + t / sub;
+			if (entry != last_entry) {
+				n_qk++;
+				n_pv++;
+				last_entry = entry;
+			}
+			return rescale;
+		};
+		auto rescale_o = [&](bool rescale, const float (&alphas)[2]) {
+			if (any_sync(rescale)) {
+#pragma unroll
+				for (int jj = 0; jj < HEAD_DIM / 8; jj++) {
+					acc[0][jj][0] *= alphas[0], acc[0][jj][1] *= alphas[0];
+					acc[0][jj][2] *= alphas[1], acc[0][jj][3] *= alphas[1];
+				}
+			}
+		};
+		// refill loads K of tile t2 into K slot and V of tile t1 into V slot.
+		auto refill = [&](int kslot, int t2, int vslot, int t1) {
+			__syncthreads(); // every warp is done with the slots
+			if (t2 < ntiles) load_rows<KT>(sKs + kslot * (KT * RB), gk, p.k_sn, tile_start(t2), p.Nk, tid);
+			if (t1 < ntiles) load_rows<KT>(sVs + vslot * (KT * RB), gv, p.v_sn, tile_start(t1), p.Nk, tid);
+			cp_commit();
+		};
+		if (tj < ntiles) {
+			int j = 0;
+			// Tile 0: S only.
 			cp_wait_1();
 			fence_proxy_async();
 			__syncthreads();
-			const bool have_s = tj < ntiles;
-			const int slot = j & 1;
-			float s[1][KT / 8][4];
-#pragma unroll
-			for (int jj = 0; jj < KT / 8; jj++) s[0][jj][0] = s[0][jj][1] = s[0][jj][2] = s[0][jj][3] = 0.f;
 			wg_fence();
-			if (have_s) {
-#pragma unroll
-				for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
-					u64 da = wg_desc(sQ + (kk >> 2) * (BLOCK_Q * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
-					u64 db = wg_desc(sKs + slot * (KT * RB) + (kk >> 2) * (KT * 128) + (kk & 3) * 32, 16, 1024);
-#if KT == 64
-					wgmma_ss_n64(s[0], da, db, kk);
-#else
-					wgmma_ss_n128(s[0], da, db, kk);
-#endif
-				}
-				wg_commit();
-			}
-			if (tprev >= 0) {
-#pragma unroll
-				for (int kk = 0; kk < KT / 16; kk++) {
-					u64 db = wg_desc(sVs + (slot ^ 1) * (KT * RB) + kk * (16 * 128), KT * 128, 1024);
-#if HEAD_DIM == 64
-					wgmma_rs_n64(acc[0], pprev[kk], db);
-#else
-					wgmma_rs_n128(acc[0], pprev[kk], db);
-#endif
-				}
-				wg_commit();
-			}
-			float alphas[2] = {1.f, 1.f};
-			bool rescale = false;
-			u32 pcur[KT / 16][4];
-			if (have_s) {
-				if (tprev >= 0)
-					wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
-				else
-					wg_wait0();
-				const int k0 = tile_start(tj);
-				const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + off);
-				if (need_mask) {
-#pragma unroll
-					for (int jj = 0; jj < KT / 8; jj++)
-#pragma unroll
-						for (int e = 0; e < 4; e++) {
-							int col = k0 + jj * 8 + 2 * (lane & 3) + (e & 1);
-							int row = q0 + wrow0 + (lane >> 2) + 8 * (e >> 1);
-							if (col >= p.Nk || (p.causal && col > row + off)) s[0][jj][e] = NEG_INF;
-						}
-				}
-#pragma unroll
-				for (int hf = 0; hf < 2; hf++) {
-					float mloc = NEG_INF;
-#pragma unroll
-					for (int jj = 0; jj < KT / 8; jj++) mloc = fmax_(mloc, fmax_(s[0][jj][2 * hf], s[0][jj][2 * hf + 1]));
-					mloc = fmax_(mloc, shfl_xor(mloc, 1));
-					mloc = fmax_(mloc, shfl_xor(mloc, 2));
-					mloc *= p.scale_log2;
-					float mnew = fmax_(m[0][hf], mloc);
-					float muse = mnew == NEG_INF ? 0.f : mnew;
-					float alpha = ex2(m[0][hf] - muse);
-					float sum = 0.f;
-#pragma unroll
-					for (int jj = 0; jj < KT / 8; jj++) {
-						float p0 = ex2(fma_(s[0][jj][2 * hf], p.scale_log2, -muse));
-						float p1 = ex2(fma_(s[0][jj][2 * hf + 1], p.scale_log2, -muse));
-						s[0][jj][2 * hf] = p0, s[0][jj][2 * hf + 1] = p1;
-						sum += p0 + p1;
-					}
-					l[0][hf] = l[0][hf] * alpha + sum;
-					m[0][hf] = mnew;
-					alphas[hf] = alpha;
-					rescale |= alpha != 1.f;
-				}
-#pragma unroll
-				for (int kk = 0; kk < KT / 16; kk++) {
-					pcur[kk][0] = pack2(s[0][2 * kk][0], s[0][2 * kk][1]);
-					pcur[kk][1] = pack2(s[0][2 * kk][2], s[0][2 * kk][3]);
-					pcur[kk][2] = pack2(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-					pcur[kk][3] = pack2(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-				}
-			}
-			if (tprev >= 0) wg_wait0(); // O and P̃_{j-1} are free again
-			if (have_s) {
-				if (any_sync(rescale)) {
-#pragma unroll
-					for (int jj = 0; jj < HEAD_DIM / 8; jj++) {
-						acc[0][jj][0] *= alphas[0], acc[0][jj][1] *= alphas[0];
-						acc[0][jj][2] *= alphas[1], acc[0][jj][3] *= alphas[1];
-					}
-				}
+			issue_s(0);
+			wg_wait0();
+			{
+				float alphas[2];
+				u32 pc[KT / 16][4];
+				softmax(tj, alphas, pc);
 #pragma unroll
 				for (int kk = 0; kk < KT / 16; kk++)
 #pragma unroll
-					for (int e = 0; e < 4; e++) pprev[kk][e] = pcur[kk][e];
-				int entry = e0 + tj / sub;
-				if (entry != last_entry) {
-					n_qk++;
-					n_pv++;
-					last_entry = entry;
-				}
+					for (int e = 0; e < 4; e++) pprev[kk][e] = pc[kk][e];
 			}
-			__syncthreads(); // K slot j&1 and V slot (j-1)&1 are free: refill them
 			int tj2 = tj1 < ntiles ? next_tile(tj1 + 1) : ntiles;
-			if (tj2 < ntiles) load_rows<KT>(sKs + slot * (KT * RB), gk, p.k_sn, tile_start(tj2), p.Nk, tid);
-			if (tj1 < ntiles) load_rows<KT>(sVs + (slot ^ 1) * (KT * RB), gv, p.v_sn, tile_start(tj1), p.Nk, tid);
-			cp_commit();
-			tprev = have_s ? tj : -1;
-			tj = tj1, tj1 = tj2, j++;
+			refill(0, tj2, 1, tj1);
+			tj = tj1, tj1 = tj2, j = 1;
+			// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
+			while (tj < ntiles) {
+				const int slot = j & 1;
+				cp_wait_1();
+				fence_proxy_async();
+				__syncthreads();
+				wg_fence();
+				issue_s(slot);
+				issue_pv(slot ^ 1);
+				wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
+				float alphas[2];
+				u32 pc[KT / 16][4];
+				bool resc = softmax(tj, alphas, pc);
+				wg_wait0(); // O and P̃_{j-1} are free again
+				rescale_o(resc, alphas);
+#pragma unroll
+				for (int kk = 0; kk < KT / 16; kk++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) pprev[kk][e] = pc[kk][e];
+				tj2 = tj1 < ntiles ? next_tile(tj1 + 1) : ntiles;
+				refill(slot, tj2, slot ^ 1, tj1);
+				tj = tj1, tj1 = tj2, j++;
+			}
+			// The last tile's P̃·V.
+			cp_wait_1();
+			fence_proxy_async();
+			__syncthreads();
+			wg_fence();
+			issue_pv((j - 1) & 1);
+			wg_wait0();
 		}
 	}
 #else
