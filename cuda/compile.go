@@ -24,6 +24,13 @@ type variant struct {
 	bf16    bool // else float16
 	filter  bool // applies the plan's λ filter
 	wgmma   bool // Hopper warpgroup MMA (sm_90a) instead of mma.sync
+	// minBlocks is the wgmma kernel's thread blocks per multiprocessor
+	// (__launch_bounds__), hence its register budget.
+	minBlocks int
+	// stages is the number of K/V tile buffers (1 or 2).
+	stages int
+	// pipe overlaps softmax with the tensor cores (wgmma only; 2 stages).
+	pipe bool
 }
 
 func (v variant) threads() int { return v.blockQ / (16 * v.mt) * 32 }
@@ -32,7 +39,7 @@ func (v variant) threads() int { return v.blockQ / (16 * v.mt) * 32 }
 // tile, all 16-bit, then the staged KV list (MAX_LIST int32) and the λ
 // gaps (one float32 per 16 query rows).
 func (v variant) sharedBytes() int {
-	n := (v.blockQ+2*v.kt)*v.headDim*2 + maxList*4 + v.blockQ/16*4
+	n := (v.blockQ+2*v.kt*max(v.stages, 1))*v.headDim*2 + maxList*4 + v.blockQ/16*4
 	if v.wgmma {
 		n += 1024 // the tiles are realigned to 1024 bytes
 	}
@@ -47,12 +54,15 @@ func (v variant) String() string {
 	if v.bf16 {
 		dt = "bf16"
 	}
-	name := fmt.Sprintf("%s_d%d_q%d_k%d_m%d", dt, v.headDim, v.blockQ, v.kt, v.mt)
+	name := fmt.Sprintf("%s_d%d_q%d_k%d_m%d_s%d", dt, v.headDim, v.blockQ, v.kt, v.mt, max(v.stages, 1))
 	if v.filter {
 		name += "_λ"
 	}
 	if v.wgmma {
-		name += "_wgmma"
+		name += fmt.Sprintf("_wgmma%d", v.minBlocks)
+	}
+	if v.pipe {
+		name += "_pipe"
 	}
 	return name
 }
@@ -79,6 +89,9 @@ func (v variant) options(arch string) []string {
 		fmt.Sprintf("-DIS_BF16=%d", bf),
 		fmt.Sprintf("-DFILTER=%d", filter),
 		fmt.Sprintf("-DWGMMA=%d", wg),
+		fmt.Sprintf("-DMINB=%d", max(v.minBlocks, 1)),
+		fmt.Sprintf("-DSTAGES=%d", max(v.stages, 1)),
+		fmt.Sprintf("-DPIPE=%d", map[bool]int{false: 0, true: 1}[v.pipe]),
 	}
 }
 

@@ -1,6 +1,8 @@
 // Package cuda runs attention plans on NVIDIA GPUs: a block-sparse
-// FlashAttention-2 kernel with mma.sync tensor-core instructions, compiled
-// at first use with NVRTC for the device's architecture and cached on disk.
+// FlashAttention-2 kernel (kernels/attention.cu) compiled at first use with
+// NVRTC for the device's architecture and cached on disk. On Hopper
+// (sm_90a) it runs on warpgroup MMA (wgmma) from swizzled shared memory;
+// on sm_80 and newer, and for plans with a λ filter, on mma.sync.
 //
 // The Engine consumes the same plans as the CPU executor (package cpu) and
 // reports the same counters, read from the device. It needs no CUDA toolkit
@@ -41,6 +43,24 @@ type Config struct {
 	// 32 (4 warps, the FlashAttention-2 shape) or 16 (8 warps). 0 means 32.
 	// It applies to the mma.sync kernel only.
 	WarpRows int
+	// CTARows is the query rows one thread block of the wgmma kernel
+	// computes: 64 (one warpgroup; two blocks per 128-row plan block) or
+	// 128 (two warpgroups). 0 means 128.
+	CTARows int
+	// MinBlocks is the thread blocks per multiprocessor the wgmma kernel is
+	// compiled for (its register budget): 1 to 4; 0 means 2.
+	MinBlocks int
+	// Stages is the number of K/V tile buffers: 2 loads the next tile
+	// while this one computes (1 where two do not fit), 1 overlaps the K
+	// and V loads with the other half of a tile's work. 0 means 1, which
+	// measured faster on an H100 (bench/2026-11-22-h100-gpu/run7.log).
+	Stages int
+	// Pipeline overlaps each tile's softmax with the tensor-core work of
+	// its neighbours (FlashAttention-3 §3.2) in the wgmma kernel. It is
+	// correct but, as written, ptxas serializes its MMAs and it measured
+	// 23% slower on an H100 (bench/2026-11-22-h100-gpu/run10.log), so it
+	// is off by default.
+	Pipeline bool
 	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
 	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
 	// plans without a λ filter.
@@ -60,6 +80,10 @@ type Engine struct {
 	warpRows int
 	tileK    int
 	wgmma    bool // the device runs sm_90a warpgroup MMA and it is wanted
+	ctaRows  int
+	minBlk   int
+	stages   int
+	pipe     bool
 
 	mu      sync.Mutex // guards kernels
 	kernels map[variant]*kernel
@@ -105,8 +129,23 @@ func Open(cfg Config) (*Engine, error) {
 	if tk == 0 {
 		tk = 64
 	}
+	cr, mb := cfg.CTARows, cfg.MinBlocks
+	if cr == 0 {
+		cr = 128
+	}
+	if mb == 0 {
+		mb = 2
+	}
+	st := cfg.Stages
+	if st == 0 {
+		st = 1
+	}
+	if (cr != 64 && cr != 128) || mb < 1 || mb > 4 || st < 1 || st > 2 {
+		dev.Close()
+		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d 1 or 2", ErrUnsupported, cfg.CTARows, cfg.MinBlocks, cfg.Stages)
+	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, kernels: map[variant]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, kernels: map[variant]*kernel{}}, nil
 }
 
 var (
@@ -140,11 +179,19 @@ func (e *Engine) Close() error {
 // Supports reports whether the GPU kernel runs p, with an error wrapping
 // ErrUnsupported that says why not.
 func Supports(p *plan.Plan) error {
-	_, err := chooseVariant(p, tensor.BFloat16, 32, 64, false)
+	_, err := chooseVariant(p, tensor.BFloat16, kernelChoice{warpRows: 32, tileK: 64})
 	return err
 }
 
-func chooseVariant(p *plan.Plan, dt tensor.DType, warpRows, tileK int, wgmma bool) (variant, error) {
+// kernelChoice is the engine's configuration that chooseVariant applies.
+type kernelChoice struct {
+	warpRows, tileK   int
+	wgmma             bool
+	ctaRows, minBlock int
+}
+
+func chooseVariant(p *plan.Plan, dt tensor.DType, kc kernelChoice) (variant, error) {
+	warpRows, tileK, wgmma := kc.warpRows, kc.tileK, kc.wgmma
 	g := p.Geometry
 	v := variant{bf16: dt != tensor.Float16, kt: 64, mt: 1}
 	switch d := max(g.D, g.Dv); {
@@ -195,6 +242,10 @@ func chooseVariant(p *plan.Plan, dt tensor.DType, warpRows, tileK int, wgmma boo
 		if v.kt != 128 {
 			v.kt = 64
 		}
+		if p.BlockQ%kc.ctaRows == 0 {
+			v.blockQ = kc.ctaRows
+		}
+		v.minBlocks = kc.minBlock
 		return v, nil
 	}
 	if v.blockQ == 128 && warpRows == 32 && !v.filter {
@@ -267,9 +318,14 @@ func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error
 		for _, bf := range []bool{true, false} {
 			for _, d := range []int{64, 128} {
 				for _, q := range []int{64, 128} {
-					vs = append(vs, variant{headDim: d, blockQ: q, kt: 64, mt: 1, bf16: bf, wgmma: true})
+					vs = append(vs, variant{headDim: d, blockQ: q, kt: 64, mt: 1, bf16: bf, wgmma: true, minBlocks: e.minBlk})
 				}
 			}
+		}
+	}
+	for i := range vs {
+		if vs[i].stages = e.stages; vs[i].sharedBytes() > e.dev.MaxSharedOptin {
+			vs[i].stages = 1
 		}
 	}
 	errs := make([]error, len(vs))
@@ -304,7 +360,7 @@ type kernelParams struct {
 	b, hq, hkv, nq, nk, dv, qBlocks, blockK, causal int32
 	filter, rowGroup                                int32
 	lambdaLog2, scaleLog2                           float32
-	_                                               int32
+	split                                           int32
 }
 
 // buffers are the device allocations reused across calls; each grows to
@@ -372,9 +428,15 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	if dt == tensor.Float32 {
 		dt = tensor.BFloat16 // float32 inputs are rounded to bfloat16
 	}
-	vr, err := chooseVariant(p, dt, e.warpRows, e.tileK, e.wgmma)
+	vr, err := chooseVariant(p, dt, kernelChoice{warpRows: e.warpRows, tileK: e.tileK, wgmma: e.wgmma, ctaRows: e.ctaRows, minBlock: e.minBlk})
 	if err != nil {
 		return nil, err
+	}
+	if vr.stages = e.stages; vr.sharedBytes() > e.dev.MaxSharedOptin {
+		vr.stages = 1
+	}
+	if vr.wgmma && e.pipe {
+		vr.pipe, vr.stages = true, 2
 	}
 	if len(p.KVBlock) > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d plan entries above 2^31", ErrUnsupported, len(p.KVBlock))
@@ -400,7 +462,7 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 		vsb: j.vv.sb, vsh: j.vv.sh, vsn: j.vv.sn,
 		osh: int64(g.Nq * g.Dv), osn: int64(g.Dv),
 		b: int32(g.B), hq: int32(g.Hq), hkv: int32(g.Hkv), nq: int32(g.Nq), nk: int32(g.Nk), dv: int32(g.Dv),
-		qBlocks: int32(p.QBlocks()), blockK: int32(p.BlockK),
+		qBlocks: int32(p.QBlocks()), blockK: int32(p.BlockK), split: int32(p.BlockQ / vr.blockQ),
 		scaleLog2: p.SoftmaxScale() * math.Log2E,
 	}
 	j.params.osb = int64(g.Hq) * j.params.osh
@@ -467,7 +529,7 @@ func (e *Engine) launch(c *driver.Ctx, j *job) error {
 		return err
 	}
 	g := j.p.Geometry
-	grid := driver.Dim3{X: uint32(j.p.QBlocks()), Y: uint32(g.B * g.Hq), Z: 1}
+	grid := driver.Dim3{X: uint32(j.p.QBlocks() * int(j.params.split)), Y: uint32(g.B * g.Hq), Z: 1}
 	block := driver.Dim3{X: uint32(j.v.threads()), Y: 1, Z: 1}
 	if grid.X == 0 || grid.Y == 0 {
 		return nil

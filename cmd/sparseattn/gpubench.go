@@ -54,6 +54,10 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	warpRows := fs.Int("warp-rows", 0, "query rows per warp for 128-row blocks: 16, 32 (0 = default)")
 	tileK := fs.Int("tile-k", 0, "keys per kernel tile without a λ filter: 32, 64, 128 (0 = default)")
 	mmaSync := fs.Bool("mma-sync", false, "use the mma.sync kernel on Hopper too (not the wgmma one)")
+	ctaRows := fs.Int("cta-rows", 0, "query rows per thread block of the wgmma kernel: 64, 128 (0 = default)")
+	minBlocks := fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)")
+	stages := fs.Int("stages", 0, "K/V tile buffers: 1 or 2 (0 = default)")
+	pipeline := fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)")
 	maskDir := fs.String("mask-dir", "", "write each block mask here for peers")
 	seed := fs.Uint64("seed", 1, "random seed for inputs and masks")
 	if err := parse(fs, args); err != nil {
@@ -78,7 +82,7 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	default:
 		return fmt.Errorf("%w: --causal must be true, false or both", errUsage)
 	}
-	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync})
+	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline})
 	if err != nil {
 		return err
 	}

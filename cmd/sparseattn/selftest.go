@@ -23,6 +23,10 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	warpRows := fs.Int("warp-rows", 0, "query rows per warp for 128-row blocks: 16, 32 (0 = default)")
 	tileK := fs.Int("tile-k", 0, "keys per kernel tile without a λ filter: 32, 64, 128 (0 = default)")
 	mmaSync := fs.Bool("mma-sync", false, "use the mma.sync kernel on Hopper too (not the wgmma one)")
+	ctaRows := fs.Int("cta-rows", 0, "query rows per thread block of the wgmma kernel: 64, 128 (0 = default)")
+	minBlocks := fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)")
+	stages := fs.Int("stages", 0, "K/V tile buffers: 1 or 2 (0 = default)")
+	pipeline := fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -32,7 +36,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *seed == 0 {
 		*seed = rand.Uint64()
 	}
-	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync})
+	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline})
 	if err != nil {
 		return err
 	}

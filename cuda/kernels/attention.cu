@@ -13,6 +13,10 @@
 //   IS_BF16   1 for bfloat16 inputs, 0 for float16
 //   FILTER    1 to apply the plan's λ filter (SpargeAttn §3.4), else 0
 //   WGMMA     1 for Hopper warpgroup MMA (sm_90a; MT = 1, no filter)
+//   STAGES    K/V tile buffers: 1 (K and V loads overlap the other half of
+//             the tile's work) or 2 (the next tile loads during this one)
+//   PIPE      1 to overlap each tile's softmax with the tensor-core work of
+//             its neighbours (FlashAttention-3 §3.2; WGMMA only)
 //
 // No CUDA headers are needed: every special instruction is inline PTX.
 
@@ -31,6 +35,19 @@
 #endif
 #ifndef MINB
 #define MINB 1
+#endif
+#ifndef STAGES
+#define STAGES 1
+#endif
+#ifndef PIPE
+#define PIPE 0
+#endif
+#if PIPE
+#if !WGMMA
+#error PIPE needs WGMMA
+#endif
+#undef STAGES
+#define STAGES 2 // two K and two V tile slots
 #endif
 #define MAX_LIST 2048 // KV list entries staged in shared memory per row
 #define NWARPS (BLOCK_Q / (16 * MT))
@@ -62,7 +79,7 @@ struct Params {
 	int row_group;
 	float lambda_log2; // λ·log2(e)
 	float scale_log2;  // softmax scale·log2(e)
-	int pad_;
+	int split; // CTAs per plan query block (BLOCK_Q = plan BlockQ / split)
 };
 
 __device__ __forceinline__ u32 smem_addr(const void* p) {
@@ -76,6 +93,7 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int bytes) 
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+__device__ __forceinline__ void cp_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::); }
 
 __device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -165,6 +183,7 @@ __device__ __forceinline__ u64 wg_desc(u32 addr, u32 lbo, u32 sbo) {
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_ss_n64(float (&d)[8][4], u64 da, u64 db, int accumulate) {
 	asm volatile(
@@ -237,20 +256,29 @@ attn_fwd(const Params p) {
 	const u32 pad = 0;
 #endif
 	const u32 sQ = smem_addr(smem) + pad;
-	const u32 sK = sQ + BLOCK_Q * RB;
-	const u32 sV = sK + KT * RB;
-	int* s_kv = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + pad + (BLOCK_Q + 2 * KT) * RB);
+	// STAGES buffers, each a K tile then a V tile.
+	const u32 sK0 = sQ + BLOCK_Q * RB;
+	u32 sK = sK0, sV = sK0 + KT * RB;
+	int* s_kv = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + pad + (BLOCK_Q + 2 * KT * STAGES) * RB);
 #if FILTER
 	float* s_gap = reinterpret_cast<float*>(s_kv + MAX_LIST);
 #endif
 
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-	const int qb = p.q_blocks - 1 - blockIdx.x; // longest causal rows first
+	// CTA cta computes rows [cta·BLOCK_Q, +BLOCK_Q) of plan query block
+	// cta / split; the last blocks go first, as under causal masking they
+	// are the longest.
+	const int cta = p.q_blocks * p.split - 1 - blockIdx.x;
+	const int qb = cta / p.split;
 	const int bh = blockIdx.y;
 	const int b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
 	const int prow = bh * p.q_blocks + qb;
 	const int e0 = p.row_start[prow], e1 = p.row_start[prow + 1];
-	const int q0 = qb * BLOCK_Q;
+	const int q0 = cta * BLOCK_Q;
+	if (q0 >= p.Nq) return; // the second half of a short last block
+	// One CTA of a plan block counts its entries: the last one with rows,
+	// which under causal masking visits every entry any of them visits.
+	const bool counts = cta % p.split == p.split - 1 || q0 + BLOCK_Q >= p.Nq;
 	const int qlast = imin(q0 + BLOCK_Q, p.Nq) - 1;
 	const int off = p.Nk - p.Nq; // queries are the last Nq of the Nk tokens
 	const int sub = p.block_k / KT;
@@ -277,10 +305,25 @@ attn_fwd(const Params p) {
 		return t;
 	};
 
+#if !PIPE
 	int t = next_tile(0);
 	load_rows<BLOCK_Q>(sQ, gq, p.q_sn, q0, p.Nq, tid);
 	if (t < ntiles) load_rows<KT>(sK, gk, p.k_sn, tile_start(t), p.Nk, tid);
+#if STAGES == 2
+	if (t < ntiles) load_rows<KT>(sV, gv, p.v_sn, tile_start(t), p.Nk, tid);
 	cp_commit();
+	// Tile t1 goes to the second buffer; every iteration commits one group,
+	// so "all but the newest group" is always the current tile.
+	int t1 = next_tile(t + 1);
+	if (t1 < ntiles) {
+		const u32 b1 = sK0 + 2 * KT * RB;
+		load_rows<KT>(b1, gk, p.k_sn, tile_start(t1), p.Nk, tid);
+		load_rows<KT>(b1 + KT * RB, gv, p.v_sn, tile_start(t1), p.Nk, tid);
+	}
+	int buf = 0;
+#endif
+	cp_commit();
+#endif // !PIPE
 
 	float m[MT][2], l[MT][2];
 	float acc[MT][HEAD_DIM / 8][4];
@@ -307,15 +350,198 @@ attn_fwd(const Params p) {
 	const u32 v_off = (l7 + (((lane >> 3) & 1) << 3)) * RB + (((lane >> 4) ^ l7) << 4);
 	const bool last_partial = (qb == p.q_blocks - 1) && (p.Nq % BLOCK_Q != 0);
 
+#if PIPE
+	// FlashAttention-3 §3.2, intra-warpgroup pipelining: while the softmax
+	// of tile j runs, the tensor cores finish S_j = Q·K_jᵀ and compute
+	// O += P̃_{j-1}·V_{j-1}. K_j sits in K slot j&1 and V_j in V slot j&1;
+	// each iteration refills the slots it freed, one tile ahead. The first
+	// and last iterations are peeled so that the loop has no branches
+	// around the asynchronous MMAs.
+	{
+		const u32 sKs = sK0, sVs = sK0 + 2 * KT * RB;
+		const int wg = warp >> 2;
+		int tj = next_tile(0);
+		int tj1 = tj < ntiles ? next_tile(tj + 1) : ntiles;
+		load_rows<BLOCK_Q>(sQ, gq, p.q_sn, q0, p.Nq, tid);
+		if (tj < ntiles) load_rows<KT>(sKs, gk, p.k_sn, tile_start(tj), p.Nk, tid);
+		cp_commit();
+		if (tj1 < ntiles) load_rows<KT>(sKs + KT * RB, gk, p.k_sn, tile_start(tj1), p.Nk, tid);
+		if (tj < ntiles) load_rows<KT>(sVs, gv, p.v_sn, tile_start(tj), p.Nk, tid);
+		cp_commit();
+		u32 pprev[KT / 16][4];
+		float s[1][KT / 8][4];
+		auto issue_s = [&](int slot) {
+#pragma unroll
+			for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+				u64 da = wg_desc(sQ + (kk >> 2) * (BLOCK_Q * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
+				u64 db = wg_desc(sKs + slot * (KT * RB) + (kk >> 2) * (KT * 128) + (kk & 3) * 32, 16, 1024);
+#if KT == 64
+				wgmma_ss_n64(s[0], da, db, kk);
+#else
+				wgmma_ss_n128(s[0], da, db, kk);
+#endif
+			}
+			wg_commit();
+		};
+		auto issue_pv = [&](int vslot) {
+#pragma unroll
+			for (int kk = 0; kk < KT / 16; kk++) {
+				u64 db = wg_desc(sVs + vslot * (KT * RB) + kk * (16 * 128), KT * 128, 1024);
+#if HEAD_DIM == 64
+				wgmma_rs_n64(acc[0], pprev[kk], db);
+#else
+				wgmma_rs_n128(acc[0], pprev[kk], db);
+#endif
+			}
+			wg_commit();
+		};
+		// softmax masks and exponentiates S for tile t in place, updates m
+		// and ℓ, and returns the O rescale factors and P̃ packed in pc.
+		auto softmax = [&](int t, float (&alphas)[2], u32 (&pc)[KT / 16][4]) -> bool {
+			// S stays untouched (writing an MMA's registers while another
+			// MMA is in flight would serialize them): the masked,
+			// exponentiated values go to x.
+			const int k0 = tile_start(t);
+			const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + off);
+			float x[KT / 8][4];
+#pragma unroll
+			for (int jj = 0; jj < KT / 8; jj++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					float v = s[0][jj][e];
+					if (need_mask) {
+						int col = k0 + jj * 8 + 2 * (lane & 3) + (e & 1);
+						int row = q0 + wrow0 + (lane >> 2) + 8 * (e >> 1);
+						if (col >= p.Nk || (p.causal && col > row + off)) v = NEG_INF;
+					}
+					x[jj][e] = v;
+				}
+			bool rescale = false;
+#pragma unroll
+			for (int hf = 0; hf < 2; hf++) {
+				float mloc = NEG_INF;
+#pragma unroll
+				for (int jj = 0; jj < KT / 8; jj++) mloc = fmax_(mloc, fmax_(x[jj][2 * hf], x[jj][2 * hf + 1]));
+				mloc = fmax_(mloc, shfl_xor(mloc, 1));
+				mloc = fmax_(mloc, shfl_xor(mloc, 2));
+				mloc *= p.scale_log2;
+				float mnew = fmax_(m[0][hf], mloc);
+				float muse = mnew == NEG_INF ? 0.f : mnew;
+				float alpha = ex2(m[0][hf] - muse);
+				float sum = 0.f;
+#pragma unroll
+				for (int jj = 0; jj < KT / 8; jj++) {
+					float p0 = ex2(fma_(x[jj][2 * hf], p.scale_log2, -muse));
+					float p1 = ex2(fma_(x[jj][2 * hf + 1], p.scale_log2, -muse));
+					x[jj][2 * hf] = p0, x[jj][2 * hf + 1] = p1;
+					sum += p0 + p1;
+				}
+				l[0][hf] = l[0][hf] * alpha + sum;
+				m[0][hf] = mnew;
+				alphas[hf] = alpha;
+				rescale |= alpha != 1.f;
+			}
+#pragma unroll
+			for (int kk = 0; kk < KT / 16; kk++) {
+				pc[kk][0] = pack2(x[2 * kk][0], x[2 * kk][1]);
+				pc[kk][1] = pack2(x[2 * kk][2], x[2 * kk][3]);
+				pc[kk][2] = pack2(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+				pc[kk][3] = pack2(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+			}
+			int entry = e0 + t / sub;
+			if (entry != last_entry) {
+				n_qk++;
+				n_pv++;
+				last_entry = entry;
+			}
+			return rescale;
+		};
+		auto rescale_o = [&](bool rescale, const float (&alphas)[2]) {
+			if (any_sync(rescale)) {
+#pragma unroll
+				for (int jj = 0; jj < HEAD_DIM / 8; jj++) {
+					acc[0][jj][0] *= alphas[0], acc[0][jj][1] *= alphas[0];
+					acc[0][jj][2] *= alphas[1], acc[0][jj][3] *= alphas[1];
+				}
+			}
+		};
+		// refill loads K of tile t2 into K slot and V of tile t1 into V slot.
+		auto refill = [&](int kslot, int t2, int vslot, int t1) {
+			__syncthreads(); // every warp is done with the slots
+			if (t2 < ntiles) load_rows<KT>(sKs + kslot * (KT * RB), gk, p.k_sn, tile_start(t2), p.Nk, tid);
+			if (t1 < ntiles) load_rows<KT>(sVs + vslot * (KT * RB), gv, p.v_sn, tile_start(t1), p.Nk, tid);
+			cp_commit();
+		};
+		if (tj < ntiles) {
+			int j = 0;
+			// Tile 0: S only.
+			cp_wait_1();
+			fence_proxy_async();
+			__syncthreads();
+			wg_fence();
+			issue_s(0);
+			wg_wait0();
+			{
+				float alphas[2];
+				u32 pc[KT / 16][4];
+				softmax(tj, alphas, pc);
+#pragma unroll
+				for (int kk = 0; kk < KT / 16; kk++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) pprev[kk][e] = pc[kk][e];
+			}
+			int tj2 = tj1 < ntiles ? next_tile(tj1 + 1) : ntiles;
+			refill(0, tj2, 1, tj1);
+			tj = tj1, tj1 = tj2, j = 1;
+			// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
+			while (tj < ntiles) {
+				const int slot = j & 1;
+				cp_wait_1();
+				fence_proxy_async();
+				__syncthreads();
+				wg_fence();
+				issue_s(slot);
+				issue_pv(slot ^ 1);
+				wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
+				float alphas[2];
+				u32 pc[KT / 16][4];
+				bool resc = softmax(tj, alphas, pc);
+				wg_wait0(); // O and P̃_{j-1} are free again
+				rescale_o(resc, alphas);
+#pragma unroll
+				for (int kk = 0; kk < KT / 16; kk++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) pprev[kk][e] = pc[kk][e];
+				tj2 = tj1 < ntiles ? next_tile(tj1 + 1) : ntiles;
+				refill(slot, tj2, slot ^ 1, tj1);
+				tj = tj1, tj1 = tj2, j++;
+			}
+			// The last tile's P̃·V.
+			cp_wait_1();
+			fence_proxy_async();
+			__syncthreads();
+			wg_fence();
+			issue_pv((j - 1) & 1);
+			wg_wait0();
+		}
+	}
+#else
 	while (t < ntiles) {
 		const int k0 = tile_start(t);
+#if STAGES == 2
+		sK = sK0 + buf * (2 * KT * RB), sV = sK + KT * RB;
+		cp_wait_1();
+#else
 		cp_wait_all();
+#endif
 #if WGMMA
 		fence_proxy_async(); // cp.async wrote through the generic proxy; wgmma reads through the async one
 #endif
 		__syncthreads();
+#if STAGES == 1
 		load_rows<KT>(sV, gv, p.v_sn, k0, p.Nk, tid);
 		cp_commit();
+#endif
 
 		// S = Q·Kᵀ for this warp's MT×16 rows and KT keys.
 		float s[MT][KT / 8][4];
@@ -472,6 +698,7 @@ attn_fwd(const Params p) {
 				pf[mt][kk][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
 			}
 
+#if STAGES == 1
 		cp_wait_all();
 #if WGMMA
 		fence_proxy_async();
@@ -480,6 +707,9 @@ attn_fwd(const Params p) {
 		int tn = next_tile(t + 1);
 		if (tn < ntiles) load_rows<KT>(sK, gk, p.k_sn, tile_start(tn), p.Nk, tid);
 		cp_commit();
+#elif FILTER
+		__syncthreads(); // every warp wrote its gaps
+#endif
 
 		int entry = e0 + t / sub;
 		if (entry != last_entry) {
@@ -531,8 +761,22 @@ attn_fwd(const Params p) {
 			}
 		}
 #endif // WGMMA
+#if STAGES == 2
+		__syncthreads(); // every warp is done with this buffer: refill it with tile t + 2
+		int t2 = next_tile(t1 + 1);
+		if (t2 < ntiles) {
+			load_rows<KT>(sK, gk, p.k_sn, tile_start(t2), p.Nk, tid);
+			load_rows<KT>(sV, gv, p.v_sn, tile_start(t2), p.Nk, tid);
+		}
+		cp_commit();
+		t = t1, t1 = t2, buf ^= 1;
+#else
 		t = tn;
+#endif
 	}
+
+#endif // PIPE
+	cp_wait_all(); // no copy outlives the block, even with no tile to compute
 
 	// O /= ℓ; rows with no visible key have ℓ = 0 and come out as zeros.
 #pragma unroll
@@ -561,7 +805,7 @@ attn_fwd(const Params p) {
 			}
 		}
 
-	if (tid == 0) {
+	if (tid == 0 && counts) {
 		atomic_add_u64(&p.counters[0], (u64)n_qk);
 		atomic_add_u64(&p.counters[1], (u64)n_pv);
 	}
