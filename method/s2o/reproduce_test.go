@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/method/flexprefill"
+	"github.com/sparseattn/sparseattn/method/minference"
 	"github.com/sparseattn/sparseattn/method/oracle"
 	"github.com/sparseattn/sparseattn/method/xattn"
 	"github.com/sparseattn/sparseattn/metrics"
@@ -17,7 +19,7 @@ import (
 )
 
 // TestReproduce prints the S2O tables of RESULTS.md: S2O against block
-// top-k selection (the exact-mass oracle and XAttention) at matched
+// selection (the exact-mass oracle, XAttention, MInference, FlexPrefill) at matched
 // sparsity, the Q_perm ablation (S2O Table 3) and the τ sweep (Table 2),
 // on the default llm workload. It takes minutes, so it runs only with
 // S2O_REPRO=1; S2O_REPRO_N sets the sequence length (default 4096).
@@ -81,6 +83,12 @@ func TestReproduce(t *testing.T) {
 	}
 	for _, th := range []float64{0.99, 0.95, 0.9, 0.8, 0.7, 0.5} {
 		run(fmt.Sprintf("xattn S=16 τ=%v", th), xattn.Planner{Stride: 16, Threshold: th}, nil)
+	}
+	for _, b := range []float64{0.5, 0.2, 0.1, 0.05, 0.02} {
+		run(fmt.Sprintf("minference budget=%v", b), minference.Planner{LastQ: 64, Vertical: int(1000 * b), Slash: int(6096 * b)}, nil)
+	}
+	for _, gamma := range []float64{0.99, 0.95, 0.9, 0.8, 0.7} {
+		run(fmt.Sprintf("flexprefill γ=%v τ=0.1", gamma), flexprefill.Planner{Gamma: gamma, Tau: 0.1}, nil)
 	}
 	for _, seg := range []int{256, 512, 1024} {
 		// The natural-order pass-1 tiles of this segmentation, from the
