@@ -47,7 +47,8 @@ var ErrMismatch = errors.New("cpu: tensors do not match the plan")
 // Run computes attention for the plan p into out and returns the work
 // counters. q, k and v must match p.Geometry; out must be [B, Hq, Nq, Dv]
 // in any storage type and layout, or nil to get a new float32 BHND tensor.
-// The softmax scale is the plan's.
+// The softmax scale is the plan's. A plan with an Init plan runs it first
+// and resumes its per-query softmax states; both plans' work is counted.
 func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Tensor) (*tensor.Tensor, plan.Stats, error) {
 	if p == nil {
 		return nil, plan.Stats{}, fmt.Errorf("%w: nil plan", plan.ErrInvalid)
