@@ -47,7 +47,8 @@ var ErrMismatch = errors.New("cpu: tensors do not match the plan")
 // Run computes attention for the plan p into out and returns the work
 // counters. q, k and v must match p.Geometry; out must be [B, Hq, Nq, Dv]
 // in any storage type and layout, or nil to get a new float32 BHND tensor.
-// The softmax scale is the plan's.
+// The softmax scale is the plan's. A plan with an Init plan runs it first
+// and resumes its per-query softmax states; both plans' work is counted.
 func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Tensor) (*tensor.Tensor, plan.Stats, error) {
 	if p == nil {
 		return nil, plan.Stats{}, fmt.Errorf("%w: nil plan", plan.ErrInvalid)
@@ -77,6 +78,10 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 	}
 	workers = min(workers, maxWorkersPerCPU*runtime.GOMAXPROCS(0))
 	r := &run{p: p, g: g, q: q, k: k, v: v, out: out, scale: p.SoftmaxScale(), maxLevel: maxLevel(p)}
+	if p.Init != nil {
+		r.maxLevel = max(r.maxLevel, maxLevel(p.Init))
+		r.state = newStates(g)
+	}
 	r.readInPlace()
 	r.stack = stackedHeads(p)
 	scratch := make([]*tile, workers)
@@ -105,6 +110,16 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 		locate := func(task int) (b, h, qb int) {
 			bh := first*g.Group() + task%rows*r.stack // b·Hq + h
 			return bh / g.Hq, bh % g.Hq, p.QBlocks() - 1 - task/rows
+		}
+		if p.Init != nil {
+			// Pass 1: the Init plan's rows, on the same packed heads, leave
+			// their softmax states for the rows below to resume.
+			init := *r
+			init.p, init.pass1 = p.Init, true
+			pool(ctx, tasks, scratch, func(t *tile, i int) {
+				b, h, qb := locate(i)
+				t.rowInit(&init, b, h, qb)
+			})
 		}
 		splits := splitCount(p, tasks, workers)
 		if splits == 1 {
@@ -148,7 +163,7 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 // Otherwise 1.
 func stackedHeads(p *plan.Plan) int {
 	g := p.Geometry
-	if g.Group() == 1 || g.Nq*g.Group() > p.BlockQ || p.Order != nil || p.Filter != nil || p.Stop != nil {
+	if g.Group() == 1 || g.Nq*g.Group() > p.BlockQ || p.Order != nil || p.Filter != nil || p.Stop != nil || p.Init != nil {
 		return 1 // the λ filter and the stop rule decide per head's query block
 	}
 	for b := range g.B {
@@ -195,9 +210,9 @@ const minSplitBlocks = 8
 
 // splitCount is how many parts each row's KV blocks are cut into so that
 // about two tasks per worker exist. Rows under a stop rule are never split:
-// the rule needs them in order.
+// the rule needs them in order, nor rows resuming an Init plan's states.
 func splitCount(p *plan.Plan, tasks, workers int) int {
-	if p.Stop != nil || tasks >= 2*workers {
+	if p.Stop != nil || p.Init != nil || tasks >= 2*workers {
 		return 1
 	}
 	longest := 0

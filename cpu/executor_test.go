@@ -799,3 +799,61 @@ func TestStopRuleRowAfter(t *testing.T) {
 	})
 	checkClose(t, ref, out)
 }
+
+// TestInitPlan: a main plan resumes the softmax states its Init plan
+// leaves. The Init plan visits, in natural order, the KV blocks below a
+// cut; the main plan permutes the queries and visits the keys above the
+// cut in a random order per row. Together they cover every visible pair
+// once, so the output is dense attention, and the work is the two plans'
+// blocks added up.
+func TestInitPlan(t *testing.T) {
+	r := testutil.Rand(t)
+	for _, pr := range []problem{
+		{"gqa-causal", 1, 4, 2, 96, 96, 32, 32, 16, 16, true, tensor.Float32, tensor.BHND},
+		{"chunked-noncausal-ragged", 2, 2, 1, 50, 130, 48, 40, 16, 32, false, tensor.Float32, tensor.BHND},
+	} {
+		t.Run(pr.name, func(t *testing.T) {
+			q, k, v := pr.inputs(t, r)
+			tl := pr.tiling()
+			g := tl.Geometry
+			cut := (g.Nk / pr.bk / 2) * pr.bk // keys below the cut go to the Init plan
+			init, err := plan.FromMask(tl, func(b, h, qb, kb int) bool { return kb*pr.bk < cut })
+			if err != nil {
+				t.Fatal(err)
+			}
+			bld, _ := plan.NewBuilder(tl)
+			order := &plan.TokenOrder{Query: make([]int32, g.B*g.Hq*g.Nq), KVStart: []int{0}, RowKV: make([]int32, init.Rows())}
+			for i := range g.B * g.Hq {
+				for p, x := range r.Perm(g.Nq) {
+					order.Query[i*g.Nq+p] = int32(x)
+				}
+			}
+			for row := range init.Rows() {
+				for _, x := range r.Perm(g.Nk - cut) {
+					order.KV = append(order.KV, int32(cut+x))
+				}
+				order.KVStart = append(order.KVStart, len(order.KV))
+				order.RowKV[row] = int32(row)
+				for kb := range (g.Nk - cut + pr.bk - 1) / pr.bk {
+					bld.Add(row, kb, plan.Full)
+				}
+			}
+			bld.SetOrder(order)
+			bld.SetInit(init)
+			p, err := bld.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, stats, err := Executor{}.Run(context.Background(), p, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, _ := reference.Attention(context.Background(), q, k, v, pr.causal, 0, nil)
+			checkClose(t, ref, out)
+			want := float64(len(init.KVBlock) + len(p.KVBlock))
+			if stats.QKBlocks != want {
+				t.Fatalf("computed %v blocks, want the two plans' %v", stats.QKBlocks, want)
+			}
+		})
+	}
+}

@@ -18,6 +18,12 @@ type run struct {
 	maxLevel plan.Level
 	stack    int // query heads sharing a tile; see stackedHeads
 
+	// state holds the per-query softmax states an Init plan leaves for
+	// the main plan (nil without one); pass1 is set while running the
+	// Init plan's rows, which save into it rather than read from it.
+	state *states
+	pass1 bool
+
 	// kRows and vRows are the float32 keys and values read in place,
 	// without packing, or nil. Keys are read in place only for runs with
 	// few queries, where the dot-product path beats packing for a GEMM.
@@ -185,4 +191,22 @@ func parallel(n, workers int, f func(i int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// states is the online-softmax state of every query token of every head,
+// at index (b·Hq + h)·Nq + token: what S2O's pass 1 leaves in its buffers
+// (A, Lbuf, Mbuf) for pass 2 (S2O Alg. 2–3).
+type states struct {
+	dv   int
+	m, l []float32
+	acc  []float32
+}
+
+func newStates(g tensor.Geometry) *states {
+	n := g.B * g.Hq * g.Nq
+	s := &states{dv: g.Dv, m: make([]float32, n), l: make([]float32, n), acc: make([]float32, n*g.Dv)}
+	for i := range s.m {
+		s.m[i] = float32(math.Inf(-1))
+	}
+	return s
 }

@@ -82,12 +82,33 @@ func (t *tile) begin(r *run, b, h, qb int) int {
 		r.q.ReadRow(b, hi, int(t.qtok[i]), t.qt[i*g.D:])
 		kernel.Scale(t.qt[i*g.D:(i+1)*g.D], r.scale)
 	}
+	if st := r.state; st != nil && !r.pass1 { // resume the Init plan's states
+		for i := range nq {
+			at := (b*g.Hq+int(t.qhead[i]))*g.Nq + int(t.qtok[i])
+			t.m[i], t.l[i] = st.m[at], st.l[at]
+			copy(t.acc[i*g.Dv:(i+1)*g.Dv], st.acc[at*g.Dv:(at+1)*g.Dv])
+		}
+		return nq
+	}
 	for i := range nq {
 		t.m[i] = float32(math.Inf(-1))
 		t.l[i] = 0
 	}
 	clear(t.acc[:nq*g.Dv])
 	return nq
+}
+
+// rowInit runs query block qb of head h in batch b of an Init plan and
+// saves each query's unnormalized state for the main plan.
+func (t *tile) rowInit(r *run, b, h, qb int) {
+	n := t.begin(r, b, h, qb)
+	t.visit(r, b, h, qb, n, 0, 1)
+	g, st := r.g, r.state
+	for i := range n {
+		at := (b*g.Hq+int(t.qhead[i]))*g.Nq + int(t.qtok[i])
+		st.m[at], st.l[at] = t.m[i], t.l[i]
+		copy(st.acc[at*g.Dv:(at+1)*g.Dv], t.acc[i*g.Dv:(i+1)*g.Dv])
+	}
 }
 
 // queryToken is the token at position pos of head h's query order.

@@ -68,6 +68,12 @@ func TestSupports(t *testing.T) {
 		{"λ rows 8", func() *plan.Plan { p := dense(nil); p.Filter = &plan.Filter{Lambda: -1, RowGroup: 8}; return p }(), false},
 		{"λ rows 32", func() *plan.Plan { p := dense(nil); p.Filter = &plan.Filter{Lambda: -1, RowGroup: 32}; return p }(), true},
 		{"stop", func() *plan.Plan { p := dense(nil); p.Stop = &plan.StopRule{Tau: 0.01}; return p }(), false},
+		{"init pass", func() *plan.Plan { p := dense(nil); p.Init = dense(nil); return p }(), false},
+		{"per-head λ", func() *plan.Plan {
+			p := dense(nil)
+			p.Filter = &plan.Filter{Lambda: -1, RowGroup: 32, HeadLambda: []float32{-1, -2}}
+			return p
+		}(), false},
 		{"pooled", func() *plan.Plan {
 			p := dense(nil)
 			p.Level = make([]plan.Level, len(p.KVBlock))

@@ -106,6 +106,10 @@ func (b *Builder) SetOrder(o *TokenOrder) { b.p.Order = o }
 // SetStop attaches an early-stop rule to the plan being built.
 func (b *Builder) SetStop(s *StopRule) { b.p.Stop = s }
 
+// SetInit attaches a first-pass plan whose per-query softmax states the
+// plan being built resumes (see Plan.Init).
+func (b *Builder) SetInit(init *Plan) { b.p.Init = init }
+
 // Build closes the remaining rows, validates the plan and returns it.
 func (b *Builder) Build() (*Plan, error) {
 	if b.err != nil {

@@ -122,6 +122,15 @@ type Plan struct {
 	Filter *Filter     // optional λ filter
 	Order  *TokenOrder // optional token orders
 	Stop   *StopRule   // optional early stop
+
+	// Init, when set, is a plan with the same tiling that executors run
+	// first. Its rows leave each query token's online-softmax state
+	// (m, ℓ, acc) behind, and this plan's rows resume those states instead
+	// of starting empty: S2O's two-pass execution (S2O §3.3, Alg. 2–3),
+	// where pass 1 runs in natural query order and pass 2 in permuted
+	// order. Init must not have an Init of its own. A key must not be
+	// visited by both plans for the same query, or it counts twice.
+	Init *Plan
 }
 
 // QBlocks is the number of query blocks, ⌈Nq/BlockQ⌉ (0 for a zero Plan).

@@ -82,6 +82,9 @@ func TestValidateRejects(t *testing.T) {
 			p.Filter = &Filter{RowGroup: 16, HeadLambda: []float32{float32(math.NaN()), -1, -1, -1}}
 		}},
 		{"tau", func(p *Plan) { p.Stop = &StopRule{Tau: 1.5} }},
+		{"init-tiling", func(p *Plan) { in := *p; in.BlockK = 16; p.Init = &in }},
+		{"init-nested", func(p *Plan) { in, in2 := *p, *p; in.Init = &in2; p.Init = &in }},
+		{"init-invalid", func(p *Plan) { in := *p; in.KVBlock = []int32{9}; p.Init = &in }},
 		{"row-after-length", func(p *Plan) { p.Stop = &StopRule{Tau: 0.1, RowAfter: []int32{1}} }},
 		{"row-after-negative", func(p *Plan) {
 			p.Stop = &StopRule{Tau: 0.1, RowAfter: make([]int32, p.Rows())}

@@ -79,6 +79,17 @@ func (p *Plan) Validate() error {
 			return fmt.Errorf("%w: filter row group %d must divide BlockQ %d", ErrInvalid, f.RowGroup, p.BlockQ)
 		}
 	}
+	if in := p.Init; in != nil {
+		if in.Tiling != p.Tiling {
+			return fmt.Errorf("%w: Init plan's tiling %+v differs from the plan's %+v", ErrInvalid, in.Tiling, p.Tiling)
+		}
+		if in.Init != nil {
+			return fmt.Errorf("%w: an Init plan must not have an Init of its own", ErrInvalid)
+		}
+		if err := in.Validate(); err != nil {
+			return fmt.Errorf("Init plan: %w", err)
+		}
+	}
 	if s := p.Stop; s != nil {
 		if !(s.Tau > 0 && s.Tau < 1) || s.After < 0 {
 			return fmt.Errorf("%w: stop rule τ=%v must be in (0,1) and After=%d non-negative", ErrInvalid, s.Tau, s.After)

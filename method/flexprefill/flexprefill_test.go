@@ -32,6 +32,15 @@ var shapes = []shape{
 	{"noncausal", 1, 4, 2, 150, 130, 40, 32, 16, false},
 }
 
+// testShapes is shapes, less the largest under -short (the race detector
+// makes the float64 references slow); every property stays covered.
+func testShapes() []shape {
+	if !testing.Short() {
+		return shapes
+	}
+	return shapes[1:]
+}
+
 func (s shape) inputs(t *testing.T) (q, k, v *tensor.Tensor, tl plan.Tiling) {
 	r := testutil.Rand(t)
 	q = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hq, N: s.nq, D: s.d}, 1.2)
@@ -120,7 +129,7 @@ func computeNaive(p *plan.Plan, q, k *tensor.Tensor, b, h int) naive {
 // follow the heaviest-first γ rule, and rows are exactly the union of the
 // head's patterns over its visible blocks.
 func TestDecisionsMatchNaive(t *testing.T) {
-	for _, s := range shapes {
+	for _, s := range testShapes() {
 		t.Run(s.name, func(t *testing.T) {
 			q, k, _, tl := s.inputs(t)
 			dense, _ := plan.Dense(tl)
@@ -301,7 +310,7 @@ func checkQueryAware(t *testing.T, p *plan.Plan, q, k *tensor.Tensor, b, h int, 
 // and vertical-slash heads (τ = 0) every block is kept: dense output within
 // the float32 executor's 2e-5 against the float64 reference.
 func TestGammaOneIsDense(t *testing.T) {
-	for _, s := range shapes {
+	for _, s := range testShapes() {
 		t.Run(s.name, func(t *testing.T) {
 			q, k, v, tl := s.inputs(t)
 			for _, tau := range []float64{0, 1} {

@@ -32,6 +32,15 @@ var shapes = []shape{
 	{"noncausal", 1, 2, 2, 150, 130, 40, 32, 16, false},
 }
 
+// testShapes is shapes, less the largest under -short (the race detector
+// makes the float64 references slow); every property stays covered.
+func testShapes() []shape {
+	if !testing.Short() {
+		return shapes
+	}
+	return shapes[1:]
+}
+
 func (s shape) inputs(t *testing.T) (q, k, v *tensor.Tensor, tl plan.Tiling) {
 	r := testutil.Rand(t)
 	q = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hq, N: s.nq, D: s.d}, 1.5)
@@ -82,7 +91,7 @@ func checkTop(t *testing.T, what string, kept, candidates []int, score func(int)
 // blocks that hold a kept vertical key or a key on a kept diagonal of one
 // of the block's queries, found token by token.
 func TestLinesAndBlocksMatchNaive(t *testing.T) {
-	for _, s := range shapes {
+	for _, s := range testShapes() {
 		t.Run(s.name, func(t *testing.T) {
 			q, k, _, tl := s.inputs(t)
 			m := Planner{LastQ: 16, Vertical: 40, Slash: 110}
@@ -149,7 +158,7 @@ func TestLinesAndBlocksMatchNaive(t *testing.T) {
 // every key as a vertical gives dense attention (2e-5 absolute, the float32
 // executor's tolerance against the float64 reference).
 func TestFullBudgetIsDense(t *testing.T) {
-	for _, s := range shapes {
+	for _, s := range testShapes() {
 		t.Run(s.name, func(t *testing.T) {
 			q, k, v, tl := s.inputs(t)
 			prev := -1.0

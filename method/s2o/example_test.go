@@ -15,7 +15,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	cfg := workload.Default()
-	cfg.N, cfg.Hq, cfg.Hkv = 1024, 4, 1
+	cfg.N, cfg.Hq, cfg.Hkv = 512, 4, 1
 	w, err := workload.Generate(ctx, cfg)
 	if err != nil {
 		panic(err)
@@ -27,7 +27,7 @@ func Example() {
 	for _, tau := range []float64{0, 0.05} {
 		res, err := sparseattn.Attention(ctx, w.Q, w.K, w.V, sparseattn.Options{
 			Causal:  true,
-			Planner: s2o.Planner{Segment: 256, Tau: tau},
+			Planner: s2o.Planner{Segment: 128, Tau: tau},
 		})
 		if err != nil {
 			panic(err)

@@ -12,29 +12,25 @@
 //     their score against the segment's mean query (Eq. 2).
 //
 // Execution is the plan's token orders plus its stop rule (S2O §3.2–3.3).
-// Each query block of a segment gets the key order
+// Each segment has one key order,
 //
-//	[segment's own keys, natural order][Window keys before it][prefix in KV_perm order]
+//	[Window keys before the segment, then its own keys, in natural order][its prefix in KV_perm order]
 //
-// The first part, listed only where a key tile holds a visible pair, is
-// pass 1, the dense intra-segment causal window (Alg. 2) that initializes
-// the online-softmax state (m, ℓ, acc); it is protected from the stop rule
-// by a per-row StopRule.RowAfter. The rest is pass 2 (Alg. 3): the executor
-// resumes the state and walks the prefix in tiles gathered by index, ending
-// a row after the first tile whose gain Δℓ < Tau·ℓ for every query of the
-// tile. The executor keeps that last tile, which Alg. 3 discards; it is
-// already computed, so keeping it only lowers the error.
+// Pass 1, the dense intra-segment causal window (Alg. 2), visits the tiles
+// of the first part that hold a visible pair, in natural query order, and
+// leaves each query's online-softmax state (m, ℓ, acc). It is the plan's
+// Init plan. Pass 2 (Alg. 3) is the plan itself: query tiles gathered by
+// Q_perm resume those states and walk the ranked prefix in tiles gathered
+// by index, each row ending after the first tile whose gain Δℓ < Tau·ℓ for
+// every query of the tile. The executor keeps that last tile, which Alg. 3
+// discards; it is already computed, so keeping it only lowers the error.
+// Nothing is copied in the planner; the executor gathers rows by index.
 //
 // NoQueryPerm gives the fused single-pass variant of Alg. 4: queries in
-// their natural order, pass 1 and pass 2 streamed as one row. Non-causal
-// attention (Tiling.Causal false) ranks every key outside the segment's own
-// window, not just the prefix.
-//
-// Work is counted by the executor tile by tile. One difference from the
-// paper's two-kernel pass 1 remains: with Q_perm, pass 1 runs on permuted
-// query tiles, whose queries come from all over the segment, so it visits
-// nearly the whole S×S square of the segment rather than its causal
-// triangle. The executor counts that extra work honestly.
+// natural order, pass 1 and pass 2 streamed as one row, pass 1 protected
+// from the stop rule by a per-row StopRule.RowAfter. Non-causal attention
+// (Tiling.Causal false) ranks every key outside the segment's own window,
+// not just the prefix. Work is counted by the executor, tile by tile.
 package s2o
 
 import (
@@ -101,8 +97,7 @@ func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if qs, ks := q.Shape(), k.Shape(); qs != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) || ks != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
 		return nil, fmt.Errorf("%w: s2o got q %v and k %v for geometry %+v", plan.ErrInvalid, qs, ks, g)
 	}
-	bld, err := plan.NewBuilder(t)
-	if err != nil {
+	if _, err := plan.NewBuilder(t); err != nil { // checks the tiling before any work
 		return nil, err
 	}
 	segs := (g.Nq + s.Segment - 1) / s.Segment
@@ -138,63 +133,93 @@ func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 		return nil, err
 	}
 
-	// Assemble the plan: one key order per (b, h, segment), rows in order.
+	return s.assemble(t, perHead, segs)
+}
+
+// assemble builds the plan from every head's index arrays: one key order
+// per (b, h, segment), shared by the segment's query blocks. Pass 1 lists
+// the segment's own tiles that hold a pair visible to a query of the row
+// (all of them when not causal); pass 2 lists every ranked prefix tile, all
+// visible to every query of the segment. The fused variant puts both in
+// one row, pass 1 protected by RowAfter. With Q_perm, pass 1 is an Init
+// plan in natural query order (S2O Alg. 2) and the plan itself is pass 2
+// in permuted order (Alg. 3), resuming pass 1's states.
+func (s Planner) assemble(t plan.Tiling, perHead []headOrders, segs int) (*plan.Plan, error) {
+	g := t.Geometry
+	heads := len(perHead)
 	qblocks := (g.Nq + t.BlockQ - 1) / t.BlockQ
 	rows := heads * qblocks
 	order := &plan.TokenOrder{KVStart: make([]int, 1, heads*segs+1), RowKV: make([]int32, rows)}
+	for _, ho := range perHead {
+		for _, seg := range ho.segs {
+			order.KV = append(order.KV, seg.keys...)
+			order.KVStart = append(order.KVStart, len(order.KV))
+		}
+	}
+	for i := range perHead {
+		for qb := range qblocks {
+			order.RowKV[i*qblocks+qb] = int32(i*segs + qb*t.BlockQ/s.Segment)
+		}
+	}
+	main, err := plan.NewBuilder(t)
+	if err != nil {
+		return nil, err
+	}
+	first := main // the builder of pass-1 rows
 	if !s.NoQueryPerm {
-		order.Query = make([]int32, 0, heads*g.Nq)
+		if first, err = plan.NewBuilder(t); err != nil {
+			return nil, err
+		}
 	}
 	after := make([]int32, rows)
 	for i, ho := range perHead {
-		if !s.NoQueryPerm {
-			order.Query = append(order.Query, ho.query...)
-		}
-		for n, seg := range ho.segs {
-			ord := len(order.KVStart) - 1
-			order.KV = append(order.KV, seg.keys...)
-			order.KVStart = append(order.KVStart, len(order.KV))
+		for qb := range qblocks {
+			r := i*qblocks + qb
+			seg := ho.segs[qb*t.BlockQ/s.Segment]
 			nb := (len(seg.keys) + t.BlockK - 1) / t.BlockK
 			localBlocks := (seg.local + t.BlockK - 1) / t.BlockK
-			for qb := n * s.Segment / t.BlockQ; qb < min((n+1)*s.Segment/t.BlockQ, qblocks); qb++ {
-				r := i*qblocks + qb
-				order.RowKV[r] = int32(ord)
-				// Pass 1: the local tiles holding a pair visible to a query
-				// of this block (all of them when not causal).
-				latest := s.latestQuery(t, ho.query, qb) + g.QueryOffset()
-				listed := 0
-				for kb := range localBlocks {
-					lo := kb * t.BlockK
-					first := slices.Min(seg.keys[lo:min(lo+t.BlockK, len(seg.keys))])
-					if !t.Causal || int(first) <= latest {
-						bld.Add(r, kb, plan.Full)
-						listed++
-					}
+			// Pass 1 runs in natural query order.
+			latest := min((qb+1)*t.BlockQ, g.Nq) - 1 + g.QueryOffset()
+			for kb := range localBlocks {
+				lo := kb * t.BlockK
+				if !t.Causal || int(slices.Min(seg.keys[lo:min(lo+t.BlockK, len(seg.keys))])) <= latest {
+					first.Add(r, kb, plan.Full)
+					after[r]++
 				}
-				after[r] = int32(listed)
-				// Pass 2: the ranked prefix, every key visible to every query
-				// of the segment.
-				for kb := localBlocks; kb < nb; kb++ {
-					bld.Add(r, kb, plan.Full)
-				}
+			}
+			for kb := localBlocks; kb < nb; kb++ {
+				main.Add(r, kb, plan.Full)
 			}
 		}
 	}
-	bld.SetOrder(order)
+	var stop *plan.StopRule
 	if s.Tau > 0 {
-		bld.SetStop(&plan.StopRule{Tau: float32(s.Tau), RowAfter: after})
+		stop = &plan.StopRule{Tau: float32(s.Tau)}
 	}
-	return bld.Build()
-}
-
-// latestQuery is the largest query token of query block qb of a head whose
-// query order is perm (nil: natural order).
-func (s Planner) latestQuery(t plan.Tiling, perm []int32, qb int) int {
-	lo, hi := qb*t.BlockQ, min((qb+1)*t.BlockQ, t.Geometry.Nq)
 	if s.NoQueryPerm {
-		return hi - 1
+		main.SetOrder(order)
+		if stop != nil {
+			stop.RowAfter = after
+			main.SetStop(stop)
+		}
+		return main.Build()
 	}
-	return int(slices.Max(perm[lo:hi]))
+	first.SetOrder(order)
+	init, err := first.Build()
+	if err != nil {
+		return nil, err
+	}
+	permuted := *order
+	permuted.Query = make([]int32, 0, heads*g.Nq)
+	for _, ho := range perHead {
+		permuted.Query = append(permuted.Query, ho.query...)
+	}
+	main.SetOrder(&permuted)
+	main.SetInit(init)
+	if stop != nil {
+		main.SetStop(stop)
+	}
+	return main.Build()
 }
 
 // headOrders is one query head's index arrays.

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestSparseMethodFlags: every knob value of the S2O and baseline catalog
+// entries builds a planner with the default flags, an evaluation runs each
+// method on a small workload, and each out-of-range flag is a usage error
+// naming the flag.
+func TestSparseMethodFlags(t *testing.T) {
+	for _, m := range []*method{s2oMethod(), xattnMethod(), minferenceMethod(), flexprefillMethod()} {
+		fs := flag.NewFlagSet(m.name, flag.ContinueOnError)
+		m.flags(fs)
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.planner(); err != nil {
+			t.Errorf("%s: defaults: %v", m.name, err)
+		}
+		for _, x := range m.knob.values {
+			p, err := m.knob.planner(x)
+			if err != nil || p.Name() != m.name {
+				t.Errorf("%s: knob %s=%v: planner %v, error %v", m.name, m.knob.name, x, p, err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		method string
+		args   []string
+		flag   string
+	}{
+		{"s2o", []string{"--s2o-tau", "1"}, "--s2o-tau"},
+		{"s2o", []string{"--s2o-segment", "0"}, "--s2o-segment"},
+		{"s2o", []string{"--s2o-window", "-1"}, "--s2o-window"},
+		{"xattn", []string{"--xattn-threshold", "0"}, "--xattn-threshold"},
+		{"xattn", []string{"--xattn-stride", "-4"}, "--xattn-stride"},
+		{"minference", []string{"--minference-budget", "2"}, "--minference-budget"},
+		{"minference", []string{"--minference-last-q", "0"}, "--minference-last-q"},
+		{"flexprefill", []string{"--flexprefill-gamma", "1.5"}, "--flexprefill-gamma"},
+		{"flexprefill", []string{"--flexprefill-tau", "-1"}, "--flexprefill-tau"},
+		{"flexprefill", []string{"--flexprefill-min-budget", "5", "--flexprefill-max-budget", "2"}, "--flexprefill-max-budget"},
+	} {
+		var mf methodFlags
+		fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		mf.register(fs, tc.method)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		_, err := mf.planners()
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%v: got %v, want a usage error naming %s", tc.args, err, tc.flag)
+		}
+	}
+	code, out, errs := runCLI(t, "eval", "--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32",
+		"--methods", "s2o,xattn,minference,flexprefill", "--s2o-segment", "128", "--repeat", "1", "--warmup", "0")
+	if code != 0 {
+		t.Fatalf("eval exit %d: %s%s", code, out, errs)
+	}
+	for _, name := range []string{"s2o", "xattn", "minference", "flexprefill"} {
+		if !strings.Contains(out, name) {
+			t.Errorf("eval output lacks %s:\n%s", name, out)
+		}
+	}
+}
