@@ -717,3 +717,40 @@ func TestPlanTitle(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderedPanelWithInit: S2O's first pass (Plan.Init, natural order)
+// counts toward the visited fraction with the main plan's permuted visits.
+// Init visits cell (0, 0); the main plan, queries reversed, visits ordered
+// key block 1 (natural keys 4..7) for query tokens 7..4: cell (1, 1).
+func TestOrderedPanelWithInit(t *testing.T) {
+	g := tensor.Geometry{B: 1, Hq: 1, Hkv: 1, Nq: 8, Nk: 8, D: 8, Dv: 8}
+	tl := plan.Tiling{Geometry: g, BlockQ: 4, BlockK: 4}
+	ib, err := plan.NewBuilder(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib.Add(0, 0, plan.Full)
+	init, err := ib.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := plan.NewBuilder(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetOrder(&plan.TokenOrder{Query: []int32{7, 6, 5, 4, 3, 2, 1, 0}})
+	b.SetInit(init)
+	b.Add(0, 1, plan.Full)
+	p, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	panel := planPanel("t", p, 0, 0)
+	full, none := panel.Scale.Color(1), panel.Scale.Color(0)
+	want := [][]color.RGBA{{full, none}, {none, full}}
+	for i := range want {
+		if !slices.Equal(panel.Cells[i], want[i]) {
+			t.Errorf("row %d: %v, want %v", i, panel.Cells[i], want[i])
+		}
+	}
+}

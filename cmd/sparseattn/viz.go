@@ -229,7 +229,7 @@ func planPanel(title string, p *plan.Plan, b, h int) chart.Panel {
 	for qb := range cells {
 		cells[qb] = make([]color.RGBA, nk)
 	}
-	if p.Order != nil {
+	if p.Order != nil || p.Init != nil {
 		return orderedPanel(title, p, b, h, cells)
 	}
 	used := map[plan.Level]bool{}
@@ -265,9 +265,9 @@ func planPanel(title string, p *plan.Plan, b, h int) chart.Panel {
 	return chart.Panel{Title: title, Cells: cells, Keys: keys}
 }
 
-// orderedPanel maps a token-ordered plan's visits back to original token
-// positions and shades each block by the fraction of its visible pairs
-// visited (S2O §3.2: block indices refer to positions in the permuted order).
+// orderedPanel maps the visits of a token-ordered plan, and of its first
+// pass if it has one, back to original token positions and shades each
+// block by the fraction of its visible pairs visited.
 func orderedPanel(title string, p *plan.Plan, b, h int, cells [][]color.RGBA) chart.Panel {
 	g := p.Geometry
 	nq, nk := p.QBlocks(), p.KBlocks()
@@ -289,7 +289,37 @@ func orderedPanel(title string, p *plan.Plan, b, h int, cells [][]color.RGBA) ch
 			}
 		}
 	}
+	addVisits(p, b, h, visited)
+	if p.Init != nil { // S2O's first pass: its visits count too
+		addVisits(p.Init, b, h, visited)
+	}
+	ramp := func(t float64) color.RGBA {
+		mix := func(a, b uint8) uint8 { return uint8(math.Round(float64(a) + t*(float64(b)-float64(a)))) }
+		return color.RGBA{mix(colorSkip.R, colorFull.R), mix(colorSkip.G, colorFull.G), mix(colorSkip.B, colorFull.B), 255}
+	}
+	scale := &chart.ColorScale{Label: "visited fraction", Lo: 0, Hi: 1, Map: ramp}
+	for qb := range nq {
+		for kb := range nk {
+			if total[qb][kb] == 0 {
+				cells[qb][kb] = colorInvisible
+				continue
+			}
+			cells[qb][kb] = scale.Color(visited[qb][kb] / total[qb][kb])
+		}
+	}
+	return chart.Panel{Title: title, Cells: cells, Scale: scale}
+}
+
+// addVisits adds to visited[qb][kb] the visible (query, key) pairs of
+// head (b, h) that p computes, in original token positions (S2O §3.2:
+// under token orders, block indices refer to positions in the permuted
+// order).
+func addVisits(p *plan.Plan, b, h int, visited [][]float64) {
+	g := p.Geometry
 	o := p.Order
+	if o == nil {
+		o = &plan.TokenOrder{}
+	}
 	head := b*g.Hq + h
 	queryToken := func(pos int) int {
 		if o.Query == nil {
@@ -297,7 +327,7 @@ func orderedPanel(title string, p *plan.Plan, b, h int, cells [][]color.RGBA) ch
 		}
 		return int(o.Query[head*g.Nq+pos])
 	}
-	for qb := range nq {
+	for qb := range p.QBlocks() {
 		r := p.Row(b, h, qb)
 		keys := []int32(nil) // nil: natural order
 		if o.RowKV != nil && o.RowKV[r] >= 0 {
@@ -330,19 +360,4 @@ func orderedPanel(title string, p *plan.Plan, b, h int, cells [][]color.RGBA) ch
 			}
 		}
 	}
-	ramp := func(t float64) color.RGBA {
-		mix := func(a, b uint8) uint8 { return uint8(math.Round(float64(a) + t*(float64(b)-float64(a)))) }
-		return color.RGBA{mix(colorSkip.R, colorFull.R), mix(colorSkip.G, colorFull.G), mix(colorSkip.B, colorFull.B), 255}
-	}
-	scale := &chart.ColorScale{Label: "visited fraction", Lo: 0, Hi: 1, Map: ramp}
-	for qb := range nq {
-		for kb := range nk {
-			if total[qb][kb] == 0 {
-				cells[qb][kb] = colorInvisible
-				continue
-			}
-			cells[qb][kb] = scale.Color(visited[qb][kb] / total[qb][kb])
-		}
-	}
-	return chart.Panel{Title: title, Cells: cells, Scale: scale}
 }
