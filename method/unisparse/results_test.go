@@ -178,7 +178,7 @@ func TestResultsUniSparse(t *testing.T) {
 
 		var heads []curve
 		for _, ch := range []int{1, 2, 4} {
-			heads = append(heads, sweep(t, w, ref.Out, fmt.Sprintf("c_h=%d", ch), ps, uni(unisparse.Planner{CH: ch})))
+			heads = append(heads, sweep(t, w, ref.Out, fmt.Sprintf("c_h=%d, c_q=c_k=8", ch), ps, uni(unisparse.Planner{CH: ch, CQ: 8, CK: 8})))
 		}
 		table("Head compression (UniSparse Table 8)", heads, spars)
 	}

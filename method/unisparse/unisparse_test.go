@@ -433,10 +433,13 @@ func TestBadOptions(t *testing.T) {
 			t.Errorf("pooling %d has no name", p)
 		}
 	}
-	// Defaults adapt to blocks smaller than DefaultCompression.
+	// Defaults adapt to blocks the default factors do not divide.
 	small := plan.Tiling{Geometry: g, BlockQ: 4, BlockK: 6}
 	if c, err := (Planner{}).config(small); err != nil || c.cq != 4 || c.ck != 2 {
 		t.Errorf("defaults for 4×6 blocks: %+v %v, want c_q 4, c_k 2", c, err)
+	}
+	if c, err := (Planner{}).config(tl); err != nil || c.cq != DefaultCQ || c.ck != DefaultCK || c.topP != DefaultTopP || c.ch != 1 {
+		t.Errorf("defaults for 16×16 blocks: %+v %v", c, err)
 	}
 }
 
