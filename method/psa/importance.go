@@ -182,12 +182,13 @@ func (e *estimator) row(qb int, blocks []int32, dst []float64) []float64 {
 	for i := range nq {
 		s := e.logits[i*cols : (i+1)*cols]
 		for kb := 0; kb*p.BlockK < g.Nk && e.colStart[kb] < cols; kb++ {
+			_, partial := p.BlockVisibility(qb, kb)
 			for col := e.colStart[kb]; col < e.colStart[kb+1]; col++ {
 				switch {
 				case !visible[kb]:
 					s[col] = negInf
 				case e.c.estimator == Sampling:
-					if !p.Visible(e.qTok[i], e.colTok[col]) {
+					if partial && !p.Visible(e.qTok[i], e.colTok[col]) {
 						s[col] = negInf
 					}
 				default:
