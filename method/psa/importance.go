@@ -155,9 +155,9 @@ func (e *estimator) row(qb int, blocks []int32, dst []float64) []float64 {
 			n = min(e.c.stride, qhi-t)
 		}
 		for s := range n {
-			dst := e.qrows[i*e.width+s*g.D : i*e.width+(s+1)*g.D]
-			e.q.ReadRow(e.b, e.h, t+s, dst)
-			kernel.Scale(dst, scale)
+			qr := e.qrows[i*e.width+s*g.D : i*e.width+(s+1)*g.D]
+			e.q.ReadRow(e.b, e.h, t+s, qr)
+			kernel.Scale(qr, scale)
 		}
 	}
 	// Logits against every key column up to the last visible block.
