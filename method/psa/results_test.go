@@ -103,7 +103,11 @@ func resultsWorkloads(t *testing.T) []workload.Config {
 	}
 	video := workload.Config{Kind: workload.Video, Seed: 1, B: 1, Hq: 8, Hkv: 8, D: 128, Frames: 8, Height: 16, Width: 16}
 	llm := workload.Default()
-	if mode == "large" {
+	switch mode {
+	case "medium":
+		video.Frames = 16 // 16×16×16 = 4096 tokens
+		llm.N = 8192
+	case "large":
 		video.Frames, video.Height, video.Width = 16, 32, 32
 		llm.N = 16384
 	}
@@ -120,7 +124,8 @@ func resultsWorkloads(t *testing.T) []workload.Config {
 //
 //	SPARSEATTN_RESULTS=1 go test -run TestResultsPSA -v -timeout 30m ./method/psa
 //
-// SPARSEATTN_RESULTS=large uses a 16×32×32 video and a 16K-token llm;
+// SPARSEATTN_RESULTS=medium uses a 16×16×16 video and an 8K-token llm,
+// =large a 16×32×32 video and a 16K-token llm;
 // SPARSEATTN_RESULTS_KIND=video (or llm) runs one workload.
 func TestResultsPSA(t *testing.T) {
 	ctx := context.Background()
