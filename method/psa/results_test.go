@@ -120,7 +120,8 @@ func resultsWorkloads(t *testing.T) []workload.Config {
 
 // TestResultsPSA reproduces the PSA rows of RESULTS.md: multi-level masks
 // against binary block masks at equal compute budget (PSA Table 4, Figure
-// 1), and the threshold rule against the quantile rule (Table 5).
+// 1), the threshold rule against the quantile rule (Table 5), and the
+// intra-block similarity cap (App. B.1) with the paper's thresholds.
 //
 //	SPARSEATTN_RESULTS=1 go test -run TestResultsPSA -v -timeout 30m ./method/psa
 //
@@ -157,6 +158,12 @@ func TestResultsPSA(t *testing.T) {
 				return psa.Planner{Estimator: est, Thresholds: []float64{tau}}
 			})
 		}
+		add("PSA antidiagonal, T={.5,.7,.8,.9}×s, sim cap (.75,.7,.7)", scales, func(s float64) plan.Planner {
+			return psa.Planner{Estimator: psa.Antidiagonal, Scale: s, Thresholds: []float64{0.5, 0.7, 0.8, 0.9}, Similarity: []float64{0.75, 0.7, 0.7}}
+		})
+		add("PSA sampling, T={.5,.7,.8,.9}×s, sim cap (.7,.65,.6)", scales, func(s float64) plan.Planner {
+			return psa.Planner{Scale: s, Thresholds: []float64{0.5, 0.7, 0.8, 0.9}, Similarity: []float64{0.7, 0.65, 0.6}}
+		})
 		add("binary oracle (exact mass), TopCdf τ", taus, func(tau float64) plan.Planner { return oracle.Planner{CDF: tau} })
 		for _, est := range []psa.Estimator{psa.Sampling, psa.Antidiagonal} {
 			add(fmt.Sprintf("PSA %v, quantile {.05,.15,.25,.5}×s", est), []float64{0.5, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 6}, func(s float64) plan.Planner {
@@ -180,6 +187,9 @@ func TestResultsPSA(t *testing.T) {
 		printTable("Threshold vs quantile level assignment at equal compute budget (PSA Table 5)", budgets, pick(
 			"PSA sampling, T={.7,.8,.9,.9}×s", "PSA sampling, T={.5,.7,.8,.9}×s", "PSA sampling, quantile {.05,.15,.25,.5}×s",
 			"PSA antidiagonal, T={.7,.8,.9,.9}×s", "PSA antidiagonal, T={.5,.7,.8,.9}×s", "PSA antidiagonal, quantile {.05,.15,.25,.5}×s"))
+		printTable("Intra-block similarity cap at equal compute budget (PSA App. B.1, C.1–C.2)", budgets, pick(
+			"PSA antidiagonal, T={.5,.7,.8,.9}×s", "PSA antidiagonal, T={.5,.7,.8,.9}×s, sim cap (.75,.7,.7)",
+			"PSA sampling, T={.5,.7,.8,.9}×s", "PSA sampling, T={.5,.7,.8,.9}×s, sim cap (.7,.65,.6)"))
 		if testing.Verbose() {
 			for _, c := range curves {
 				fmt.Printf("\n%s: knob → budget, coverage, rel L1\n", c.name)
