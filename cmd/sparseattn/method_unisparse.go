@@ -42,8 +42,8 @@ func unisparseMethod() *method {
 		name: "unisparse",
 		flags: func(fs *flag.FlagSet) {
 			fs.Float64Var(&topP, "unisparse-top-p", unisparse.DefaultTopP, "unisparse: share of each query block's compressed attention mass its kept KV blocks reach, in (0,1]")
-			fs.IntVar(&cq, "unisparse-cq", unisparse.DefaultCompression, "unisparse: queries per composite token c_q (divides --block-q)")
-			fs.IntVar(&ck, "unisparse-ck", unisparse.DefaultCompression, "unisparse: keys per composite token c_k (divides --block-k)")
+			fs.IntVar(&cq, "unisparse-cq", unisparse.DefaultCQ, "unisparse: queries per composite token c_q (divides --block-q)")
+			fs.IntVar(&ck, "unisparse-ck", unisparse.DefaultCK, "unisparse: keys per composite token c_k (divides --block-k)")
 			fs.IntVar(&ch, "unisparse-ch", 1, "unisparse: query heads averaged per mask c_h (divides the query heads; 1 = none)")
 			fs.StringVar(&pool, "unisparse-pool", "average", "unisparse: composite pooling, average (UniSparse), max or stochastic (the paper's ablation)")
 			fs.Uint64Var(&seed, "unisparse-seed", 0, "unisparse: seed of stochastic pooling")

@@ -34,3 +34,22 @@ func BenchmarkPlan(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlanLLM times planning on the default llm workload (N=4096,
+// causal, 8 query heads over 2 KV heads).
+func BenchmarkPlanLLM(b *testing.B) {
+	w, err := workload.Generate(context.Background(), workload.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := tensor.Validate(w.Q, w.K, w.V)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 64, BlockK: 64}
+	for b.Loop() {
+		if _, err := (Planner{}).Plan(context.Background(), tl, w.Q, w.K, w.V); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

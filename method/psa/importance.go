@@ -155,9 +155,9 @@ func (e *estimator) row(qb int, blocks []int32, dst []float64) []float64 {
 			n = min(e.c.stride, qhi-t)
 		}
 		for s := range n {
-			dst := e.qrows[i*e.width+s*g.D : i*e.width+(s+1)*g.D]
-			e.q.ReadRow(e.b, e.h, t+s, dst)
-			kernel.Scale(dst, scale)
+			qr := e.qrows[i*e.width+s*g.D : i*e.width+(s+1)*g.D]
+			e.q.ReadRow(e.b, e.h, t+s, qr)
+			kernel.Scale(qr, scale)
 		}
 	}
 	// Logits against every key column up to the last visible block.
@@ -182,12 +182,13 @@ func (e *estimator) row(qb int, blocks []int32, dst []float64) []float64 {
 	for i := range nq {
 		s := e.logits[i*cols : (i+1)*cols]
 		for kb := 0; kb*p.BlockK < g.Nk && e.colStart[kb] < cols; kb++ {
+			_, partial := p.BlockVisibility(qb, kb)
 			for col := e.colStart[kb]; col < e.colStart[kb+1]; col++ {
 				switch {
 				case !visible[kb]:
 					s[col] = negInf
 				case e.c.estimator == Sampling:
-					if !p.Visible(e.qTok[i], e.colTok[col]) {
+					if partial && !p.Visible(e.qTok[i], e.colTok[col]) {
 						s[col] = negInf
 					}
 				default:

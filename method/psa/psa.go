@@ -80,8 +80,7 @@ func (r Rule) String() string {
 	return fmt.Sprintf("Rule(%d)", r)
 }
 
-// DefaultThresholds are the cumulative thresholds T of PSA's multi-level
-// mask ablation (§4.5, Table 4) for H = 4 levels.
+// defaultThresholds backs DefaultThresholds; never modified.
 var defaultThresholds = []float64{0.7, 0.8, 0.9, 0.9}
 
 // DefaultThresholds returns PSA's multi-level thresholds {0.7, 0.8, 0.9,

@@ -36,6 +36,7 @@ var shapes = []shape{
 	{"ragged-bidirectional", 2, 2, 2, 77, 77, 32, 16, 16, false},
 	{"n-below-block", 1, 2, 1, 10, 10, 32, 64, 64, true},
 	{"suffix-queries", 1, 2, 1, 40, 130, 32, 16, 16, true},
+	{"more-queries-than-keys", 1, 2, 1, 70, 40, 32, 16, 16, true}, // the first 30 queries see no key
 	{"d256", 1, 1, 1, 64, 64, 256, 16, 16, false},
 	{"d128-gqa4", 1, 4, 1, 96, 96, 128, 32, 32, true},
 }

@@ -33,6 +33,7 @@ var shapes = []shape{
 	{"ragged-bidirectional", 2, 2, 2, 77, 77, 32, 16, 16, false},
 	{"n-below-block", 1, 2, 1, 10, 10, 32, 64, 64, true},
 	{"suffix-queries", 1, 2, 1, 40, 130, 32, 16, 16, true},
+	{"more-queries-than-keys", 1, 2, 1, 70, 40, 32, 16, 16, true}, // the first 30 queries see no key
 	{"d256", 1, 1, 1, 64, 64, 256, 16, 16, false},
 	{"d128-gqa4", 1, 4, 1, 96, 96, 128, 32, 32, true},
 }
@@ -433,10 +434,13 @@ func TestBadOptions(t *testing.T) {
 			t.Errorf("pooling %d has no name", p)
 		}
 	}
-	// Defaults adapt to blocks smaller than DefaultCompression.
+	// Defaults adapt to blocks the default factors do not divide.
 	small := plan.Tiling{Geometry: g, BlockQ: 4, BlockK: 6}
 	if c, err := (Planner{}).config(small); err != nil || c.cq != 4 || c.ck != 2 {
 		t.Errorf("defaults for 4×6 blocks: %+v %v, want c_q 4, c_k 2", c, err)
+	}
+	if c, err := (Planner{}).config(tl); err != nil || c.cq != DefaultCQ || c.ck != DefaultCK || c.topP != DefaultTopP || c.ch != 1 {
+		t.Errorf("defaults for 16×16 blocks: %+v %v", c, err)
 	}
 }
 
