@@ -217,3 +217,26 @@ func TestConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileForPortableArchs compiles one plain and one λ-filter mma.sync
+// variant for each architecture of PortableArchs with NVRTC alone (no GPU
+// of that kind is needed); the self-test compiles all of them.
+func TestCompileForPortableArchs(t *testing.T) {
+	nv, err := driver.LoadNVRTC()
+	if errors.Is(err, driver.ErrUnavailable) {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cubinCache{nvrtc: nv}
+	vs := []variant{
+		{headDim: 128, blockQ: 128, kt: 64, mt: 2, bf16: true, stages: 1},
+		{headDim: 64, blockQ: 64, kt: 128, mt: 1, filter: true, stages: 1},
+	}
+	for _, a := range PortableArchs {
+		if err := compileVariants(context.Background(), &c, a, vs); err != nil {
+			t.Errorf("%s: %v", a, err)
+		}
+	}
+}

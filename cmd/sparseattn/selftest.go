@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -47,7 +48,14 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "kernels: %d variants compiled or loaded from cache in %v\n\n", len(names), took.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "kernels: %d variants compiled or loaded from cache in %v\n", len(names), took.Round(time.Millisecond))
+	// Compile-only check for GPUs this machine cannot run.
+	start := time.Now()
+	nport, err := e.CompileFor(ctx, cuda.PortableArchs...)
+	if err != nil {
+		return fmt.Errorf("compiling for %v: %w", cuda.PortableArchs, err)
+	}
+	fmt.Fprintf(stdout, "compile-only: %d mma.sync variants each for %s compiled or loaded from cache in %v\n\n", nport, strings.Join(cuda.PortableArchs, ", "), time.Since(start).Round(time.Millisecond))
 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "case\tkernel\tdtype\trel L1\ttol\tQK gpu/cpu\tPV gpu/cpu\tresult")
