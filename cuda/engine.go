@@ -69,6 +69,12 @@ type Config struct {
 	// 128, dividing the plan's BlockK (else 64 is used). 0 means 64. With
 	// 32 query rows per warp, 128 is taken as 64 (registers).
 	TileK int
+	// LongestFirst launches the plan's query blocks in order of decreasing
+	// row length (KV blocks listed), instead of the last query blocks of
+	// each head first, so that the short rows of a sparse plan fill the
+	// last wave. The order is computed on the host and uploaded with the
+	// plan.
+	LongestFirst bool
 }
 
 // Engine runs plans on one GPU. It is safe for concurrent use; calls are
@@ -84,6 +90,7 @@ type Engine struct {
 	minBlk   int
 	stages   int
 	pipe     bool
+	longest  bool
 
 	mu      sync.Mutex // guards kernels
 	kernels map[variant]*kernel
@@ -145,7 +152,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d 1 or 2", ErrUnsupported, cfg.CTARows, cfg.MinBlocks, cfg.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, kernels: map[variant]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, longest: cfg.LongestFirst, kernels: map[variant]*kernel{}}, nil
 }
 
 var (
@@ -397,12 +404,13 @@ type kernelParams struct {
 	filter, rowGroup                                int32
 	lambdaLog2, scaleLog2                           float32
 	split                                           int32
+	order                                           uint64
 }
 
 // buffers are the device allocations reused across calls; each grows to
 // the largest size asked so far.
 type buffers struct {
-	q, k, v, o, rows, kv, counters deviceBuf
+	q, k, v, o, rows, kv, counters, order deviceBuf
 }
 
 type deviceBuf struct {
@@ -428,7 +436,7 @@ func (b *deviceBuf) ensure(c *driver.Ctx, n int64) error {
 
 func (bs *buffers) free(c *driver.Ctx) error {
 	var errs []error
-	for _, b := range []*deviceBuf{&bs.q, &bs.k, &bs.v, &bs.o, &bs.rows, &bs.kv, &bs.counters} {
+	for _, b := range []*deviceBuf{&bs.q, &bs.k, &bs.v, &bs.o, &bs.rows, &bs.kv, &bs.counters, &bs.order} {
 		errs = append(errs, c.Free(b.ptr))
 		*b = deviceBuf{}
 	}
@@ -441,6 +449,7 @@ type job struct {
 	v        variant
 	q, k, vv staged
 	rows     []int32
+	order    []int32 // launch order of the plan rows, or nil
 	params   *kernelParams
 }
 
@@ -490,6 +499,9 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	j.rows = make([]int32, len(p.RowStart))
 	for i, r := range p.RowStart {
 		j.rows[i] = int32(r)
+	}
+	if e.longest {
+		j.order = longestFirst(p.RowStart)
 	}
 	f := p.Filter
 	j.params = &kernelParams{
@@ -555,7 +567,34 @@ func (e *Engine) uploadPlan(c *driver.Ctx, j *job) error {
 		return err
 	}
 	j.params.rowStart, j.params.kvBlock = uint64(bs.rows.ptr), uint64(bs.kv.ptr)
+	j.params.order = 0
+	if j.order != nil {
+		if err := bs.order.ensure(c, int64(len(j.order))*4); err != nil {
+			return err
+		}
+		if err := driver.CopyIn(c, bs.order.ptr, j.order); err != nil {
+			return err
+		}
+		j.params.order = uint64(bs.order.ptr)
+	}
 	return nil
+}
+
+// longestFirst returns the plan rows (one per batch, head and query block)
+// ordered by decreasing number of listed KV blocks; rows of equal length
+// keep their plan order.
+func longestFirst(rowStart []int) []int32 {
+	n := len(rowStart) - 1
+	order := make([]int32, n)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		la := rowStart[order[a]+1] - rowStart[order[a]]
+		lb := rowStart[order[b]+1] - rowStart[order[b]]
+		return la > lb
+	})
+	return order
 }
 
 // launch starts the kernel; the caller zeroes the counters first.

@@ -33,12 +33,15 @@ func openOrSkip(t *testing.T) *Engine {
 
 func TestParamsLayout(t *testing.T) {
 	// struct Params in kernels/attention.cu: 7 pointers, 12 int64 strides,
-	// 11 int32, 2 float32 and one pad int32.
-	if got, want := unsafe.Sizeof(kernelParams{}), uintptr(7*8+12*8+11*4+2*4+4); got != want {
+	// 11 int32, 2 float32, the split int32, then the order pointer.
+	if got, want := unsafe.Sizeof(kernelParams{}), uintptr(7*8+12*8+11*4+2*4+4+8); got != want {
 		t.Fatalf("kernelParams is %d bytes, struct Params %d", got, want)
 	}
 	if off := unsafe.Offsetof(kernelParams{}.b); off != 7*8+12*8 {
 		t.Fatalf("kernelParams.b at %d", off)
+	}
+	if off := unsafe.Offsetof(kernelParams{}.order); off != 7*8+12*8+11*4+2*4+4 {
+		t.Fatalf("kernelParams.order at %d", off)
 	}
 }
 
@@ -238,5 +241,26 @@ func TestCompileForPortableArchs(t *testing.T) {
 		if err := compileVariants(context.Background(), &c, a, vs); err != nil {
 			t.Errorf("%s: %v", a, err)
 		}
+	}
+}
+
+func TestLongestFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rowStart []int
+		want     []int32
+	}{
+		{"empty plan", []int{0}, []int32{}},
+		{"one row", []int{0, 3}, []int32{0}},
+		{"ties keep plan order", []int{0, 2, 4, 6}, []int32{0, 1, 2}},
+		{"causal rows grow", []int{0, 1, 3, 6, 10}, []int32{3, 2, 1, 0}},
+		{"sparse", []int{0, 2, 7, 7, 10, 15}, []int32{1, 4, 3, 0, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := longestFirst(tc.rowStart)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("longestFirst(%v) = %v, want %v", tc.rowStart, got, tc.want)
+			}
+		})
 	}
 }

@@ -80,6 +80,7 @@ struct Params {
 	float lambda_log2; // λ·log2(e)
 	float scale_log2;  // softmax scale·log2(e)
 	int split; // CTAs per plan query block (BLOCK_Q = plan BlockQ / split)
+	const int* order; // launch order of the plan rows (longest first), or null
 };
 
 __device__ __forceinline__ u32 smem_addr(const void* p) {
@@ -184,6 +185,28 @@ __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.alig
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+// reg_fence pins registers at this point of the instruction stream (an
+// empty asm that reads and redefines them, as CUTLASS's
+// warpgroup_fence_operand does). The compiler does not know that wgmma
+// reads its register operands and writes its accumulators asynchronously,
+// until the wait that retires it: without these pins it moves arithmetic
+// on those registers across the wait, or reuses the A-operand registers
+// of an MMA in flight for the next P̃, and ptxas then serializes the MMAs
+// (warning C7513).
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&a)[N][4]) {
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) asm volatile("" : "+f"(a[i][e])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void reg_fence(u32 (&a)[N][4]) {
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[i][e])::"memory");
+}
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_ss_n64(float (&d)[8][4], u64 da, u64 db, int accumulate) {
 	asm volatile(
@@ -268,9 +291,17 @@ attn_fwd(const Params p) {
 	// CTA cta computes rows [cta·BLOCK_Q, +BLOCK_Q) of plan query block
 	// cta / split; the last blocks go first, as under causal masking they
 	// are the longest.
-	const int cta = p.q_blocks * p.split - 1 - blockIdx.x;
+	int cta = p.q_blocks * p.split - 1 - blockIdx.x;
+	int bh = blockIdx.y;
+	if (p.order) {
+		// Longest plan rows first (the host sorted them), so that the last
+		// wave holds the shortest rows.
+		const int i = blockIdx.y * gridDim.x + blockIdx.x;
+		const int r = p.order[i / p.split];
+		bh = r / p.q_blocks;
+		cta = (r % p.q_blocks) * p.split + p.split - 1 - i % p.split;
+	}
 	const int qb = cta / p.split;
-	const int bh = blockIdx.y;
 	const int b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
 	const int prow = bh * p.q_blocks + qb;
 	const int e0 = p.row_start[prow], e1 = p.row_start[prow + 1];
@@ -351,6 +382,14 @@ attn_fwd(const Params p) {
 	const bool last_partial = (qb == p.q_blocks - 1) && (p.Nq % BLOCK_Q != 0);
 
 #if PIPE
+#ifndef PIPE_FENCE
+#define PIPE_FENCE 1
+#endif
+#if PIPE_FENCE
+#define PIN(x) reg_fence(x)
+#else
+#define PIN(x) ((void)0)
+#endif
 	// FlashAttention-3 §3.2, intra-warpgroup pipelining: while the softmax
 	// of tile j runs, the tensor cores finish S_j = Q·K_jᵀ and compute
 	// O += P̃_{j-1}·V_{j-1}. K_j sits in K slot j&1 and V_j in V slot j&1;
@@ -368,8 +407,8 @@ attn_fwd(const Params p) {
 		if (tj1 < ntiles) load_rows<KT>(sKs + KT * RB, gk, p.k_sn, tile_start(tj1), p.Nk, tid);
 		if (tj < ntiles) load_rows<KT>(sVs, gv, p.v_sn, tile_start(tj), p.Nk, tid);
 		cp_commit();
-		u32 pprev[KT / 16][4];
-		float s[1][KT / 8][4];
+		u32 pprev[KT / 16][4] = {};
+		float s[1][KT / 8][4] = {};
 		auto issue_s = [&](int slot) {
 #pragma unroll
 			for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
@@ -481,6 +520,7 @@ attn_fwd(const Params p) {
 			wg_fence();
 			issue_s(0);
 			wg_wait0();
+			PIN(s[0]);
 			{
 				float alphas[2];
 				u32 pc[KT / 16][4];
@@ -499,14 +539,22 @@ attn_fwd(const Params p) {
 				cp_wait_1();
 				fence_proxy_async();
 				__syncthreads();
+				PIN(s[0]);
+				PIN(acc[0]);
+				PIN(pprev);
 				wg_fence();
 				issue_s(slot);
 				issue_pv(slot ^ 1);
 				wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
+				PIN(s[0]); // reads of S stay below the wait
 				float alphas[2];
 				u32 pc[KT / 16][4];
 				bool resc = softmax(tj, alphas, pc);
 				wg_wait0(); // O and P̃_{j-1} are free again
+				// P̃_{j-1} stays live to here, so the new P̃ cannot take its
+				// registers while the MMA reads them; O is touched only now.
+				PIN(acc[0]);
+				PIN(pprev);
 				rescale_o(resc, alphas);
 #pragma unroll
 				for (int kk = 0; kk < KT / 16; kk++)
@@ -520,9 +568,12 @@ attn_fwd(const Params p) {
 			cp_wait_1();
 			fence_proxy_async();
 			__syncthreads();
+			PIN(acc[0]);
+			PIN(pprev);
 			wg_fence();
 			issue_pv((j - 1) & 1);
 			wg_wait0();
+			PIN(acc[0]);
 		}
 	}
 #else
