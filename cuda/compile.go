@@ -31,6 +31,9 @@ type variant struct {
 	stages int
 	// pipe overlaps softmax with the tensor cores (wgmma only; 2 stages).
 	pipe bool
+	// skipFuture skips causal tiles after all of a warpgroup's rows
+	// (wgmma without pipe).
+	skipFuture bool
 }
 
 func (v variant) threads() int { return v.blockQ / (16 * v.mt) * 32 }
@@ -64,6 +67,9 @@ func (v variant) String() string {
 	if v.pipe {
 		name += "_pipe"
 	}
+	if v.skipFuture {
+		name += "_skipf"
+	}
 	return name
 }
 
@@ -92,6 +98,7 @@ func (v variant) options(arch string) []string {
 		fmt.Sprintf("-DMINB=%d", max(v.minBlocks, 1)),
 		fmt.Sprintf("-DSTAGES=%d", max(v.stages, 1)),
 		fmt.Sprintf("-DPIPE=%d", map[bool]int{false: 0, true: 1}[v.pipe]),
+		fmt.Sprintf("-DSKIP_FUTURE=%d", map[bool]int{false: 0, true: 1}[v.skipFuture]),
 	}
 }
 

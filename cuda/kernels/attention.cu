@@ -15,6 +15,8 @@
 //   WGMMA     1 for Hopper warpgroup MMA (sm_90a; MT = 1, no filter)
 //   STAGES    K/V tile buffers: 1 (K and V loads overlap the other half of
 //             the tile's work) or 2 (the next tile loads during this one)
+//   SKIP_FUTURE 1 to skip, per warpgroup, causal tiles after all its rows
+//             (WGMMA without PIPE)
 //   PIPE      1 to overlap each tile's softmax with the tensor-core work of
 //             its neighbours (FlashAttention-3 §3.2; WGMMA only)
 //
@@ -41,6 +43,9 @@
 #endif
 #ifndef PIPE
 #define PIPE 0
+#endif
+#ifndef SKIP_FUTURE
+#define SKIP_FUTURE 0
 #endif
 #if PIPE
 #if !WGMMA
@@ -594,6 +599,18 @@ attn_fwd(const Params p) {
 		cp_commit();
 #endif
 
+		// A tile wholly after every row of this warpgroup (the second half
+		// of a causal diagonal block for the first warpgroup) adds nothing:
+		// its MMAs and softmax are skipped. Exact: masked to −∞ it would
+		// give P̃ = 0 and leave m, ℓ and O as they are.
+#if WGMMA && SKIP_FUTURE
+		const bool dead = p.causal && k0 > q0 + (warp >> 2) * 64 + 63 + off;
+#else
+		constexpr bool dead = false;
+#endif
+		u32 pf[MT][KT / 16][4];
+		bool active[MT];
+		if (!dead) {
 		// S = Q·Kᵀ for this warp's MT×16 rows and KT keys.
 		float s[MT][KT / 8][4];
 #pragma unroll
@@ -721,7 +738,6 @@ attn_fwd(const Params p) {
 		}
 
 		// SpargeAttn §3.4: skip P̃V for a row group when max(m_local − m) < λ.
-		bool active[MT];
 #pragma unroll
 		for (int mt = 0; mt < MT; mt++) active[mt] = true;
 #if FILTER
@@ -738,7 +754,6 @@ attn_fwd(const Params p) {
 		}
 #endif
 
-		u32 pf[MT][KT / 16][4];
 #pragma unroll
 		for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -748,6 +763,7 @@ attn_fwd(const Params p) {
 				pf[mt][kk][2] = pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
 				pf[mt][kk][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
 			}
+		} // !dead
 
 #if STAGES == 1
 		cp_wait_all();
@@ -784,18 +800,20 @@ attn_fwd(const Params p) {
 
 		// O += P̃·V
 #if WGMMA
-		wg_fence();
+		if (!dead) {
+			wg_fence();
 #pragma unroll
-		for (int kk = 0; kk < KT / 16; kk++) {
-			u64 db = wg_desc(sV + kk * (16 * 128), KT * 128, 1024);
+			for (int kk = 0; kk < KT / 16; kk++) {
+				u64 db = wg_desc(sV + kk * (16 * 128), KT * 128, 1024);
 #if HEAD_DIM == 64
-			wgmma_rs_n64(acc[0], pf[0][kk], db);
+				wgmma_rs_n64(acc[0], pf[0][kk], db);
 #else
-			wgmma_rs_n128(acc[0], pf[0][kk], db);
+				wgmma_rs_n128(acc[0], pf[0][kk], db);
 #endif
+			}
+			wg_commit();
+			wg_wait0();
 		}
-		wg_commit();
-		wg_wait0();
 #else
 #pragma unroll
 		for (int kk = 0; kk < KT / 16; kk++) {
