@@ -69,17 +69,62 @@ type Config struct {
 	// 128, dividing the plan's BlockK (else 64 is used). 0 means 64. With
 	// 32 query rows per warp, 128 is taken as 64 (registers).
 	TileK int
-	// HeadOrder launches each head's query blocks together, last block
-	// first. By default the blocks of all heads are launched in order of
-	// decreasing row length (KV blocks listed; the order is computed on
-	// the host and uploaded with the plan), so that the short rows fill the
-	// last wave: on an H100 that measured 5-10% faster for causal plans
-	// and the same for non-causal ones (bench/2026-11-22-h100-gpu2).
-	HeadOrder bool
+	// Order is the order in which the query blocks of a plan are
+	// launched; the zero value is OrderAuto.
+	Order LaunchOrder
 	// SkipFuture makes each warpgroup of the wgmma kernel skip the MMAs
 	// and softmax of causal tiles that lie wholly after its rows (the
-	// second half of a diagonal block for the first warpgroup); exact.
+	// second half of a diagonal block for the first warpgroup); exact. The
+	// branch costs registers (40 bytes of spills at the 128-register
+	// budget) and it measured 10-15% slower for causal plans on an H100
+	// (bench/2026-11-22-h100-gpu2/run2.log), so it is off by default.
 	SkipFuture bool
+}
+
+// LaunchOrder is the order of a plan's query blocks on the device.
+type LaunchOrder int
+
+const (
+	// OrderAuto takes OrderLongest when one KV head's K and V are small
+	// (Nk·D ≤ 2^21, 8 MiB of 16-bit K and V: N ≤ 16K at D = 128) and
+	// OrderHead otherwise. On an H100, longest-first measured 4-11%
+	// faster for causal plans at 8K and 16K and 2-14% slower at 32K and
+	// 64K, where the blocks of one head, run together, share its K and V
+	// in L2 (bench/2026-11-22-h100-gpu2/run2.log).
+	OrderAuto LaunchOrder = iota
+	// OrderHead launches each head's query blocks together, last block
+	// first (the longest under causal masking).
+	OrderHead
+	// OrderLongest launches the blocks of all heads in order of
+	// decreasing row length (KV blocks listed), so that the shortest rows
+	// fill the last wave. The order is computed on the host and uploaded
+	// with the plan.
+	OrderLongest
+)
+
+// ParseLaunchOrder parses "auto", "head" or "longest".
+func ParseLaunchOrder(s string) (LaunchOrder, error) {
+	switch s {
+	case "auto", "":
+		return OrderAuto, nil
+	case "head":
+		return OrderHead, nil
+	case "longest":
+		return OrderLongest, nil
+	}
+	return OrderAuto, fmt.Errorf("%w: launch order %q; use auto, head or longest", ErrUnsupported, s)
+}
+
+// longestFirstFor reports whether order o launches plan geometry g's rows
+// longest first.
+func longestFirstFor(o LaunchOrder, g tensor.Geometry) bool {
+	switch o {
+	case OrderHead:
+		return false
+	case OrderLongest:
+		return true
+	}
+	return int64(g.Nk)*int64(max(g.D, g.Dv)) <= 1<<21
 }
 
 // Engine runs plans on one GPU. It is safe for concurrent use; calls are
@@ -95,7 +140,7 @@ type Engine struct {
 	minBlk   int
 	stages   int
 	pipe     bool
-	longest  bool
+	order    LaunchOrder
 	skipFut  bool
 
 	mu      sync.Mutex // guards kernels
@@ -153,12 +198,16 @@ func Open(cfg Config) (*Engine, error) {
 	if st == 0 {
 		st = 1
 	}
+	if cfg.Order < OrderAuto || cfg.Order > OrderLongest {
+		dev.Close()
+		return nil, fmt.Errorf("%w: launch order %d; use OrderAuto, OrderHead or OrderLongest", ErrUnsupported, cfg.Order)
+	}
 	if (cr != 64 && cr != 128) || mb < 1 || mb > 4 || st < 1 || st > 2 {
 		dev.Close()
 		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d 1 or 2", ErrUnsupported, cfg.CTARows, cfg.MinBlocks, cfg.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, longest: !cfg.HeadOrder, skipFut: cfg.SkipFuture, kernels: map[variant]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, order: cfg.Order, skipFut: cfg.SkipFuture, kernels: map[variant]*kernel{}}, nil
 }
 
 var (
@@ -507,7 +556,7 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	for i, r := range p.RowStart {
 		j.rows[i] = int32(r)
 	}
-	if e.longest {
+	if longestFirstFor(e.order, g) {
 		j.order = longestFirst(p.RowStart)
 	}
 	f := p.Filter

@@ -264,3 +264,36 @@ func TestLongestFirst(t *testing.T) {
 		})
 	}
 }
+
+func TestLaunchOrder(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    LaunchOrder
+		wantErr bool
+	}{{"auto", OrderAuto, false}, {"", OrderAuto, false}, {"head", OrderHead, false}, {"longest", OrderLongest, false}, {"random", OrderAuto, true}} {
+		got, err := ParseLaunchOrder(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("ParseLaunchOrder(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+		if err != nil && !errors.Is(err, ErrUnsupported) {
+			t.Errorf("ParseLaunchOrder(%q) error %v does not wrap ErrUnsupported", tc.in, err)
+		}
+	}
+	for _, tc := range []struct {
+		o      LaunchOrder
+		nk, d  int
+		expect bool
+	}{
+		{OrderAuto, 16384, 128, true},
+		{OrderAuto, 16385, 128, false},
+		{OrderAuto, 32768, 64, true},
+		{OrderAuto, 65536, 128, false},
+		{OrderHead, 1024, 128, false},
+		{OrderLongest, 1 << 20, 128, true},
+	} {
+		g := tensor.Geometry{B: 1, Hq: 1, Hkv: 1, Nq: tc.nk, Nk: tc.nk, D: tc.d, Dv: tc.d}
+		if got := longestFirstFor(tc.o, g); got != tc.expect {
+			t.Errorf("longestFirstFor(%v, Nk=%d, D=%d) = %v, want %v", tc.o, tc.nk, tc.d, got, tc.expect)
+		}
+	}
+}

@@ -58,7 +58,7 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	minBlocks := fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)")
 	stages := fs.Int("stages", 0, "K/V tile buffers: 1 or 2 (0 = default)")
 	pipeline := fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)")
-	headOrder := fs.Bool("head-order", false, "launch each head's query blocks together (not longest row first)")
+	order := fs.String("order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)")
 	skipFuture := fs.Bool("skip-future", false, "skip causal tiles after all of a warpgroup's rows (wgmma kernel)")
 	maskDir := fs.String("mask-dir", "", "write each block mask here for peers")
 	seed := fs.Uint64("seed", 1, "random seed for inputs and masks")
@@ -84,7 +84,11 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	default:
 		return fmt.Errorf("%w: --causal must be true, false or both", errUsage)
 	}
-	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline, HeadOrder: *headOrder, SkipFuture: *skipFuture})
+	lo, err := cuda.ParseLaunchOrder(*order)
+	if err != nil {
+		return fmt.Errorf("%w: --order: %v", errUsage, err)
+	}
+	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline, Order: lo, SkipFuture: *skipFuture})
 	if err != nil {
 		return err
 	}

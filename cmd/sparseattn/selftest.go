@@ -28,7 +28,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	minBlocks := fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)")
 	stages := fs.Int("stages", 0, "K/V tile buffers: 1 or 2 (0 = default)")
 	pipeline := fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)")
-	headOrder := fs.Bool("head-order", false, "launch each head's query blocks together (not longest row first)")
+	order := fs.String("order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)")
 	skipFuture := fs.Bool("skip-future", false, "skip causal tiles after all of a warpgroup's rows (wgmma kernel)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -39,7 +39,11 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *seed == 0 {
 		*seed = rand.Uint64()
 	}
-	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline, HeadOrder: *headOrder, SkipFuture: *skipFuture})
+	lo, err := cuda.ParseLaunchOrder(*order)
+	if err != nil {
+		return fmt.Errorf("%w: --order: %v", errUsage, err)
+	}
+	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline, Order: lo, SkipFuture: *skipFuture})
 	if err != nil {
 		return err
 	}
