@@ -57,9 +57,11 @@ type Config struct {
 	Stages int
 	// Pipeline overlaps each tile's softmax with the tensor-core work of
 	// its neighbours (FlashAttention-3 §3.2) in the wgmma kernel. It is
-	// correct but, as written, ptxas serializes its MMAs and it measured
-	// 23% slower on an H100 (bench/2026-11-22-h100-gpu/run10.log), so it
-	// is off by default.
+	// correct, and ptxas no longer serializes its MMAs, but it needs 179
+	// registers, so only one 128-row block (two warpgroups) fits on an
+	// SM, against two for the default loop: it measured 256-267 TFLOPs
+	// against 369-381 on an H100 (bench/2026-11-22-h100-gpu2/run1.log),
+	// so it is off by default.
 	Pipeline bool
 	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
 	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
