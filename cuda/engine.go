@@ -81,6 +81,12 @@ type Config struct {
 	// budget) and it measured 10-15% slower for causal plans on an H100
 	// (bench/2026-11-22-h100-gpu2/run2.log), so it is off by default.
 	SkipFuture bool
+	// Output16 makes the kernel write the output in the inputs' 16-bit
+	// type (bfloat16 for float32 inputs), as FlashAttention and
+	// flex_attention do, instead of float32: half the output bytes, and
+	// one more rounding (2^-9 relative for bfloat16). Run then returns a
+	// tensor of that type when out is nil.
+	Output16 bool
 }
 
 // LaunchOrder is the order of a plan's query blocks on the device.
@@ -144,6 +150,7 @@ type Engine struct {
 	pipe     bool
 	order    LaunchOrder
 	skipFut  bool
+	out16    bool
 
 	mu      sync.Mutex // guards kernels
 	kernels map[variant]*kernel
@@ -209,7 +216,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d 1 or 2", ErrUnsupported, cfg.CTARows, cfg.MinBlocks, cfg.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, order: cfg.Order, skipFut: cfg.SkipFuture, kernels: map[variant]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, order: cfg.Order, skipFut: cfg.SkipFuture, out16: cfg.Output16, kernels: map[variant]*kernel{}}, nil
 }
 
 var (
@@ -506,7 +513,8 @@ type job struct {
 	v        variant
 	q, k, vv staged
 	rows     []int32
-	order    []int32 // launch order of the plan rows, or nil
+	order    []int32      // launch order of the plan rows, or nil
+	dt       tensor.DType // the 16-bit type the inputs were staged in
 	params   *kernelParams
 }
 
@@ -541,10 +549,11 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 		vr.pipe, vr.stages = true, 2
 	}
 	vr.skipFuture = vr.wgmma && !vr.pipe && e.skipFut && p.Causal
+	vr.out16 = e.out16
 	if len(p.KVBlock) > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d plan entries above 2^31", ErrUnsupported, len(p.KVBlock))
 	}
-	j := &job{p: p, v: vr}
+	j := &job{p: p, v: vr, dt: dt}
 	if j.q, err = stage(q, dt, vr.headDim); err != nil {
 		return nil, err
 	}
@@ -600,7 +609,7 @@ func (e *Engine) upload(c *driver.Ctx, j *job) error {
 		}
 		*u.dst = uint64(u.buf.ptr)
 	}
-	if err := bs.o.ensure(c, int64(g.B*g.Hq*g.Nq*g.Dv)*4); err != nil {
+	if err := bs.o.ensure(c, int64(g.B*g.Hq*g.Nq*g.Dv)*j.v.outBytes()); err != nil {
 		return err
 	}
 	if err := bs.counters.ensure(c, 4*8); err != nil {
@@ -693,7 +702,8 @@ func (e *Engine) stats(c *driver.Ctx, j *job) (plan.Stats, error) {
 // counters read from the device. q, k and v must match p.Geometry, in
 // bfloat16 or float16 (float32 inputs are rounded to bfloat16); out must be
 // [B, Hq, Nq, Dv] in any storage type and layout, or nil to get a new
-// float32 BHND tensor. Plans the kernel does not run give an error wrapping
+// BHND tensor (float32, or the inputs' 16-bit type under
+// Config.Output16). Plans the kernel does not run give an error wrapping
 // ErrUnsupported (see Supports).
 func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Tensor) (*tensor.Tensor, plan.Stats, error) {
 	j, err := e.prepare(p, q, k, v)
@@ -705,7 +715,14 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 	if out != nil && out.Shape() != want {
 		return nil, plan.Stats{}, fmt.Errorf("%w: out is %v, want %v", ErrMismatch, out.Shape(), want)
 	}
-	host := make([]float32, g.B*g.Hq*g.Nq*g.Dv)
+	n := g.B * g.Hq * g.Nq * g.Dv
+	var host []float32
+	var host16 []uint16
+	if j.v.out16 {
+		host16 = make([]uint16, n)
+	} else {
+		host = make([]float32, n)
+	}
 	var stats plan.Stats
 	err = e.dev.Do(ctx, func(c *driver.Ctx) error {
 		if err := e.upload(c, j); err != nil {
@@ -716,7 +733,7 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 		}
 		// Poison the output (all-ones bits are NaN): an element the kernel
 		// fails to write cannot pass for a result.
-		if err := c.Memset(e.bufs.o.ptr, 0xff, int64(len(host))*4); err != nil {
+		if err := c.Memset(e.bufs.o.ptr, 0xff, int64(n)*j.v.outBytes()); err != nil {
 			return err
 		}
 		if err := e.launch(c, j); err != nil {
@@ -725,8 +742,14 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 		if err := c.Sync(); err != nil {
 			return err
 		}
-		if err := driver.CopyOut(c, host, e.bufs.o.ptr); err != nil {
-			return err
+		var cerr error
+		if j.v.out16 {
+			cerr = driver.CopyOut(c, host16, e.bufs.o.ptr)
+		} else {
+			cerr = driver.CopyOut(c, host, e.bufs.o.ptr)
+		}
+		if cerr != nil {
+			return cerr
 		}
 		stats, err = e.stats(c, j)
 		return err
@@ -734,7 +757,12 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 	if err != nil {
 		return nil, plan.Stats{}, err
 	}
-	res, err := tensor.FromFloat32(tensor.BHND, want, host)
+	var res *tensor.Tensor
+	if j.v.out16 {
+		res, err = tensor.FromBits16(j.dt, tensor.BHND, want, host16)
+	} else {
+		res, err = tensor.FromFloat32(tensor.BHND, want, host)
+	}
 	if err != nil {
 		return nil, plan.Stats{}, err
 	}

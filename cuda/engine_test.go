@@ -297,3 +297,53 @@ func TestLaunchOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestOutput16 checks the 16-bit output path against the float64
+// reference: the result comes back in the inputs' type, and the extra
+// rounding (2^-9 relative for bfloat16, 2^-11 for float16) stays inside
+// the self-test tolerances.
+func TestOutput16(t *testing.T) {
+	e, err := Open(Config{CacheDir: t.TempDir(), Output16: true})
+	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
+		t.Skipf("no usable CUDA device: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	r := testutil.Rand(t)
+	for _, c := range []Case{Cases()[1], Cases()[2], Cases()[8], Cases()[9]} {
+		t.Run(c.Name, func(t *testing.T) {
+			q, k, v, err := RandomInputs(r, c, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := c.Plan(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := e.Run(context.Background(), p, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := q.DType(); got.DType() != want && !(want == tensor.Float32 && got.DType() == tensor.BFloat16) {
+				t.Fatalf("output is %v for %v inputs", got.DType(), want)
+			}
+			ref, err := reference.Attention(context.Background(), q, k, v, c.Causal, float64(p.SoftmaxScale()), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs, err := metrics.CompareTensors(ref.Float32(), got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tol := TolBF16
+			if c.DType == tensor.Float16 {
+				tol = TolF16
+			}
+			if !(errs.RelL1 <= tol) {
+				t.Fatalf("rel L1 %.3g against float64 reference, tolerance %.0e", errs.RelL1, tol)
+			}
+		})
+	}
+}

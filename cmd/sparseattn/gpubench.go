@@ -60,6 +60,7 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	pipeline := fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)")
 	order := fs.String("order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)")
 	skipFuture := fs.Bool("skip-future", false, "skip causal tiles after all of a warpgroup's rows (wgmma kernel)")
+	out16 := fs.Bool("out16", false, "write the output in the inputs' 16-bit type, not float32")
 	maskDir := fs.String("mask-dir", "", "write each block mask here for peers")
 	seed := fs.Uint64("seed", 1, "random seed for inputs and masks")
 	if err := parse(fs, args); err != nil {
@@ -88,7 +89,7 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("%w: --order: %v", errUsage, err)
 	}
-	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline, Order: lo, SkipFuture: *skipFuture})
+	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline, Order: lo, SkipFuture: *skipFuture, Output16: *out16})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@
 //             the tile's work) or 2 (the next tile loads during this one)
 //   SKIP_FUTURE 1 to skip, per warpgroup, causal tiles after all its rows
 //             (WGMMA without PIPE)
+//   OUT16     1 to write the output in the input type, else float32
 //   PIPE      1 to overlap each tile's softmax with the tensor-core work of
 //             its neighbours (FlashAttention-3 §3.2; WGMMA only)
 //
@@ -47,6 +48,9 @@
 #ifndef SKIP_FUTURE
 #define SKIP_FUTURE 0
 #endif
+#ifndef OUT16
+#define OUT16 0
+#endif
 #if PIPE
 #if !WGMMA
 #error PIPE needs WGMMA
@@ -68,7 +72,7 @@ struct Params {
 	const u16* q;
 	const u16* k;
 	const u16* v;
-	float* o;
+	float* o; // float32, or u16 bits of the input type under OUT16
 	const int* row_start;
 	const int* kv_block;
 	u64* counters; // [0] QK blocks, [1] PV blocks, [2] PV row groups in full q-blocks, [3] in the last partial q-block
@@ -858,11 +862,25 @@ attn_fwd(const Params p) {
 			float inv = lsum > 0.f ? 1.f / lsum : 0.f;
 			int row = q0 + wrow0 + mt * 16 + (lane >> 2) + 8 * hf;
 			if (row >= p.Nq) continue;
+#if OUT16
+			// The output in the input type: half the bytes of float32.
+			u16* o = reinterpret_cast<u16*>(p.o) + b * p.o_sb + h * p.o_sh + (long long)row * p.o_sn;
+#else
 			float* o = p.o + b * p.o_sb + h * p.o_sh + (long long)row * p.o_sn;
+#endif
 #pragma unroll
 			for (int j = 0; j < HEAD_DIM / 8; j++) {
 				int col = j * 8 + 2 * (lane & 3);
 				float x0 = acc[mt][j][2 * hf] * inv, x1 = acc[mt][j][2 * hf + 1] * inv;
+#if OUT16
+				u32 w = pack2(x0, x1);
+				if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
+					*reinterpret_cast<u32*>(o + col) = w;
+				} else {
+					if (col < p.Dv) o[col] = (u16)(w & 0xffff);
+					if (col + 1 < p.Dv) o[col + 1] = (u16)(w >> 16);
+				}
+#else
 				if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
 					F2 f;
 					f.x = x0, f.y = x1;
@@ -871,6 +889,7 @@ attn_fwd(const Params p) {
 					if (col < p.Dv) o[col] = x0;
 					if (col + 1 < p.Dv) o[col + 1] = x1;
 				}
+#endif
 			}
 		}
 
