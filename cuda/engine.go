@@ -85,7 +85,9 @@ type Config struct {
 	// type (bfloat16 for float32 inputs), as FlashAttention and
 	// flex_attention do, instead of float32: half the output bytes, and
 	// one more rounding (2^-9 relative for bfloat16). Run then returns a
-	// tensor of that type when out is nil.
+	// tensor of that type when out is nil. On an H100 it measured no
+	// faster at 8K and 16K, dense or sparse (bench/2026-11-22-h100-gpu2/
+	// run4.log): the output writes overlap with other blocks' work.
 	Output16 bool
 }
 
