@@ -31,6 +31,19 @@ type variant struct {
 	stages int
 	// pipe overlaps softmax with the tensor cores (wgmma only; 2 stages).
 	pipe bool
+	// skipFuture skips causal tiles after all of a warpgroup's rows
+	// (wgmma without pipe).
+	skipFuture bool
+	// out16 writes the output in the input type instead of float32.
+	out16 bool
+}
+
+// outBytes is the size of one output element: 2 under out16, else 4.
+func (v variant) outBytes() int64 {
+	if v.out16 {
+		return 2
+	}
+	return 4
 }
 
 func (v variant) threads() int { return v.blockQ / (16 * v.mt) * 32 }
@@ -64,6 +77,12 @@ func (v variant) String() string {
 	if v.pipe {
 		name += "_pipe"
 	}
+	if v.skipFuture {
+		name += "_skipf"
+	}
+	if v.out16 {
+		name += "_o16"
+	}
 	return name
 }
 
@@ -92,6 +111,8 @@ func (v variant) options(arch string) []string {
 		fmt.Sprintf("-DMINB=%d", max(v.minBlocks, 1)),
 		fmt.Sprintf("-DSTAGES=%d", max(v.stages, 1)),
 		fmt.Sprintf("-DPIPE=%d", map[bool]int{false: 0, true: 1}[v.pipe]),
+		fmt.Sprintf("-DSKIP_FUTURE=%d", map[bool]int{false: 0, true: 1}[v.skipFuture]),
+		fmt.Sprintf("-DOUT16=%d", map[bool]int{false: 0, true: 1}[v.out16]),
 	}
 }
 

@@ -57,9 +57,11 @@ type Config struct {
 	Stages int
 	// Pipeline overlaps each tile's softmax with the tensor-core work of
 	// its neighbours (FlashAttention-3 §3.2) in the wgmma kernel. It is
-	// correct but, as written, ptxas serializes its MMAs and it measured
-	// 23% slower on an H100 (bench/2026-11-22-h100-gpu/run10.log), so it
-	// is off by default.
+	// correct, and ptxas no longer serializes its MMAs, but it needs 179
+	// registers, so only one 128-row block (two warpgroups) fits on an
+	// SM, against two for the default loop: it measured 256-267 TFLOPs
+	// against 369-381 on an H100 (bench/2026-11-22-h100-gpu2/run1.log),
+	// so it is off by default.
 	Pipeline bool
 	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
 	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
@@ -69,6 +71,70 @@ type Config struct {
 	// 128, dividing the plan's BlockK (else 64 is used). 0 means 64. With
 	// 32 query rows per warp, 128 is taken as 64 (registers).
 	TileK int
+	// Order is the order in which the query blocks of a plan are
+	// launched; the zero value is OrderAuto.
+	Order LaunchOrder
+	// SkipFuture makes each warpgroup of the wgmma kernel skip the MMAs
+	// and softmax of causal tiles that lie wholly after its rows (the
+	// second half of a diagonal block for the first warpgroup); exact. The
+	// branch costs registers (40 bytes of spills at the 128-register
+	// budget) and it measured 10-15% slower for causal plans on an H100
+	// (bench/2026-11-22-h100-gpu2/run2.log), so it is off by default.
+	SkipFuture bool
+	// Output16 makes the kernel write the output in the inputs' 16-bit
+	// type (bfloat16 for float32 inputs), as FlashAttention and
+	// flex_attention do, instead of float32: half the output bytes, and
+	// one more rounding (2^-9 relative for bfloat16). Run then returns a
+	// tensor of that type when out is nil. On an H100 it measured no
+	// faster at 8K and 16K, dense or sparse (bench/2026-11-22-h100-gpu2/
+	// run4.log): the output writes overlap with other blocks' work.
+	Output16 bool
+}
+
+// LaunchOrder is the order of a plan's query blocks on the device.
+type LaunchOrder int
+
+const (
+	// OrderAuto takes OrderLongest when one KV head's K and V are small
+	// (Nk·D ≤ 2^21, 8 MiB of 16-bit K and V: N ≤ 16K at D = 128) and
+	// OrderHead otherwise. On an H100, longest-first measured 4-11%
+	// faster for causal plans at 8K and 16K and 2-14% slower at 32K and
+	// 64K, where the blocks of one head, run together, share its K and V
+	// in L2 (bench/2026-11-22-h100-gpu2/run2.log).
+	OrderAuto LaunchOrder = iota
+	// OrderHead launches each head's query blocks together, last block
+	// first (the longest under causal masking).
+	OrderHead
+	// OrderLongest launches the blocks of all heads in order of
+	// decreasing row length (KV blocks listed), so that the shortest rows
+	// fill the last wave. The order is computed on the host and uploaded
+	// with the plan.
+	OrderLongest
+)
+
+// ParseLaunchOrder parses "auto", "head" or "longest".
+func ParseLaunchOrder(s string) (LaunchOrder, error) {
+	switch s {
+	case "auto", "":
+		return OrderAuto, nil
+	case "head":
+		return OrderHead, nil
+	case "longest":
+		return OrderLongest, nil
+	}
+	return OrderAuto, fmt.Errorf("%w: launch order %q; use auto, head or longest", ErrUnsupported, s)
+}
+
+// longestFirstFor reports whether order o launches plan geometry g's rows
+// longest first.
+func longestFirstFor(o LaunchOrder, g tensor.Geometry) bool {
+	switch o {
+	case OrderHead:
+		return false
+	case OrderLongest:
+		return true
+	}
+	return int64(g.Nk)*int64(max(g.D, g.Dv)) <= 1<<21
 }
 
 // Engine runs plans on one GPU. It is safe for concurrent use; calls are
@@ -84,6 +150,9 @@ type Engine struct {
 	minBlk   int
 	stages   int
 	pipe     bool
+	order    LaunchOrder
+	skipFut  bool
+	out16    bool
 
 	mu      sync.Mutex // guards kernels
 	kernels map[variant]*kernel
@@ -140,12 +209,16 @@ func Open(cfg Config) (*Engine, error) {
 	if st == 0 {
 		st = 1
 	}
+	if cfg.Order < OrderAuto || cfg.Order > OrderLongest {
+		dev.Close()
+		return nil, fmt.Errorf("%w: launch order %d; use OrderAuto, OrderHead or OrderLongest", ErrUnsupported, cfg.Order)
+	}
 	if (cr != 64 && cr != 128) || mb < 1 || mb > 4 || st < 1 || st > 2 {
 		dev.Close()
 		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d 1 or 2", ErrUnsupported, cfg.CTARows, cfg.MinBlocks, cfg.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, kernels: map[variant]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, order: cfg.Order, skipFut: cfg.SkipFuture, out16: cfg.Output16, kernels: map[variant]*kernel{}}, nil
 }
 
 var (
@@ -309,17 +382,7 @@ func (e *Engine) load(c *driver.Ctx, v variant) (driver.Function, error) {
 // log. It returns the variants' names and the time taken.
 func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error) {
 	start := time.Now()
-	var vs []variant
-	for _, bf := range []bool{true, false} {
-		for _, d := range []int{64, 128} {
-			for _, c := range []struct {
-				q, k, m int
-				filter  bool
-			}{{64, 64, 1, false}, {128, 64, 2, false}, {128, 64, 1, false}, {64, 64, 1, true}, {64, 128, 1, true}, {128, 64, 2, true}, {128, 128, 1, true}} {
-				vs = append(vs, variant{headDim: d, blockQ: c.q, kt: c.k, mt: c.m, bf16: bf, filter: c.filter})
-			}
-		}
-	}
+	vs := mmaSyncVariants()
 	if e.wgmma {
 		for _, bf := range []bool{true, false} {
 			for _, d := range []int{64, 128} {
@@ -334,15 +397,7 @@ func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error
 			vs[i].stages = 1
 		}
 	}
-	errs := make([]error, len(vs))
-	var wg sync.WaitGroup
-	for i, v := range vs {
-		wg.Go(func() {
-			_, _, errs[i] = e.cache.get(attentionSource, "attention.cu", v.options(e.dev.Arch()))
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := compileVariants(ctx, &e.cache, e.dev.Arch(), vs); err != nil {
 		return nil, time.Since(start), err
 	}
 	names := make([]string, len(vs))
@@ -358,6 +413,60 @@ func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error
 	return names, time.Since(start), err
 }
 
+// mmaSyncVariants are the mma.sync kernel configurations the engine
+// chooses among (sm_80 and newer), for both 16-bit input types.
+func mmaSyncVariants() []variant {
+	var vs []variant
+	for _, bf := range []bool{true, false} {
+		for _, d := range []int{64, 128} {
+			for _, c := range []struct {
+				q, k, m int
+				filter  bool
+			}{{64, 64, 1, false}, {128, 64, 2, false}, {128, 64, 1, false}, {64, 64, 1, true}, {64, 128, 1, true}, {128, 64, 2, true}, {128, 128, 1, true}} {
+				vs = append(vs, variant{headDim: d, blockQ: c.q, kt: c.k, mt: c.m, bf16: bf, filter: c.filter, stages: 1})
+			}
+		}
+	}
+	return vs
+}
+
+// compileVariants compiles vs for arch in parallel through the cache and
+// joins the failures, each with NVRTC's log.
+func compileVariants(ctx context.Context, c *cubinCache, arch string, vs []variant) error {
+	errs := make([]error, len(vs))
+	var wg sync.WaitGroup
+	for i, v := range vs {
+		wg.Go(func() {
+			if errs[i] = ctx.Err(); errs[i] != nil {
+				return
+			}
+			if _, _, err := c.get(attentionSource, "attention.cu", v.options(arch)); err != nil {
+				errs[i] = fmt.Errorf("kernel %s for %s: %w", v, arch, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// PortableArchs are the architectures besides the device's own that the
+// mma.sync kernels are checked to compile for (CompileFor): Ampere data
+// centre and consumer parts and Ada.
+var PortableArchs = []string{"sm_80", "sm_86", "sm_89"}
+
+// CompileFor compiles every mma.sync kernel variant for each of archs with
+// the engine's NVRTC (no device of that architecture is needed; nothing is
+// loaded), so a build can be checked for GPUs it cannot run on. It returns
+// the number of variants compiled per architecture.
+func (e *Engine) CompileFor(ctx context.Context, archs ...string) (int, error) {
+	vs := mmaSyncVariants()
+	var errs []error
+	for _, a := range archs {
+		errs = append(errs, compileVariants(ctx, &e.cache, a, vs))
+	}
+	return len(vs), errors.Join(errs...)
+}
+
 // kernelParams mirrors struct Params in kernels/attention.cu.
 type kernelParams struct {
 	q, k, v, o, rowStart, kvBlock, counters         uint64
@@ -367,12 +476,13 @@ type kernelParams struct {
 	filter, rowGroup                                int32
 	lambdaLog2, scaleLog2                           float32
 	split                                           int32
+	order                                           uint64
 }
 
 // buffers are the device allocations reused across calls; each grows to
 // the largest size asked so far.
 type buffers struct {
-	q, k, v, o, rows, kv, counters deviceBuf
+	q, k, v, o, rows, kv, counters, order deviceBuf
 }
 
 type deviceBuf struct {
@@ -398,7 +508,7 @@ func (b *deviceBuf) ensure(c *driver.Ctx, n int64) error {
 
 func (bs *buffers) free(c *driver.Ctx) error {
 	var errs []error
-	for _, b := range []*deviceBuf{&bs.q, &bs.k, &bs.v, &bs.o, &bs.rows, &bs.kv, &bs.counters} {
+	for _, b := range []*deviceBuf{&bs.q, &bs.k, &bs.v, &bs.o, &bs.rows, &bs.kv, &bs.counters, &bs.order} {
 		errs = append(errs, c.Free(b.ptr))
 		*b = deviceBuf{}
 	}
@@ -411,6 +521,8 @@ type job struct {
 	v        variant
 	q, k, vv staged
 	rows     []int32
+	order    []int32      // launch order of the plan rows, or nil
+	dt       tensor.DType // the 16-bit type the inputs were staged in
 	params   *kernelParams
 }
 
@@ -444,10 +556,12 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	if vr.wgmma && e.pipe {
 		vr.pipe, vr.stages = true, 2
 	}
+	vr.skipFuture = vr.wgmma && !vr.pipe && e.skipFut && p.Causal
+	vr.out16 = e.out16
 	if len(p.KVBlock) > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d plan entries above 2^31", ErrUnsupported, len(p.KVBlock))
 	}
-	j := &job{p: p, v: vr}
+	j := &job{p: p, v: vr, dt: dt}
 	if j.q, err = stage(q, dt, vr.headDim); err != nil {
 		return nil, err
 	}
@@ -460,6 +574,9 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	j.rows = make([]int32, len(p.RowStart))
 	for i, r := range p.RowStart {
 		j.rows[i] = int32(r)
+	}
+	if longestFirstFor(e.order, g) {
+		j.order = longestFirst(p.RowStart)
 	}
 	f := p.Filter
 	j.params = &kernelParams{
@@ -500,7 +617,7 @@ func (e *Engine) upload(c *driver.Ctx, j *job) error {
 		}
 		*u.dst = uint64(u.buf.ptr)
 	}
-	if err := bs.o.ensure(c, int64(g.B*g.Hq*g.Nq*g.Dv)*4); err != nil {
+	if err := bs.o.ensure(c, int64(g.B*g.Hq*g.Nq*g.Dv)*j.v.outBytes()); err != nil {
 		return err
 	}
 	if err := bs.counters.ensure(c, 4*8); err != nil {
@@ -525,7 +642,34 @@ func (e *Engine) uploadPlan(c *driver.Ctx, j *job) error {
 		return err
 	}
 	j.params.rowStart, j.params.kvBlock = uint64(bs.rows.ptr), uint64(bs.kv.ptr)
+	j.params.order = 0
+	if j.order != nil {
+		if err := bs.order.ensure(c, int64(len(j.order))*4); err != nil {
+			return err
+		}
+		if err := driver.CopyIn(c, bs.order.ptr, j.order); err != nil {
+			return err
+		}
+		j.params.order = uint64(bs.order.ptr)
+	}
 	return nil
+}
+
+// longestFirst returns the plan rows (one per batch, head and query block)
+// ordered by decreasing number of listed KV blocks; rows of equal length
+// keep their plan order.
+func longestFirst(rowStart []int) []int32 {
+	n := len(rowStart) - 1
+	order := make([]int32, n)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		la := rowStart[order[a]+1] - rowStart[order[a]]
+		lb := rowStart[order[b]+1] - rowStart[order[b]]
+		return la > lb
+	})
+	return order
 }
 
 // launch starts the kernel; the caller zeroes the counters first.
@@ -566,7 +710,8 @@ func (e *Engine) stats(c *driver.Ctx, j *job) (plan.Stats, error) {
 // counters read from the device. q, k and v must match p.Geometry, in
 // bfloat16 or float16 (float32 inputs are rounded to bfloat16); out must be
 // [B, Hq, Nq, Dv] in any storage type and layout, or nil to get a new
-// float32 BHND tensor. Plans the kernel does not run give an error wrapping
+// BHND tensor (float32, or the inputs' 16-bit type under
+// Config.Output16). Plans the kernel does not run give an error wrapping
 // ErrUnsupported (see Supports).
 func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Tensor) (*tensor.Tensor, plan.Stats, error) {
 	j, err := e.prepare(p, q, k, v)
@@ -578,7 +723,14 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 	if out != nil && out.Shape() != want {
 		return nil, plan.Stats{}, fmt.Errorf("%w: out is %v, want %v", ErrMismatch, out.Shape(), want)
 	}
-	host := make([]float32, g.B*g.Hq*g.Nq*g.Dv)
+	n := g.B * g.Hq * g.Nq * g.Dv
+	var host []float32
+	var host16 []uint16
+	if j.v.out16 {
+		host16 = make([]uint16, n)
+	} else {
+		host = make([]float32, n)
+	}
 	var stats plan.Stats
 	err = e.dev.Do(ctx, func(c *driver.Ctx) error {
 		if err := e.upload(c, j); err != nil {
@@ -589,7 +741,7 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 		}
 		// Poison the output (all-ones bits are NaN): an element the kernel
 		// fails to write cannot pass for a result.
-		if err := c.Memset(e.bufs.o.ptr, 0xff, int64(len(host))*4); err != nil {
+		if err := c.Memset(e.bufs.o.ptr, 0xff, int64(n)*j.v.outBytes()); err != nil {
 			return err
 		}
 		if err := e.launch(c, j); err != nil {
@@ -598,8 +750,14 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 		if err := c.Sync(); err != nil {
 			return err
 		}
-		if err := driver.CopyOut(c, host, e.bufs.o.ptr); err != nil {
-			return err
+		var cerr error
+		if j.v.out16 {
+			cerr = driver.CopyOut(c, host16, e.bufs.o.ptr)
+		} else {
+			cerr = driver.CopyOut(c, host, e.bufs.o.ptr)
+		}
+		if cerr != nil {
+			return cerr
 		}
 		stats, err = e.stats(c, j)
 		return err
@@ -607,7 +765,12 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 	if err != nil {
 		return nil, plan.Stats{}, err
 	}
-	res, err := tensor.FromFloat32(tensor.BHND, want, host)
+	var res *tensor.Tensor
+	if j.v.out16 {
+		res, err = tensor.FromBits16(j.dt, tensor.BHND, want, host16)
+	} else {
+		res, err = tensor.FromFloat32(tensor.BHND, want, host)
+	}
 	if err != nil {
 		return nil, plan.Stats{}, err
 	}

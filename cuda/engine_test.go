@@ -33,12 +33,15 @@ func openOrSkip(t *testing.T) *Engine {
 
 func TestParamsLayout(t *testing.T) {
 	// struct Params in kernels/attention.cu: 7 pointers, 12 int64 strides,
-	// 11 int32, 2 float32 and one pad int32.
-	if got, want := unsafe.Sizeof(kernelParams{}), uintptr(7*8+12*8+11*4+2*4+4); got != want {
+	// 11 int32, 2 float32, the split int32, then the order pointer.
+	if got, want := unsafe.Sizeof(kernelParams{}), uintptr(7*8+12*8+11*4+2*4+4+8); got != want {
 		t.Fatalf("kernelParams is %d bytes, struct Params %d", got, want)
 	}
 	if off := unsafe.Offsetof(kernelParams{}.b); off != 7*8+12*8 {
 		t.Fatalf("kernelParams.b at %d", off)
+	}
+	if off := unsafe.Offsetof(kernelParams{}.order); off != 7*8+12*8+11*4+2*4+4 {
+		t.Fatalf("kernelParams.order at %d", off)
 	}
 }
 
@@ -221,5 +224,132 @@ func TestConcurrent(t *testing.T) {
 		if err != nil {
 			t.Errorf("goroutine %d: %v", i, err)
 		}
+	}
+}
+
+// TestCompileForPortableArchs compiles one plain and one λ-filter mma.sync
+// variant for each architecture of PortableArchs with NVRTC alone (no GPU
+// of that kind is needed); the self-test compiles all of them.
+func TestCompileForPortableArchs(t *testing.T) {
+	nv, err := driver.LoadNVRTC()
+	if errors.Is(err, driver.ErrUnavailable) {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cubinCache{nvrtc: nv}
+	vs := []variant{
+		{headDim: 128, blockQ: 128, kt: 64, mt: 2, bf16: true, stages: 1},
+		{headDim: 64, blockQ: 64, kt: 128, mt: 1, filter: true, stages: 1},
+	}
+	for _, a := range PortableArchs {
+		if err := compileVariants(context.Background(), &c, a, vs); err != nil {
+			t.Errorf("%s: %v", a, err)
+		}
+	}
+}
+
+func TestLongestFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rowStart []int
+		want     []int32
+	}{
+		{"empty plan", []int{0}, []int32{}},
+		{"one row", []int{0, 3}, []int32{0}},
+		{"ties keep plan order", []int{0, 2, 4, 6}, []int32{0, 1, 2}},
+		{"causal rows grow", []int{0, 1, 3, 6, 10}, []int32{3, 2, 1, 0}},
+		{"sparse", []int{0, 2, 7, 7, 10, 15}, []int32{1, 4, 3, 0, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := longestFirst(tc.rowStart)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("longestFirst(%v) = %v, want %v", tc.rowStart, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLaunchOrder(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    LaunchOrder
+		wantErr bool
+	}{{"auto", OrderAuto, false}, {"", OrderAuto, false}, {"head", OrderHead, false}, {"longest", OrderLongest, false}, {"random", OrderAuto, true}} {
+		got, err := ParseLaunchOrder(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("ParseLaunchOrder(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+		if err != nil && !errors.Is(err, ErrUnsupported) {
+			t.Errorf("ParseLaunchOrder(%q) error %v does not wrap ErrUnsupported", tc.in, err)
+		}
+	}
+	for _, tc := range []struct {
+		o      LaunchOrder
+		nk, d  int
+		expect bool
+	}{
+		{OrderAuto, 16384, 128, true},
+		{OrderAuto, 16385, 128, false},
+		{OrderAuto, 32768, 64, true},
+		{OrderAuto, 65536, 128, false},
+		{OrderHead, 1024, 128, false},
+		{OrderLongest, 1 << 20, 128, true},
+	} {
+		g := tensor.Geometry{B: 1, Hq: 1, Hkv: 1, Nq: tc.nk, Nk: tc.nk, D: tc.d, Dv: tc.d}
+		if got := longestFirstFor(tc.o, g); got != tc.expect {
+			t.Errorf("longestFirstFor(%v, Nk=%d, D=%d) = %v, want %v", tc.o, tc.nk, tc.d, got, tc.expect)
+		}
+	}
+}
+
+// TestOutput16 checks the 16-bit output path against the float64
+// reference: the result comes back in the inputs' type, and the extra
+// rounding (2^-9 relative for bfloat16, 2^-11 for float16) stays inside
+// the self-test tolerances.
+func TestOutput16(t *testing.T) {
+	e, err := Open(Config{CacheDir: t.TempDir(), Output16: true})
+	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
+		t.Skipf("no usable CUDA device: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	r := testutil.Rand(t)
+	for _, c := range []Case{Cases()[1], Cases()[2], Cases()[8], Cases()[9]} {
+		t.Run(c.Name, func(t *testing.T) {
+			q, k, v, err := RandomInputs(r, c, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := c.Plan(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := e.Run(context.Background(), p, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := q.DType(); got.DType() != want && !(want == tensor.Float32 && got.DType() == tensor.BFloat16) {
+				t.Fatalf("output is %v for %v inputs", got.DType(), want)
+			}
+			ref, err := reference.Attention(context.Background(), q, k, v, c.Causal, float64(p.SoftmaxScale()), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs, err := metrics.CompareTensors(ref.Float32(), got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tol := TolBF16
+			if c.DType == tensor.Float16 {
+				tol = TolF16
+			}
+			if !(errs.RelL1 <= tol) {
+				t.Fatalf("rel L1 %.3g against float64 reference, tolerance %.0e", errs.RelL1, tol)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -27,6 +28,9 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	minBlocks := fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)")
 	stages := fs.Int("stages", 0, "K/V tile buffers: 1 or 2 (0 = default)")
 	pipeline := fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)")
+	order := fs.String("order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)")
+	skipFuture := fs.Bool("skip-future", false, "skip causal tiles after all of a warpgroup's rows (wgmma kernel)")
+	out16 := fs.Bool("out16", false, "write the output in the inputs' 16-bit type, not float32")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -36,7 +40,11 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *seed == 0 {
 		*seed = rand.Uint64()
 	}
-	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline})
+	lo, err := cuda.ParseLaunchOrder(*order)
+	if err != nil {
+		return fmt.Errorf("%w: --order: %v", errUsage, err)
+	}
+	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline, Order: lo, SkipFuture: *skipFuture, Output16: *out16})
 	if err != nil {
 		return err
 	}
@@ -47,7 +55,14 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "kernels: %d variants compiled or loaded from cache in %v\n\n", len(names), took.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "kernels: %d variants compiled or loaded from cache in %v\n", len(names), took.Round(time.Millisecond))
+	// Compile-only check for GPUs this machine cannot run.
+	start := time.Now()
+	nport, err := e.CompileFor(ctx, cuda.PortableArchs...)
+	if err != nil {
+		return fmt.Errorf("compiling for %v: %w", cuda.PortableArchs, err)
+	}
+	fmt.Fprintf(stdout, "compile-only: %d mma.sync variants each for %s compiled or loaded from cache in %v\n\n", nport, strings.Join(cuda.PortableArchs, ", "), time.Since(start).Round(time.Millisecond))
 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "case\tkernel\tdtype\trel L1\ttol\tQK gpu/cpu\tPV gpu/cpu\tresult")

@@ -15,6 +15,9 @@
 //   WGMMA     1 for Hopper warpgroup MMA (sm_90a; MT = 1, no filter)
 //   STAGES    K/V tile buffers: 1 (K and V loads overlap the other half of
 //             the tile's work) or 2 (the next tile loads during this one)
+//   SKIP_FUTURE 1 to skip, per warpgroup, causal tiles after all its rows
+//             (WGMMA without PIPE)
+//   OUT16     1 to write the output in the input type, else float32
 //   PIPE      1 to overlap each tile's softmax with the tensor-core work of
 //             its neighbours (FlashAttention-3 §3.2; WGMMA only)
 //
@@ -42,6 +45,12 @@
 #ifndef PIPE
 #define PIPE 0
 #endif
+#ifndef SKIP_FUTURE
+#define SKIP_FUTURE 0
+#endif
+#ifndef OUT16
+#define OUT16 0
+#endif
 #if PIPE
 #if !WGMMA
 #error PIPE needs WGMMA
@@ -63,7 +72,7 @@ struct Params {
 	const u16* q;
 	const u16* k;
 	const u16* v;
-	float* o;
+	float* o; // float32, or u16 bits of the input type under OUT16
 	const int* row_start;
 	const int* kv_block;
 	u64* counters; // [0] QK blocks, [1] PV blocks, [2] PV row groups in full q-blocks, [3] in the last partial q-block
@@ -80,6 +89,7 @@ struct Params {
 	float lambda_log2; // λ·log2(e)
 	float scale_log2;  // softmax scale·log2(e)
 	int split; // CTAs per plan query block (BLOCK_Q = plan BlockQ / split)
+	const int* order; // launch order of the plan rows (longest first), or null
 };
 
 __device__ __forceinline__ u32 smem_addr(const void* p) {
@@ -184,6 +194,28 @@ __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.alig
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+// reg_fence pins registers at this point of the instruction stream (an
+// empty asm that reads and redefines them, as CUTLASS's
+// warpgroup_fence_operand does). The compiler does not know that wgmma
+// reads its register operands and writes its accumulators asynchronously,
+// until the wait that retires it: without these pins it moves arithmetic
+// on those registers across the wait, or reuses the A-operand registers
+// of an MMA in flight for the next P̃, and ptxas then serializes the MMAs
+// (warning C7513).
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&a)[N][4]) {
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) asm volatile("" : "+f"(a[i][e])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void reg_fence(u32 (&a)[N][4]) {
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[i][e])::"memory");
+}
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_ss_n64(float (&d)[8][4], u64 da, u64 db, int accumulate) {
 	asm volatile(
@@ -268,9 +300,17 @@ attn_fwd(const Params p) {
 	// CTA cta computes rows [cta·BLOCK_Q, +BLOCK_Q) of plan query block
 	// cta / split; the last blocks go first, as under causal masking they
 	// are the longest.
-	const int cta = p.q_blocks * p.split - 1 - blockIdx.x;
+	int cta = p.q_blocks * p.split - 1 - blockIdx.x;
+	int bh = blockIdx.y;
+	if (p.order) {
+		// Longest plan rows first (the host sorted them), so that the last
+		// wave holds the shortest rows.
+		const int i = blockIdx.y * gridDim.x + blockIdx.x;
+		const int r = p.order[i / p.split];
+		bh = r / p.q_blocks;
+		cta = (r % p.q_blocks) * p.split + p.split - 1 - i % p.split;
+	}
 	const int qb = cta / p.split;
-	const int bh = blockIdx.y;
 	const int b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
 	const int prow = bh * p.q_blocks + qb;
 	const int e0 = p.row_start[prow], e1 = p.row_start[prow + 1];
@@ -351,6 +391,14 @@ attn_fwd(const Params p) {
 	const bool last_partial = (qb == p.q_blocks - 1) && (p.Nq % BLOCK_Q != 0);
 
 #if PIPE
+#ifndef PIPE_FENCE
+#define PIPE_FENCE 1
+#endif
+#if PIPE_FENCE
+#define PIN(x) reg_fence(x)
+#else
+#define PIN(x) ((void)0)
+#endif
 	// FlashAttention-3 §3.2, intra-warpgroup pipelining: while the softmax
 	// of tile j runs, the tensor cores finish S_j = Q·K_jᵀ and compute
 	// O += P̃_{j-1}·V_{j-1}. K_j sits in K slot j&1 and V_j in V slot j&1;
@@ -368,8 +416,8 @@ attn_fwd(const Params p) {
 		if (tj1 < ntiles) load_rows<KT>(sKs + KT * RB, gk, p.k_sn, tile_start(tj1), p.Nk, tid);
 		if (tj < ntiles) load_rows<KT>(sVs, gv, p.v_sn, tile_start(tj), p.Nk, tid);
 		cp_commit();
-		u32 pprev[KT / 16][4];
-		float s[1][KT / 8][4];
+		u32 pprev[KT / 16][4] = {};
+		float s[1][KT / 8][4] = {};
 		auto issue_s = [&](int slot) {
 #pragma unroll
 			for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
@@ -481,6 +529,7 @@ attn_fwd(const Params p) {
 			wg_fence();
 			issue_s(0);
 			wg_wait0();
+			PIN(s[0]);
 			{
 				float alphas[2];
 				u32 pc[KT / 16][4];
@@ -499,14 +548,22 @@ attn_fwd(const Params p) {
 				cp_wait_1();
 				fence_proxy_async();
 				__syncthreads();
+				PIN(s[0]);
+				PIN(acc[0]);
+				PIN(pprev);
 				wg_fence();
 				issue_s(slot);
 				issue_pv(slot ^ 1);
 				wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
+				PIN(s[0]); // reads of S stay below the wait
 				float alphas[2];
 				u32 pc[KT / 16][4];
 				bool resc = softmax(tj, alphas, pc);
 				wg_wait0(); // O and P̃_{j-1} are free again
+				// P̃_{j-1} stays live to here, so the new P̃ cannot take its
+				// registers while the MMA reads them; O is touched only now.
+				PIN(acc[0]);
+				PIN(pprev);
 				rescale_o(resc, alphas);
 #pragma unroll
 				for (int kk = 0; kk < KT / 16; kk++)
@@ -520,9 +577,12 @@ attn_fwd(const Params p) {
 			cp_wait_1();
 			fence_proxy_async();
 			__syncthreads();
+			PIN(acc[0]);
+			PIN(pprev);
 			wg_fence();
 			issue_pv((j - 1) & 1);
 			wg_wait0();
+			PIN(acc[0]);
 		}
 	}
 #else
@@ -543,6 +603,18 @@ attn_fwd(const Params p) {
 		cp_commit();
 #endif
 
+		// A tile wholly after every row of this warpgroup (the second half
+		// of a causal diagonal block for the first warpgroup) adds nothing:
+		// its MMAs and softmax are skipped. Exact: masked to −∞ it would
+		// give P̃ = 0 and leave m, ℓ and O as they are.
+#if WGMMA && SKIP_FUTURE
+		const bool dead = p.causal && k0 > q0 + (warp >> 2) * 64 + 63 + off;
+#else
+		constexpr bool dead = false;
+#endif
+		u32 pf[MT][KT / 16][4];
+		bool active[MT];
+		if (!dead) {
 		// S = Q·Kᵀ for this warp's MT×16 rows and KT keys.
 		float s[MT][KT / 8][4];
 #pragma unroll
@@ -670,7 +742,6 @@ attn_fwd(const Params p) {
 		}
 
 		// SpargeAttn §3.4: skip P̃V for a row group when max(m_local − m) < λ.
-		bool active[MT];
 #pragma unroll
 		for (int mt = 0; mt < MT; mt++) active[mt] = true;
 #if FILTER
@@ -687,7 +758,6 @@ attn_fwd(const Params p) {
 		}
 #endif
 
-		u32 pf[MT][KT / 16][4];
 #pragma unroll
 		for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -697,6 +767,7 @@ attn_fwd(const Params p) {
 				pf[mt][kk][2] = pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
 				pf[mt][kk][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
 			}
+		} // !dead
 
 #if STAGES == 1
 		cp_wait_all();
@@ -733,18 +804,20 @@ attn_fwd(const Params p) {
 
 		// O += P̃·V
 #if WGMMA
-		wg_fence();
+		if (!dead) {
+			wg_fence();
 #pragma unroll
-		for (int kk = 0; kk < KT / 16; kk++) {
-			u64 db = wg_desc(sV + kk * (16 * 128), KT * 128, 1024);
+			for (int kk = 0; kk < KT / 16; kk++) {
+				u64 db = wg_desc(sV + kk * (16 * 128), KT * 128, 1024);
 #if HEAD_DIM == 64
-			wgmma_rs_n64(acc[0], pf[0][kk], db);
+				wgmma_rs_n64(acc[0], pf[0][kk], db);
 #else
-			wgmma_rs_n128(acc[0], pf[0][kk], db);
+				wgmma_rs_n128(acc[0], pf[0][kk], db);
 #endif
+			}
+			wg_commit();
+			wg_wait0();
 		}
-		wg_commit();
-		wg_wait0();
 #else
 #pragma unroll
 		for (int kk = 0; kk < KT / 16; kk++) {
@@ -789,11 +862,25 @@ attn_fwd(const Params p) {
 			float inv = lsum > 0.f ? 1.f / lsum : 0.f;
 			int row = q0 + wrow0 + mt * 16 + (lane >> 2) + 8 * hf;
 			if (row >= p.Nq) continue;
+#if OUT16
+			// The output in the input type: half the bytes of float32.
+			u16* o = reinterpret_cast<u16*>(p.o) + b * p.o_sb + h * p.o_sh + (long long)row * p.o_sn;
+#else
 			float* o = p.o + b * p.o_sb + h * p.o_sh + (long long)row * p.o_sn;
+#endif
 #pragma unroll
 			for (int j = 0; j < HEAD_DIM / 8; j++) {
 				int col = j * 8 + 2 * (lane & 3);
 				float x0 = acc[mt][j][2 * hf] * inv, x1 = acc[mt][j][2 * hf + 1] * inv;
+#if OUT16
+				u32 w = pack2(x0, x1);
+				if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
+					*reinterpret_cast<u32*>(o + col) = w;
+				} else {
+					if (col < p.Dv) o[col] = (u16)(w & 0xffff);
+					if (col + 1 < p.Dv) o[col + 1] = (u16)(w >> 16);
+				}
+#else
 				if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
 					F2 f;
 					f.x = x0, f.y = x1;
@@ -802,6 +889,7 @@ attn_fwd(const Params p) {
 					if (col < p.Dv) o[col] = x0;
 					if (col + 1 < p.Dv) o[col + 1] = x1;
 				}
+#endif
 			}
 		}
 
