@@ -293,6 +293,7 @@ type search struct {
 	cfg   Config
 	cases []*headCase
 	memo  map[uint64]result
+	order []int // the order cases are run in, hardest first
 	evals int
 }
 
@@ -334,11 +335,17 @@ func (s *search) eval(ctx context.Context, ms []*sparge.HeadMask, lambda, bound 
 		return r, nil
 	}
 	r := result{ok: true}
-	for i, hc := range s.cases {
+	if s.order == nil {
+		s.order = make([]int, len(s.cases))
+		for i := range s.order {
+			s.order[i] = i
+		}
+	}
+	for pos, i := range s.order {
 		if err := ctx.Err(); err != nil {
 			return result{}, err
 		}
-		l1, st, err := hc.run(ctx, s.cfg, ms[i], lambda)
+		l1, st, err := s.cases[i].run(ctx, s.cfg, ms[i], lambda)
 		if err != nil {
 			return result{}, err
 		}
@@ -346,6 +353,9 @@ func (s *search) eval(ctx context.Context, ms []*sparge.HeadMask, lambda, bound 
 		r.worst = max(r.worst, l1)
 		r.sparsity += st.Sparsity() / float64(len(s.cases))
 		if !(l1 < bound) {
+			// The hardest input goes first next time: failures end sooner.
+			copy(s.order[1:pos+1], s.order[:pos])
+			s.order[0] = i
 			r.ok = false
 			break
 		}
