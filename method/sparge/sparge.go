@@ -62,7 +62,9 @@ type Params struct {
 	// 0 means DefaultTheta; a negative θ switches the judge off.
 	Theta float64
 	// Lambda is λ < 0 of the sparse warp online softmax: a row group skips
-	// P̃V when max(m_local − m) < λ. 0 switches the filter off.
+	// P̃V when max(m_local − m) < λ, where m are row maxima of the scaled
+	// logits, so every skipped weight is below e^λ of its row's running
+	// max. 0 switches the filter off.
 	Lambda float64
 }
 
