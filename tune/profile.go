@@ -55,8 +55,9 @@ type Profile struct {
 	BlockK   int     `json:"block_k"`
 	RowGroup int     `json:"row_group"`
 	Causal   bool    `json:"causal"`
-	L1       float64 `json:"l1"` // bound on rel L1 of M_g alone
-	L2       float64 `json:"l2"` // bound on rel L1 with the λ filter too
+	L1       float64 `json:"l1"`               // bound on rel L1 of M_g alone
+	L2       float64 `json:"l2"`               // bound on rel L1 with the λ filter too
+	Margin   float64 `json:"margin,omitempty"` // tuned against l·(1−margin)
 	Layers   []Layer `json:"layers"`
 }
 
@@ -141,6 +142,9 @@ func (p *Profile) Validate() error {
 	}
 	if err := checkBudget(p.L1, p.L2); err != nil {
 		return fmt.Errorf("%w: %v", ErrProfile, err)
+	}
+	if math.IsNaN(p.Margin) || p.Margin < 0 || p.Margin >= 1 {
+		return fmt.Errorf("%w: margin %v must be in [0, 1)", ErrProfile, p.Margin)
 	}
 	seen := map[string]bool{}
 	for _, l := range p.Layers {

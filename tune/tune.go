@@ -49,6 +49,9 @@ type Config struct {
 	// L1 bounds the rel L1 error of M_g alone, L2 that with the λ filter
 	// too; 0 < L1 ≤ L2 < 1. The paper uses e.g. 0.05 and 0.06.
 	L1, L2 float64
+	// Margin in [0, 1) tunes against the tighter bounds L1·(1−Margin) and
+	// L2·(1−Margin), headroom for inputs the calibration set did not show.
+	Margin float64
 	// Grids; nil means the defaults.
 	CDFs, Thetas, Lambdas []float64
 	// Causal, Scale, BlockQ, BlockK, RowGroup and Sink are the problem's
@@ -97,6 +100,9 @@ func checkBudget(l1, l2 float64) error {
 func (c Config) resolved() (Config, error) {
 	if err := checkBudget(c.L1, c.L2); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrBudget, err)
+	}
+	if math.IsNaN(c.Margin) || c.Margin < 0 || c.Margin >= 1 {
+		return c, fmt.Errorf("%w: margin %v must be in [0, 1)", ErrBudget, c.Margin)
 	}
 	if c.BlockQ == 0 {
 		c.BlockQ = sparge.DefaultBlockQ
@@ -149,7 +155,7 @@ func NewProfile(c Config) (*Profile, error) {
 		return nil, err
 	}
 	return &Profile{Version: Version, Method: "sparge", BlockQ: c.BlockQ, BlockK: c.BlockK, RowGroup: c.RowGroup,
-		Causal: c.Causal, L1: c.L1, L2: c.L2}, nil
+		Causal: c.Causal, L1: c.L1, L2: c.L2, Margin: c.Margin}, nil
 }
 
 // TuneLayer tunes every query head of one layer on the calibration inputs
@@ -367,6 +373,7 @@ func (s *search) eval(ctx context.Context, ms []*sparge.HeadMask, lambda, bound 
 // head runs both stages for one query head.
 func (s *search) head(ctx context.Context) (Head, error) {
 	c := s.cfg
+	c.L1, c.L2 = c.L1*(1-c.Margin), c.L2*(1-c.Margin) // the bounds searched against
 	// The dense fallback: τ = 1 with the judge off keeps every block.
 	best := Head{CDF: 1, Theta: -1}
 	dense, _ := s.masks(1, -1)

@@ -97,6 +97,7 @@ func TestLoadRejects(t *testing.T) {
 		{"lambda-positive", edit(`"lambda": -6`, `"lambda": 6`)},
 		{"theta-range", edit(`"theta": 0.3`, `"theta": -3`)},
 		{"negative-sparsity", edit(`"sparsity": 0.4`, `"sparsity": -0.4`)},
+		{"margin", edit(`"l2": 0.06`, `"l2": 0.06, "margin": 1.5`)},
 		{"no-heads", edit(`"heads": [`, `"heads": [], "x": [`)},
 		{"duplicate-layer", edit(`"layers.1.attn"`, `"layers.0.attn"`)},
 		{"null-layers-heads", edit(`"heads": [`, `"heads": null, "y": [`)},
@@ -131,6 +132,7 @@ func TestBadBudgets(t *testing.T) {
 		{"l1-one", Config{L1: 1, L2: 1}, ErrBudget},
 		{"l2-one", Config{L1: 0.05, L2: 1.5}, ErrBudget},
 		{"nan", Config{L1: math.NaN(), L2: 0.1}, ErrBudget},
+		{"margin", Config{L1: 0.05, L2: 0.06, Margin: 1}, ErrBudget},
 		{"cdf-grid", Config{L1: 0.05, L2: 0.06, CDFs: []float64{0.5, 1.5}}, sparge.ErrParams},
 		{"theta-grid", Config{L1: 0.05, L2: 0.06, Thetas: []float64{0}}, sparge.ErrParams},
 		{"lambda-grid", Config{L1: 0.05, L2: 0.06, Lambdas: []float64{3}}, sparge.ErrParams},
@@ -271,6 +273,26 @@ func TestTuneMeetsBounds(t *testing.T) {
 		t.Errorf("head 0 sparsity %.4f below the exhaustive stage-1 best %.4f", layer.Heads[0].Sparsity, bestSp)
 	}
 	t.Logf("exhaustive stage-1 best %.4f (feasibility monotone in τ: %v)", bestSp, monotone)
+}
+
+// TestMargin: with a margin the calibration errors stay below the
+// tightened bounds.
+func TestMargin(t *testing.T) {
+	in := llmInputs(t, 256, 5)
+	c := Config{L1: 0.05, L2: 0.06, Margin: 0.5, Causal: true, BlockQ: 32, BlockK: 32}
+	layer, err := TuneLayer(context.Background(), c, "x", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h, hd := range layer.Heads {
+		if !(hd.L1Mask < 0.025 && hd.L1 < 0.03) {
+			t.Errorf("head %d: %+v above l·(1−margin)", h, hd)
+		}
+	}
+	p, _ := NewProfile(c)
+	if p.Margin != 0.5 {
+		t.Errorf("profile margin %v", p.Margin)
+	}
 }
 
 // TestTinyBudgetFallsBackToDense: a bound no sparse mask meets leaves every
