@@ -437,8 +437,8 @@ func (s *search) head(ctx context.Context) (Head, error) {
 	if err != nil {
 		return Head{}, err
 	}
-	if !r.ok || r.sparsity <= best.Sparsity {
-		return best, nil // λ helps nothing: leave the filter off
+	if !r.ok {
+		return best, nil // even the safest λ breaks l2: leave the filter off
 	}
 	lo, hi, loRes := 0, len(ls)-1, r // ls[lo] is feasible
 	for lo < hi {
@@ -452,6 +452,9 @@ func (s *search) head(ctx context.Context) (Head, error) {
 		} else {
 			hi = mid - 1
 		}
+	}
+	if loRes.sparsity <= best.Sparsity {
+		return best, nil // λ skips nothing here: leave the filter off
 	}
 	best.Lambda, best.L1, best.Sparsity = ls[lo], loRes.worst, loRes.sparsity
 	return best, nil

@@ -363,3 +363,26 @@ func ExampleTuneLayer() {
 	// heads tuned: 2
 	// layer rel L1 below l2: true
 }
+
+// TestLambdaStageNonCausal: without causal masking the safest λ skips
+// nothing, yet the search must go on to the λ values that do (a
+// regression: it used to stop at the first).
+func TestLambdaStageNonCausal(t *testing.T) {
+	var in []Input
+	for seed := range uint64(2) {
+		w, err := workload.Generate(context.Background(), workload.Config{Kind: workload.Video, Seed: seed, B: 1, Hq: 2, Hkv: 2, Frames: 4, Height: 8, Width: 8, D: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, Input{w.Q, w.K, w.V})
+	}
+	layer, err := TuneLayer(context.Background(), Config{L1: 0.05, L2: 0.2, BlockQ: 32, BlockK: 32, Lambdas: []float64{-40, -3, -1}}, "v", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h, hd := range layer.Heads {
+		if hd.Lambda == 0 || !(hd.Sparsity > 0) {
+			t.Errorf("head %d: %+v; want a λ from the grid under the loose l2", h, hd)
+		}
+	}
+}
