@@ -426,7 +426,7 @@ func (s *search) head(ctx context.Context) (Head, error) {
 			}
 		}
 		if hiRes.sparsity > best.Sparsity {
-			best = Head{CDF: cands[hi].cdf, Theta: theta, L1Mask: hiRes.worst, L1: hiRes.worst, Sparsity: hiRes.sparsity}
+			best = Head{CDF: cands[hi].cdf, Theta: theta, L1Mask: hiRes.worst, L1: hiRes.worst, SparsityMask: hiRes.sparsity, Sparsity: hiRes.sparsity}
 			bestMasks = cands[hi].ms
 		}
 	}

@@ -34,7 +34,7 @@ func llmInputs(t testing.TB, n int, seeds ...uint64) []Input {
 func sampleProfile() *Profile {
 	return &Profile{Version: Version, Method: "sparge", BlockQ: 128, BlockK: 64, RowGroup: 32, Causal: true, L1: 0.05, L2: 0.06,
 		Layers: []Layer{
-			{Name: "layers.0.attn", Heads: []Head{{CDF: 0.9, Theta: 0.3, Lambda: -6, L1Mask: 0.04, L1: 0.055, Sparsity: 0.4}, {CDF: 1, Theta: -1}}},
+			{Name: "layers.0.attn", Heads: []Head{{CDF: 0.9, Theta: 0.3, Lambda: -6, L1Mask: 0.04, L1: 0.055, SparsityMask: 0.3, Sparsity: 0.4}, {CDF: 1, Theta: -1}}},
 			{Name: "layers.1.attn", Heads: []Head{{CDF: 0.5, Theta: 0.6, L1Mask: 0.01, L1: 0.01, Sparsity: 0.1}}},
 		}}
 }

@@ -261,22 +261,23 @@ func printTune(w io.Writer, r tuneReport, out string) {
 		r.Layer, r.Source, g.B, g.Hq, g.Hkv, g.Nq, g.Nk, g.D, r.Causal, r.L1, r.L2, r.Inputs)
 	fmt.Fprintf(w, "tuned in %.1f s (%d single-head attention runs)\n\n", r.Seconds, r.Evals)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "head\tτ\tθ\tλ\tL1 mask\tL1\tsparsity\t"
+	head := "head\tτ\tθ\tλ\tL1 mask\tL1\tsparsity mask\tsparsity\t"
 	if r.Holdout > 0 {
 		head += "held-out: L1 mask\tL1\t"
 	}
 	fmt.Fprintln(tw, head)
-	var sp float64
+	var sp, spMask float64
 	for _, h := range r.Heads {
-		line := fmt.Sprintf("%d\t%g\t%g\t%g\t%.4f\t%.4f\t%.3f\t", h.Index, h.CDF, h.Theta, h.Lambda, h.L1Mask, h.L1, h.Sparsity)
+		line := fmt.Sprintf("%d\t%g\t%g\t%g\t%.4f\t%.4f\t%.3f\t%.3f\t", h.Index, h.CDF, h.Theta, h.Lambda, h.L1Mask, h.L1, h.SparsityMask, h.Sparsity)
 		if h.HoldoutL1 != nil {
 			line += fmt.Sprintf("%.4f\t%.4f\t", *h.HoldoutMaskL1, *h.HoldoutL1)
 		}
 		fmt.Fprintln(tw, line)
 		sp += h.Sparsity / float64(len(r.Heads))
+		spMask += h.SparsityMask / float64(len(r.Heads))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nmean sparsity %.3f (executor counters, calibration inputs); θ < 0: no judge; λ 0: no filter.\n", sp)
+	fmt.Fprintf(w, "\nmean sparsity %.3f with M_g alone, %.3f with λ too (executor counters, calibration inputs); θ < 0: no judge; λ 0: no filter.\n", spMask, sp)
 	if r.HoldoutMax != nil {
 		fmt.Fprintf(w, "held-out, worst layer rel L1 over %d inputs: %.4f with M_g alone (bound l1=%v), %.4f with λ too (bound l2=%v)\n",
 			r.Holdout, *r.HoldoutMaskMax, r.L1, *r.HoldoutMax, r.L2)
