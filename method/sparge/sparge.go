@@ -220,12 +220,12 @@ func assemble(bld *plan.Builder, t plan.Tiling, masks []*HeadMask, filter *plan.
 
 // filter returns the plan's λ filter, or nil when no head has one.
 func (p Planner) filter(t plan.Tiling, params []Params) (*plan.Filter, error) {
-	any, same := false, true
+	some, same := false, true
 	for _, hp := range params {
-		any = any || hp.Lambda < 0
+		some = some || hp.Lambda < 0
 		same = same && hp.Lambda == params[0].Lambda
 	}
-	if !any {
+	if !some {
 		return nil, nil
 	}
 	rg, err := p.rowGroup(t.BlockQ)
