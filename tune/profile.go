@@ -55,8 +55,9 @@ type Profile struct {
 	BlockK   int     `json:"block_k"`
 	RowGroup int     `json:"row_group"`
 	Causal   bool    `json:"causal"`
-	L1       float64 `json:"l1"` // bound on rel L1 of M_g alone
-	L2       float64 `json:"l2"` // bound on rel L1 with the λ filter too
+	L1       float64 `json:"l1"`               // bound on rel L1 of M_g alone
+	L2       float64 `json:"l2"`               // bound on rel L1 with the λ filter too
+	Margin   float64 `json:"margin,omitempty"` // tuned against l·(1−margin)
 	Layers   []Layer `json:"layers"`
 }
 
@@ -74,9 +75,10 @@ type Head struct {
 	Lambda float64 `json:"lambda"` // λ (0: no filter)
 	// Measured on the calibration inputs: the worst rel L1 with M_g alone
 	// and with the λ filter, and the mean sparsity (executor counters).
-	L1Mask   float64 `json:"l1_mask"`
-	L1       float64 `json:"l1"`
-	Sparsity float64 `json:"sparsity"`
+	L1Mask       float64 `json:"l1_mask"`
+	L1           float64 `json:"l1"`
+	SparsityMask float64 `json:"sparsity_mask"` // with M_g alone
+	Sparsity     float64 `json:"sparsity"`
 }
 
 // Params returns the head's planner parameters.
@@ -142,6 +144,9 @@ func (p *Profile) Validate() error {
 	if err := checkBudget(p.L1, p.L2); err != nil {
 		return fmt.Errorf("%w: %v", ErrProfile, err)
 	}
+	if math.IsNaN(p.Margin) || p.Margin < 0 || p.Margin >= 1 {
+		return fmt.Errorf("%w: margin %v must be in [0, 1)", ErrProfile, p.Margin)
+	}
 	seen := map[string]bool{}
 	for _, l := range p.Layers {
 		if seen[l.Name] {
@@ -158,7 +163,7 @@ func (p *Profile) Validate() error {
 			if err := hd.Params().Validate(); err != nil {
 				return fmt.Errorf("%w: layer %q head %d: %v", ErrProfile, l.Name, h, err)
 			}
-			for _, x := range []float64{hd.L1Mask, hd.L1, hd.Sparsity} {
+			for _, x := range []float64{hd.L1Mask, hd.L1, hd.SparsityMask, hd.Sparsity} {
 				if math.IsNaN(x) || x < 0 || math.IsInf(x, 0) {
 					return fmt.Errorf("%w: layer %q head %d: measured value %v must be finite and ≥ 0", ErrProfile, l.Name, h, x)
 				}

@@ -49,6 +49,9 @@ type Config struct {
 	// L1 bounds the rel L1 error of M_g alone, L2 that with the λ filter
 	// too; 0 < L1 ≤ L2 < 1. The paper uses e.g. 0.05 and 0.06.
 	L1, L2 float64
+	// Margin in [0, 1) tunes against the tighter bounds L1·(1−Margin) and
+	// L2·(1−Margin), headroom for inputs the calibration set did not show.
+	Margin float64
 	// Grids; nil means the defaults.
 	CDFs, Thetas, Lambdas []float64
 	// Causal, Scale, BlockQ, BlockK, RowGroup and Sink are the problem's
@@ -97,6 +100,9 @@ func checkBudget(l1, l2 float64) error {
 func (c Config) resolved() (Config, error) {
 	if err := checkBudget(c.L1, c.L2); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrBudget, err)
+	}
+	if math.IsNaN(c.Margin) || c.Margin < 0 || c.Margin >= 1 {
+		return c, fmt.Errorf("%w: margin %v must be in [0, 1)", ErrBudget, c.Margin)
 	}
 	if c.BlockQ == 0 {
 		c.BlockQ = sparge.DefaultBlockQ
@@ -149,7 +155,7 @@ func NewProfile(c Config) (*Profile, error) {
 		return nil, err
 	}
 	return &Profile{Version: Version, Method: "sparge", BlockQ: c.BlockQ, BlockK: c.BlockK, RowGroup: c.RowGroup,
-		Causal: c.Causal, L1: c.L1, L2: c.L2}, nil
+		Causal: c.Causal, L1: c.L1, L2: c.L2, Margin: c.Margin}, nil
 }
 
 // TuneLayer tunes every query head of one layer on the calibration inputs
@@ -293,6 +299,7 @@ type search struct {
 	cfg   Config
 	cases []*headCase
 	memo  map[uint64]result
+	order []int // the order cases are run in, hardest first
 	evals int
 }
 
@@ -334,11 +341,17 @@ func (s *search) eval(ctx context.Context, ms []*sparge.HeadMask, lambda, bound 
 		return r, nil
 	}
 	r := result{ok: true}
-	for i, hc := range s.cases {
+	if s.order == nil {
+		s.order = make([]int, len(s.cases))
+		for i := range s.order {
+			s.order[i] = i
+		}
+	}
+	for pos, i := range s.order {
 		if err := ctx.Err(); err != nil {
 			return result{}, err
 		}
-		l1, st, err := hc.run(ctx, s.cfg, ms[i], lambda)
+		l1, st, err := s.cases[i].run(ctx, s.cfg, ms[i], lambda)
 		if err != nil {
 			return result{}, err
 		}
@@ -346,6 +359,9 @@ func (s *search) eval(ctx context.Context, ms []*sparge.HeadMask, lambda, bound 
 		r.worst = max(r.worst, l1)
 		r.sparsity += st.Sparsity() / float64(len(s.cases))
 		if !(l1 < bound) {
+			// The hardest input goes first next time: failures end sooner.
+			copy(s.order[1:pos+1], s.order[:pos])
+			s.order[0] = i
 			r.ok = false
 			break
 		}
@@ -357,6 +373,7 @@ func (s *search) eval(ctx context.Context, ms []*sparge.HeadMask, lambda, bound 
 // head runs both stages for one query head.
 func (s *search) head(ctx context.Context) (Head, error) {
 	c := s.cfg
+	c.L1, c.L2 = c.L1*(1-c.Margin), c.L2*(1-c.Margin) // the bounds searched against
 	// The dense fallback: τ = 1 with the judge off keeps every block.
 	best := Head{CDF: 1, Theta: -1}
 	dense, _ := s.masks(1, -1)
@@ -409,7 +426,7 @@ func (s *search) head(ctx context.Context) (Head, error) {
 			}
 		}
 		if hiRes.sparsity > best.Sparsity {
-			best = Head{CDF: cands[hi].cdf, Theta: theta, L1Mask: hiRes.worst, L1: hiRes.worst, Sparsity: hiRes.sparsity}
+			best = Head{CDF: cands[hi].cdf, Theta: theta, L1Mask: hiRes.worst, L1: hiRes.worst, SparsityMask: hiRes.sparsity, Sparsity: hiRes.sparsity}
 			bestMasks = cands[hi].ms
 		}
 	}
@@ -420,8 +437,8 @@ func (s *search) head(ctx context.Context) (Head, error) {
 	if err != nil {
 		return Head{}, err
 	}
-	if !r.ok || r.sparsity <= best.Sparsity {
-		return best, nil // λ helps nothing: leave the filter off
+	if !r.ok {
+		return best, nil // even the safest λ breaks l2: leave the filter off
 	}
 	lo, hi, loRes := 0, len(ls)-1, r // ls[lo] is feasible
 	for lo < hi {
@@ -435,6 +452,9 @@ func (s *search) head(ctx context.Context) (Head, error) {
 		} else {
 			hi = mid - 1
 		}
+	}
+	if loRes.sparsity <= best.Sparsity {
+		return best, nil // λ skips nothing here: leave the filter off
 	}
 	best.Lambda, best.L1, best.Sparsity = ls[lo], loRes.worst, loRes.sparsity
 	return best, nil

@@ -34,7 +34,7 @@ func llmInputs(t testing.TB, n int, seeds ...uint64) []Input {
 func sampleProfile() *Profile {
 	return &Profile{Version: Version, Method: "sparge", BlockQ: 128, BlockK: 64, RowGroup: 32, Causal: true, L1: 0.05, L2: 0.06,
 		Layers: []Layer{
-			{Name: "layers.0.attn", Heads: []Head{{CDF: 0.9, Theta: 0.3, Lambda: -6, L1Mask: 0.04, L1: 0.055, Sparsity: 0.4}, {CDF: 1, Theta: -1}}},
+			{Name: "layers.0.attn", Heads: []Head{{CDF: 0.9, Theta: 0.3, Lambda: -6, L1Mask: 0.04, L1: 0.055, SparsityMask: 0.3, Sparsity: 0.4}, {CDF: 1, Theta: -1}}},
 			{Name: "layers.1.attn", Heads: []Head{{CDF: 0.5, Theta: 0.6, L1Mask: 0.01, L1: 0.01, Sparsity: 0.1}}},
 		}}
 }
@@ -97,6 +97,7 @@ func TestLoadRejects(t *testing.T) {
 		{"lambda-positive", edit(`"lambda": -6`, `"lambda": 6`)},
 		{"theta-range", edit(`"theta": 0.3`, `"theta": -3`)},
 		{"negative-sparsity", edit(`"sparsity": 0.4`, `"sparsity": -0.4`)},
+		{"margin", edit(`"l2": 0.06`, `"l2": 0.06, "margin": 1.5`)},
 		{"no-heads", edit(`"heads": [`, `"heads": [], "x": [`)},
 		{"duplicate-layer", edit(`"layers.1.attn"`, `"layers.0.attn"`)},
 		{"null-layers-heads", edit(`"heads": [`, `"heads": null, "y": [`)},
@@ -131,6 +132,7 @@ func TestBadBudgets(t *testing.T) {
 		{"l1-one", Config{L1: 1, L2: 1}, ErrBudget},
 		{"l2-one", Config{L1: 0.05, L2: 1.5}, ErrBudget},
 		{"nan", Config{L1: math.NaN(), L2: 0.1}, ErrBudget},
+		{"margin", Config{L1: 0.05, L2: 0.06, Margin: 1}, ErrBudget},
 		{"cdf-grid", Config{L1: 0.05, L2: 0.06, CDFs: []float64{0.5, 1.5}}, sparge.ErrParams},
 		{"theta-grid", Config{L1: 0.05, L2: 0.06, Thetas: []float64{0}}, sparge.ErrParams},
 		{"lambda-grid", Config{L1: 0.05, L2: 0.06, Lambdas: []float64{3}}, sparge.ErrParams},
@@ -273,6 +275,26 @@ func TestTuneMeetsBounds(t *testing.T) {
 	t.Logf("exhaustive stage-1 best %.4f (feasibility monotone in τ: %v)", bestSp, monotone)
 }
 
+// TestMargin: with a margin the calibration errors stay below the
+// tightened bounds.
+func TestMargin(t *testing.T) {
+	in := llmInputs(t, 256, 5)
+	c := Config{L1: 0.05, L2: 0.06, Margin: 0.5, Causal: true, BlockQ: 32, BlockK: 32}
+	layer, err := TuneLayer(context.Background(), c, "x", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h, hd := range layer.Heads {
+		if !(hd.L1Mask < 0.025 && hd.L1 < 0.03) {
+			t.Errorf("head %d: %+v above l·(1−margin)", h, hd)
+		}
+	}
+	p, _ := NewProfile(c)
+	if p.Margin != 0.5 {
+		t.Errorf("profile margin %v", p.Margin)
+	}
+}
+
 // TestTinyBudgetFallsBackToDense: a bound no sparse mask meets leaves every
 // head dense rather than failing.
 func TestTinyBudgetFallsBackToDense(t *testing.T) {
@@ -340,4 +362,27 @@ func ExampleTuneLayer() {
 	// Output:
 	// heads tuned: 2
 	// layer rel L1 below l2: true
+}
+
+// TestLambdaStageNonCausal: without causal masking the safest λ skips
+// nothing, yet the search must go on to the λ values that do (a
+// regression: it used to stop at the first).
+func TestLambdaStageNonCausal(t *testing.T) {
+	var in []Input
+	for seed := range uint64(2) {
+		w, err := workload.Generate(context.Background(), workload.Config{Kind: workload.Video, Seed: seed, B: 1, Hq: 2, Hkv: 2, Frames: 4, Height: 8, Width: 8, D: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, Input{w.Q, w.K, w.V})
+	}
+	layer, err := TuneLayer(context.Background(), Config{L1: 0.05, L2: 0.2, BlockQ: 32, BlockK: 32, Lambdas: []float64{-40, -3, -1}}, "v", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h, hd := range layer.Heads {
+		if hd.Lambda == 0 || !(hd.Sparsity > 0) {
+			t.Errorf("head %d: %+v; want a λ from the grid under the loose l2", h, hd)
+		}
+	}
 }

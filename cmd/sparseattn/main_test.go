@@ -275,7 +275,7 @@ func TestTune(t *testing.T) {
 		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 			t.Fatal(err)
 		}
-		if len(r.Heads) != 2 || r.HoldoutMax == nil || r.Heads[0].HoldoutL1 == nil || r.Inputs != 2 {
+		if len(r.Heads) != 2 || r.HoldoutMax == nil || r.HoldoutMaskMax == nil || r.Heads[0].HoldoutL1 == nil || r.Heads[1].HoldoutMaskL1 == nil || r.Inputs != 2 {
 			t.Fatalf("report %+v", r)
 		}
 		for _, h := range r.Heads {

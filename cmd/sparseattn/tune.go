@@ -34,22 +34,24 @@ Calibration inputs, one of:
 type tuneHead struct {
 	Index int `json:"head"`
 	tune.Head
-	HoldoutL1 *float64 `json:"holdout_l1,omitempty"` // worst over held-out inputs
+	HoldoutL1     *float64 `json:"holdout_l1,omitempty"`      // worst over held-out inputs, λ on (bound l2)
+	HoldoutMaskL1 *float64 `json:"holdout_mask_l1,omitempty"` // the same with M_g alone (bound l1)
 }
 
 type tuneReport struct {
-	Layer      string          `json:"layer"`
-	Source     string          `json:"source"`
-	Geometry   tensor.Geometry `json:"geometry"`
-	Causal     bool            `json:"causal"`
-	L1         float64         `json:"l1"`
-	L2         float64         `json:"l2"`
-	Inputs     int             `json:"calibration_inputs"`
-	Holdout    int             `json:"holdout_inputs"`
-	Seconds    float64         `json:"seconds"`
-	Evals      int             `json:"single_head_runs"`
-	Heads      []tuneHead      `json:"heads"`
-	HoldoutMax *float64        `json:"holdout_layer_l1,omitempty"`
+	Layer          string          `json:"layer"`
+	Source         string          `json:"source"`
+	Geometry       tensor.Geometry `json:"geometry"`
+	Causal         bool            `json:"causal"`
+	L1             float64         `json:"l1"`
+	L2             float64         `json:"l2"`
+	Inputs         int             `json:"calibration_inputs"`
+	Holdout        int             `json:"holdout_inputs"`
+	Seconds        float64         `json:"seconds"`
+	Evals          int             `json:"single_head_runs"`
+	Heads          []tuneHead      `json:"heads"`
+	HoldoutMax     *float64        `json:"holdout_layer_l1,omitempty"`
+	HoldoutMaskMax *float64        `json:"holdout_layer_mask_l1,omitempty"`
 }
 
 func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -58,6 +60,7 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	in.register(fs)
 	l1 := fs.Float64("l1", 0.05, "bound on rel L1 with the block mask M_g alone")
 	l2 := fs.Float64("l2", 0.06, "bound on rel L1 with the λ filter too (≥ --l1)")
+	margin := fs.Float64("margin", 0, "tune against l1·(1−margin) and l2·(1−margin), headroom for unseen inputs; in [0,1)")
 	calib := fs.Int("calib", 3, "generated calibration inputs (seeds --seed, --seed+1, ...)")
 	holdout := fs.Int("holdout", 0, "generated held-out inputs checked after tuning (seeds after the calibration ones)")
 	layerName := fs.String("layer", "layer0", "layer name in the profile")
@@ -79,7 +82,7 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if in.input != "" && (set["calib"] || set["holdout"]) {
 		return fmt.Errorf("%w: --calib and --holdout count generated inputs; with --input, list one file per input", errUsage)
 	}
-	cfg := tune.Config{L1: *l1, L2: *l2, BlockQ: *blockQ, BlockK: *blockK, RowGroup: *rowGroup, Sink: *sink, Workers: *workers}
+	cfg := tune.Config{L1: *l1, L2: *l2, Margin: *margin, BlockQ: *blockQ, BlockK: *blockK, RowGroup: *rowGroup, Sink: *sink, Workers: *workers}
 	if _, err := tune.NewProfile(cfg); err != nil { // check the bounds before loading anything
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -125,9 +128,9 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *out != "" {
 		switch p, err := tune.LoadFile(*out); {
 		case err == nil:
-			if p.BlockQ != cfg.BlockQ || p.BlockK != cfg.BlockK || p.L1 != cfg.L1 || p.L2 != cfg.L2 || p.Causal != cfg.Causal || p.RowGroup != cfg.RowGroup {
-				return fmt.Errorf("%w: %s was tuned with blocks %d×%d, row group %d, causal=%v, l1=%v, l2=%v; use the same or another --out",
-					errUsage, *out, p.BlockQ, p.BlockK, p.RowGroup, p.Causal, p.L1, p.L2)
+			if p.BlockQ != cfg.BlockQ || p.BlockK != cfg.BlockK || p.L1 != cfg.L1 || p.L2 != cfg.L2 || p.Margin != cfg.Margin || p.Causal != cfg.Causal || p.RowGroup != cfg.RowGroup {
+				return fmt.Errorf("%w: %s was tuned with blocks %d×%d, row group %d, causal=%v, l1=%v, l2=%v, margin=%v; use the same or another --out",
+					errUsage, *out, p.BlockQ, p.BlockK, p.RowGroup, p.Causal, p.L1, p.L2, p.Margin)
 			}
 			prof = p
 		case errors.Is(err, os.ErrNotExist):
@@ -173,20 +176,34 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		opts.Workers = *workers
-		worst := 0.0
+		maskOnly := opts
+		maskOnly.Heads = nil
+		for _, p := range opts.Heads {
+			p.Lambda = 0
+			maskOnly.Heads = append(maskOnly.Heads, p)
+		}
+		worst, worstMask := 0.0, 0.0
+		raise := func(dst **float64, e float64) {
+			if *dst == nil || e > **dst {
+				*dst = &e
+			}
+		}
 		for _, x := range heldOut {
 			perHead, layerL1, err := heldOutErrors(ctx, opts, x)
 			if err != nil {
 				return err
 			}
-			worst = max(worst, layerL1)
-			for h, e := range perHead {
-				if report.Heads[h].HoldoutL1 == nil || e > *report.Heads[h].HoldoutL1 {
-					report.Heads[h].HoldoutL1 = &e
-				}
+			perHeadMask, layerMaskL1, err := heldOutErrors(ctx, maskOnly, x)
+			if err != nil {
+				return err
+			}
+			worst, worstMask = max(worst, layerL1), max(worstMask, layerMaskL1)
+			for h := range perHead {
+				raise(&report.Heads[h].HoldoutL1, perHead[h])
+				raise(&report.Heads[h].HoldoutMaskL1, perHeadMask[h])
 			}
 		}
-		report.HoldoutMax = &worst
+		report.HoldoutMax, report.HoldoutMaskMax = &worst, &worstMask
 	}
 	bar.Finish()
 	if *asJSON {
@@ -244,24 +261,26 @@ func printTune(w io.Writer, r tuneReport, out string) {
 		r.Layer, r.Source, g.B, g.Hq, g.Hkv, g.Nq, g.Nk, g.D, r.Causal, r.L1, r.L2, r.Inputs)
 	fmt.Fprintf(w, "tuned in %.1f s (%d single-head attention runs)\n\n", r.Seconds, r.Evals)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "head\tτ\tθ\tλ\tL1 mask\tL1\tsparsity\t"
+	head := "head\tτ\tθ\tλ\tL1 mask\tL1\tsparsity mask\tsparsity\t"
 	if r.Holdout > 0 {
-		head += "held-out L1\t"
+		head += "held-out: L1 mask\tL1\t"
 	}
 	fmt.Fprintln(tw, head)
-	var sp float64
+	var sp, spMask float64
 	for _, h := range r.Heads {
-		line := fmt.Sprintf("%d\t%g\t%g\t%g\t%.4f\t%.4f\t%.3f\t", h.Index, h.CDF, h.Theta, h.Lambda, h.L1Mask, h.L1, h.Sparsity)
+		line := fmt.Sprintf("%d\t%g\t%g\t%g\t%.4f\t%.4f\t%.3f\t%.3f\t", h.Index, h.CDF, h.Theta, h.Lambda, h.L1Mask, h.L1, h.SparsityMask, h.Sparsity)
 		if h.HoldoutL1 != nil {
-			line += fmt.Sprintf("%.4f\t", *h.HoldoutL1)
+			line += fmt.Sprintf("%.4f\t%.4f\t", *h.HoldoutMaskL1, *h.HoldoutL1)
 		}
 		fmt.Fprintln(tw, line)
 		sp += h.Sparsity / float64(len(r.Heads))
+		spMask += h.SparsityMask / float64(len(r.Heads))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nmean sparsity %.3f (executor counters, calibration inputs); θ < 0: no judge; λ 0: no filter.\n", sp)
+	fmt.Fprintf(w, "\nmean sparsity %.3f with M_g alone, %.3f with λ too (executor counters, calibration inputs); θ < 0: no judge; λ 0: no filter.\n", spMask, sp)
 	if r.HoldoutMax != nil {
-		fmt.Fprintf(w, "held-out: worst layer rel L1 %.4f over %d inputs (bound l2=%v)\n", *r.HoldoutMax, r.Holdout, r.L2)
+		fmt.Fprintf(w, "held-out, worst layer rel L1 over %d inputs: %.4f with M_g alone (bound l1=%v), %.4f with λ too (bound l2=%v)\n",
+			r.Holdout, *r.HoldoutMaskMax, r.L1, *r.HoldoutMax, r.L2)
 	}
 	if out != "" {
 		fmt.Fprintf(w, "profile written to %s\n", out)

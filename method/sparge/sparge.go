@@ -62,7 +62,9 @@ type Params struct {
 	// 0 means DefaultTheta; a negative θ switches the judge off.
 	Theta float64
 	// Lambda is λ < 0 of the sparse warp online softmax: a row group skips
-	// P̃V when max(m_local − m) < λ. 0 switches the filter off.
+	// P̃V when max(m_local − m) < λ, where m are row maxima of the scaled
+	// logits, so every skipped weight is below e^λ of its row's running
+	// max. 0 switches the filter off.
 	Lambda float64
 }
 
@@ -218,12 +220,12 @@ func assemble(bld *plan.Builder, t plan.Tiling, masks []*HeadMask, filter *plan.
 
 // filter returns the plan's λ filter, or nil when no head has one.
 func (p Planner) filter(t plan.Tiling, params []Params) (*plan.Filter, error) {
-	any, same := false, true
+	some, same := false, true
 	for _, hp := range params {
-		any = any || hp.Lambda < 0
+		some = some || hp.Lambda < 0
 		same = same && hp.Lambda == params[0].Lambda
 	}
-	if !any {
+	if !some {
 		return nil, nil
 	}
 	rg, err := p.rowGroup(t.BlockQ)

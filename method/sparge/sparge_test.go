@@ -53,6 +53,7 @@ var shapes = []shape{
 func (s shape) inputs(t *testing.T, r *rand.Rand) (q, k, v *tensor.Tensor) {
 	gen := func(h, n int, strength float64) *tensor.Tensor {
 		x := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: h, N: n, D: s.d}, 0.6)
+		data := x.Float32s() // BHND: row (b, h, tok) starts at ((b·h + hh)·n + tok)·d
 		for b := range s.b {
 			for hh := range h {
 				dirs := make([][]float64, 5)
@@ -68,8 +69,9 @@ func (s shape) inputs(t *testing.T, r *rand.Rand) (q, k, v *tensor.Tensor) {
 						cur, left = r.IntN(len(dirs)), 1+r.IntN(40)
 					}
 					left--
-					for d := range s.d {
-						x.Set(b, hh, tok, d, x.At(b, hh, tok, d)+float32(strength*dirs[cur][d]))
+					row := data[((b*h+hh)*n+tok)*s.d:][:s.d]
+					for d := range row {
+						row[d] += float32(strength * dirs[cur][d])
 					}
 				}
 			}
