@@ -58,7 +58,7 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	minBlocks := fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)")
 	stages := fs.Int("stages", 0, "K/V tile buffers: 1 or 2 (0 = default)")
 	pipeline := fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)")
-	order := fs.String("order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)")
+	order := fs.String("launch-order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)")
 	skipFuture := fs.Bool("skip-future", false, "skip causal tiles after all of a warpgroup's rows (wgmma kernel)")
 	out16 := fs.Bool("out16", false, "write the output in the inputs' 16-bit type, not float32")
 	maskDir := fs.String("mask-dir", "", "write each block mask here for peers")
@@ -87,7 +87,7 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	lo, err := cuda.ParseLaunchOrder(*order)
 	if err != nil {
-		return fmt.Errorf("%w: --order: %v", errUsage, err)
+		return fmt.Errorf("%w: --launch-order: %v", errUsage, err)
 	}
 	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline, Order: lo, SkipFuture: *skipFuture, Output16: *out16})
 	if err != nil {

@@ -29,20 +29,18 @@ import (
 const usage = `sparseattn: training-free sparse attention, checked on your own tensors.
 
 Usage:
-  sparseattn eval    [flags]   run the methods on a workload or on --input files and
-                               compare each with dense attention (sparsity, error, time)
-  sparseattn compare [flags]   sweep each method's knob on the same input: error against
-                               sparsity side by side, ratio to the oracle, optional PNG plot
-  sparseattn viz     [flags]   PNG heatmaps of the true block attention mass of one head
-                               beside each method's mask or pyramid levels
-  sparseattn tune    [flags]   tune SpargeAttn per head for one layer under L1 bounds;
-                               write a JSON profile
-  sparseattn bench   [flags]   sweep sequence length; report GFLOPS and % of measured peak
-  sparseattn tune    [flags]   tune SpargeAttn per head for one layer under L1 bounds;
-                               write a JSON profile
-  sparseattn info    [flags]   report CPU features, the measured FMA peak and any GPUs
-  sparseattn selftest [flags] check the GPU engine against the CPU on random inputs
-  sparseattn gpubench [flags] time the GPU kernels alone (dense and block-sparse)
+  sparseattn eval     [flags]   run the methods on a workload or on --input files and
+                                compare each with dense attention (sparsity, error, time)
+  sparseattn compare  [flags]   sweep each method's knob on the same input: error against
+                                sparsity side by side, ratio to the oracle, optional PNG plot
+  sparseattn viz      [flags]   PNG heatmaps of the true block attention mass of one head
+                                beside each method's mask or pyramid levels
+  sparseattn tune     [flags]   tune SpargeAttn per head for one layer under L1 bounds;
+                                write a JSON profile
+  sparseattn bench    [flags]   sweep sequence length; report GFLOPS and % of measured peak
+  sparseattn info     [flags]   report CPU features, the measured FMA peak and any GPUs
+  sparseattn selftest [flags]   check the GPU engine against the CPU on random inputs
+  sparseattn gpubench [flags]   time the GPU kernels alone (dense and block-sparse)
 
 With no flags, "sparseattn eval" runs the embedded default workload
 (an 8-head, 4096-token causal LLM layer with a planted needle).
