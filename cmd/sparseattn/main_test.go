@@ -296,6 +296,27 @@ func TestTune(t *testing.T) {
 			t.Errorf("%v: exit %d (%s), want a usage error", bad, code, errs)
 		}
 	}
+	// eval runs a tuned layer: per-head parameters from the profile, the
+	// same workload as calibration, so its error stays near the bounds
+	// (held-out inputs are not guaranteed to meet them exactly: 2× slack).
+	evalArgs := []string{"eval", "--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32", "--block-q", "64", "--block-k", "32",
+		"--methods", "sparge", "--repeat", "1", "--warmup", "0", "--json", "--sparge-profile", out}
+	code, stdout, errs := runCLI(t, append(evalArgs, "--sparge-layer", "b")...)
+	if code != 0 {
+		t.Fatalf("eval with the profile: exit %d: %s", code, errs)
+	}
+	var rep evalReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 || rep.Rows[1].Method != "sparge" || !(float64(rep.Rows[1].RelL1) < 2*0.06) {
+		t.Errorf("eval with the profile: rows %+v", rep.Rows)
+	}
+	for _, bad := range [][]string{{}, {"--sparge-layer", "nope"}} {
+		if code, _, errs := runCLI(t, append(evalArgs, bad...)...); code != 2 || !strings.Contains(errs, "layer") {
+			t.Errorf("eval %v: exit %d (%s), want a usage error naming the layer", bad, code, errs)
+		}
+	}
 	// Another tiling cannot update the same profile.
 	if code, _, errs := runCLI(t, args("a", "--block-q", "128")...); code != 2 || !strings.Contains(errs, "was tuned with") {
 		t.Errorf("tiling mismatch: exit %d, %s", code, errs)

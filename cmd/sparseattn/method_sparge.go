@@ -6,6 +6,7 @@ import (
 
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tune"
 )
 
 // spargeMethod is SpargeAttn: selective token compression predicts the
@@ -15,6 +16,7 @@ func spargeMethod() *method {
 	var cdf, topk, theta, lambda float64
 	var rowGroup int
 	var sink bool
+	var profile, layer string
 	build := func(cdf, topk float64) (plan.Planner, error) {
 		p := sparge.Planner{
 			Params:   sparge.Params{CDF: cdf, TopK: topk, Theta: theta, Lambda: lambda},
@@ -28,6 +30,26 @@ func spargeMethod() *method {
 		}
 		return p, nil
 	}
+	// fromProfile is the planner of one layer of a tuned profile: per-head
+	// τ, θ and λ, with the row group it was tuned with.
+	fromProfile := func() (plan.Planner, error) {
+		prof, err := tune.LoadFile(profile)
+		if err != nil {
+			return nil, fmt.Errorf("--sparge-profile: %w", err)
+		}
+		name := layer
+		if name == "" {
+			if len(prof.Layers) != 1 {
+				return nil, fmt.Errorf("%w: the profile has %d layers; name one with --sparge-layer", errUsage, len(prof.Layers))
+			}
+			name = prof.Layers[0].Name
+		}
+		l, err := prof.Layer(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --sparge-layer: %v", errUsage, err)
+		}
+		return sparge.Planner{Heads: l.Params(), RowGroup: prof.RowGroup, Sink: sink}, nil
+	}
 	return &method{
 		name: "sparge",
 		flags: func(fs *flag.FlagSet) {
@@ -37,8 +59,15 @@ func spargeMethod() *method {
 			fs.Float64Var(&lambda, "sparge-lambda", 0, "sparge: λ < 0 skips a row group's P̃V when max(m_local − m) < λ (0: off)")
 			fs.IntVar(&rowGroup, "sparge-row-group", 0, "sparge: query rows per λ decision, dividing --block-q (0: block-q/4)")
 			fs.BoolVar(&sink, "sparge-sink", false, "sparge: always keep key block 0 (attention sinks)")
+			fs.StringVar(&profile, "sparge-profile", "", "sparge: a profile written by \"sparseattn tune\"; its per-head τ, θ and λ replace --sparge-cdf/topk/theta/lambda (run with the --block-q/--block-k it was tuned with)")
+			fs.StringVar(&layer, "sparge-layer", "", "sparge: the profile's layer to use (empty: its only layer)")
 		},
-		planner: func() (plan.Planner, error) { return build(cdf, topk) },
+		planner: func() (plan.Planner, error) {
+			if profile != "" {
+				return fromProfile()
+			}
+			return build(cdf, topk)
+		},
 		knob: &knob{
 			name:    "cdf",
 			values:  []float64{0.999, 0.99, 0.98, 0.95, 0.9, 0.8},
