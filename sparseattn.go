@@ -8,7 +8,9 @@
 //	tensor      [B, H, N, D] tensors in float32, float16 and bfloat16
 //	tensorfile  .safetensors, .npy and .npz reading and writing
 //	plan        the one plan format every method shares, and its counters
-//	method/...  planners: window (sink + local), oracle (exact TopCdf)
+//	method/...  planners: sparge (SpargeAttn), unisparse, psa, s2o, and the
+//	            baselines xattn, flexprefill, minference, window and oracle
+//	tune        SpargeAttn's per-head tuner and its JSON profiles
 //	permute     token orders for visual tokens (Hilbert curve, row, column, time, random)
 //	quant       SageAttention-style INT8 quantization of Q and K
 //	cpu         the CPU executor
