@@ -2,6 +2,7 @@ package sparge
 
 import (
 	"math"
+	"sync"
 
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -17,7 +18,8 @@ type HeadEstimate struct {
 	// the query heads of a GQA group). See CosSim.
 	QSim, KSim []float64
 	// Logits[i·KBlocks+j] is scale·q̄_i·k̄_j, the compressed attention logit
-	// of block pair (i, j) (SpargeAttn §3.2, Ŝ = q kᵀ).
+	// of block pair (i, j) (SpargeAttn §3.2, Ŝ = q kᵀ), for j < Visible[i];
+	// entries of causally invisible blocks are not computed and hold 0.
 	Logits []float64
 	// Visible[i] is the number of leading key blocks query block i may see:
 	// every block when not causal, else those with a causally visible pair.
@@ -132,32 +134,45 @@ func EstimateGroup(t plan.Tiling, q, k *tensor.Tensor, b, kvh int) []*HeadEstima
 		diag[i] = max(0, qlo+off) / t.BlockK
 	}
 	scale := float64(t.SoftmaxScale())
-	qMean := make([]float64, g.D)
 	out := make([]*HeadEstimate, g.Group())
+	// The query heads of a group are independent; estimate them in
+	// parallel, since a planner's pool runs one goroutine per group and GQA
+	// layers have few groups.
+	var wg sync.WaitGroup
 	for gi := range out {
-		h := kvh*g.Group() + gi
-		e := &HeadEstimate{
-			QBlocks: nqb, KBlocks: nkb,
-			QSim: make([]float64, nqb), KSim: kSim,
-			Logits: make([]float64, nqb*nkb), Visible: visible, Diag: diag,
-		}
-		for i := range nqb {
-			lo, hi := p.QueryRange(i)
-			e.QSim[i] = blockStats(q, b, h, lo, hi, row, qMean, unit)
-			for d := range qMean {
-				qMean[d] *= scale
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			row := make([]float32, g.D)
+			unit := make([]float64, g.D)
+			qMean := make([]float64, g.D)
+			h := kvh*g.Group() + gi
+			e := &HeadEstimate{
+				QBlocks: nqb, KBlocks: nkb,
+				QSim: make([]float64, nqb), KSim: kSim,
+				Logits: make([]float64, nqb*nkb), Visible: visible, Diag: diag,
 			}
-			lg := e.Logits[i*nkb : (i+1)*nkb]
-			for j := range nkb {
-				km := kMean[j*g.D : (j+1)*g.D]
-				var s float64
-				for d, x := range qMean {
-					s += x * km[d]
+			for i := range nqb {
+				lo, hi := p.QueryRange(i)
+				e.QSim[i] = blockStats(q, b, h, lo, hi, row, qMean, unit)
+				for d := range qMean {
+					qMean[d] *= scale
 				}
-				lg[j] = s
+				// Only causally visible blocks are ever read; the rest
+				// stay 0.
+				lg := e.Logits[i*nkb : i*nkb+visible[i]]
+				for j := range lg {
+					km := kMean[j*g.D : (j+1)*g.D]
+					var s float64
+					for d, x := range qMean {
+						s += x * km[d]
+					}
+					lg[j] = s
+				}
 			}
-		}
-		out[gi] = e
+			out[gi] = e
+		}()
 	}
+	wg.Wait()
 	return out
 }
