@@ -32,6 +32,9 @@ func (o Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if !(o.CDF > 0 && o.CDF <= 1) {
 		return nil, fmt.Errorf("%w: oracle CDF %v must be in (0, 1]", plan.ErrInvalid, o.CDF)
 	}
+	if err := heads.CheckInputs(t, q, k, "oracle"); err != nil {
+		return nil, err
+	}
 	g := t.Geometry
 	scale := t.SoftmaxScale()
 	dense, err := plan.Dense(t) // gives the visibility logic and block ranges
