@@ -20,12 +20,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/method/internal/probe"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -77,34 +75,19 @@ func (f Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	g := t.Geometry
-	if q == nil || k == nil || q.Shape() != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) || k.Shape() != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
-		return nil, fmt.Errorf("%w: flexprefill needs q [%d,%d,%d,%d] and k [%d,%d,%d,%d]", plan.ErrInvalid, g.B, g.Hq, g.Nq, g.D, g.B, g.Hkv, g.Nk, g.D)
+	if err := heads.CheckInputs(t, q, k, "flexprefill"); err != nil {
+		return nil, err
 	}
+	g := t.Geometry
 	dense, err := plan.Dense(t)
 	if err != nil {
 		return nil, err
 	}
-	heads := g.B * g.Hq
-	decided := make([]Head, heads)
-	workers := min(runtime.GOMAXPROCS(0), heads)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= heads || ctx.Err() != nil {
-					return
-				}
-				decided[i] = f.Decide(dense, q, k, i/g.Hq, i%g.Hq)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	decided := make([]Head, g.B*g.Hq)
+	err = heads.ForEach(ctx, len(decided), func(i int) {
+		decided[i] = f.Decide(dense, q, k, i/g.Hq, i%g.Hq)
+	})
+	if err != nil {
 		return nil, err
 	}
 	bld, err := plan.NewBuilder(t)

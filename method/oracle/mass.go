@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -15,16 +16,10 @@ import (
 // mass 0, and every row sums to 1 up to rounding. It costs one QKᵀ pass
 // over the head.
 func BlockMass(ctx context.Context, t plan.Tiling, q, k *tensor.Tensor, b, h int) ([][]float64, error) {
+	if err := heads.CheckInputs(t, q, k, "oracle BlockMass"); err != nil {
+		return nil, err
+	}
 	g := t.Geometry
-	if q == nil || k == nil {
-		return nil, fmt.Errorf("%w: BlockMass needs q and k", plan.ErrInvalid)
-	}
-	if qs, want := q.Shape(), (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}); qs != want {
-		return nil, fmt.Errorf("%w: q has shape %v, the tiling's geometry needs %v", plan.ErrInvalid, qs, want)
-	}
-	if ks, want := k.Shape(), (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}); ks != want {
-		return nil, fmt.Errorf("%w: k has shape %v, the tiling's geometry needs %v", plan.ErrInvalid, ks, want)
-	}
 	if b < 0 || b >= g.B || h < 0 || h >= g.Hq {
 		return nil, fmt.Errorf("%w: batch %d, head %d out of range (batch in 0..%d, head in 0..%d)", plan.ErrInvalid, b, h, g.B-1, g.Hq-1)
 	}

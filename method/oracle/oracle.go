@@ -10,12 +10,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"sort"
-	"sync"
-	"sync/atomic"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -34,6 +32,9 @@ func (o Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if !(o.CDF > 0 && o.CDF <= 1) {
 		return nil, fmt.Errorf("%w: oracle CDF %v must be in (0, 1]", plan.ErrInvalid, o.CDF)
 	}
+	if err := heads.CheckInputs(t, q, k, "oracle"); err != nil {
+		return nil, err
+	}
 	g := t.Geometry
 	scale := t.SoftmaxScale()
 	dense, err := plan.Dense(t) // gives the visibility logic and block ranges
@@ -41,29 +42,16 @@ func (o Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 		return nil, err
 	}
 	kept := make([][]int, dense.Rows())
-	heads := g.B * g.Hq
-	workers := min(runtime.GOMAXPROCS(0), heads)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := newScratch(t, dense.KBlocks())
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= heads || ctx.Err() != nil {
-					return
-				}
-				for qb := range dense.QBlocks() {
-					r := dense.Row(i/g.Hq, i%g.Hq, qb)
-					kept[r] = s.topCDF(dense, q, k, i/g.Hq, i%g.Hq, qb, scale, o.CDF)
-				}
+	err = heads.ForEachWorker(ctx, g.B*g.Hq, func() func(int) {
+		s := newScratch(t, dense.KBlocks())
+		return func(i int) {
+			for qb := range dense.QBlocks() {
+				r := dense.Row(i/g.Hq, i%g.Hq, qb)
+				kept[r] = s.topCDF(dense, q, k, i/g.Hq, i%g.Hq, qb, scale, o.CDF)
 			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 	bld, err := plan.NewBuilder(t)

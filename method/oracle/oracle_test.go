@@ -27,6 +27,13 @@ func TestKeepsSmallestSetReachingCDF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Misshapen inputs are an error, not a panic.
+		if _, err := (Planner{CDF: cdf}).Plan(context.Background(), tl, k, q, nil); !errors.Is(err, plan.ErrInvalid) {
+			t.Errorf("swapped q and k: %v, want plan.ErrInvalid", err)
+		}
+		if _, err := (Planner{CDF: cdf}).Plan(context.Background(), tl, nil, k, nil); !errors.Is(err, plan.ErrInvalid) {
+			t.Errorf("nil q: %v, want plan.ErrInvalid", err)
+		}
 		for h := range 2 {
 			for qb := range p.QBlocks() {
 				qlo, qhi := p.QueryRange(qb)

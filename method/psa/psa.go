@@ -19,10 +19,8 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
+	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -221,21 +219,6 @@ func (p Planner) config(t plan.Tiling) (config, error) {
 	return c, nil
 }
 
-// checkInputs verifies that q and k have the tiling's shapes.
-func checkInputs(t plan.Tiling, q, k *tensor.Tensor) error {
-	g := t.Geometry
-	if q == nil || k == nil {
-		return fmt.Errorf("%w: psa needs Q and K", plan.ErrInvalid)
-	}
-	if s := q.Shape(); s != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) {
-		return fmt.Errorf("%w: Q is %v, the tiling's geometry needs [B=%d H=%d N=%d D=%d]", plan.ErrInvalid, s, g.B, g.Hq, g.Nq, g.D)
-	}
-	if s := k.Shape(); s != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
-		return fmt.Errorf("%w: K is %v, the tiling's geometry needs [B=%d H=%d N=%d D=%d]", plan.ErrInvalid, s, g.B, g.Hkv, g.Nk, g.D)
-	}
-	return nil
-}
-
 // Plan estimates block importance, assigns pyramid levels and returns the
 // plan. Causally partial (diagonal) blocks are never pooled: a pooled key
 // would average visible and future tokens, so such a block assigned a coarse
@@ -249,7 +232,7 @@ func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err != nil {
 		return nil, err
 	}
-	if err := checkInputs(t, q, k); err != nil {
+	if err := heads.CheckInputs(t, q, k, "psa"); err != nil {
 		return nil, err
 	}
 	g := t.Geometry
@@ -258,45 +241,33 @@ func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 		caps = similarityCaps(dense, k, c.sim)
 	}
 	levels := make([]plan.Level, len(dense.KVBlock)) // aligned with dense's entries
-	heads := g.B * g.Hq
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), heads) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			est := newEstimator(dense, c, q, k)
-			var imp []float64
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= heads || ctx.Err() != nil {
-					return
-				}
-				b, h := i/g.Hq, i%g.Hq
-				est.head(b, h)
-				for qb := range dense.QBlocks() {
-					r := dense.Row(b, h, qb)
-					blocks, _ := dense.Entries(r)
-					imp = est.row(qb, blocks, imp[:0])
-					lv := levels[dense.RowStart[r]:dense.RowStart[r+1]]
-					assign(c, imp, lv)
-					for e, kb := range blocks {
-						if lv[e] == plan.Skip {
-							continue
-						}
-						if caps != nil {
-							lv[e] = min(lv[e], caps[(b*g.Hkv+g.KVHead(h))*dense.KBlocks()+int(kb)])
-						}
-						if _, partial := dense.BlockVisibility(qb, int(kb)); partial {
-							lv[e] = plan.Full
-						}
+	err = heads.ForEachWorker(ctx, g.B*g.Hq, func() func(int) {
+		est := newEstimator(dense, c, q, k)
+		var imp []float64
+		return func(i int) {
+			b, h := i/g.Hq, i%g.Hq
+			est.head(b, h)
+			for qb := range dense.QBlocks() {
+				r := dense.Row(b, h, qb)
+				blocks, _ := dense.Entries(r)
+				imp = est.row(qb, blocks, imp[:0])
+				lv := levels[dense.RowStart[r]:dense.RowStart[r+1]]
+				assign(c, imp, lv)
+				for e, kb := range blocks {
+					if lv[e] == plan.Skip {
+						continue
+					}
+					if caps != nil {
+						lv[e] = min(lv[e], caps[(b*g.Hkv+g.KVHead(h))*dense.KBlocks()+int(kb)])
+					}
+					if _, partial := dense.BlockVisibility(qb, int(kb)); partial {
+						lv[e] = plan.Full
 					}
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 	bld, err := plan.NewBuilder(t)

@@ -36,12 +36,10 @@ package s2o
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -90,46 +88,30 @@ func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err := s.check(t); err != nil {
 		return nil, err
 	}
-	if q == nil || k == nil {
-		return nil, fmt.Errorf("%w: s2o needs the queries and keys", plan.ErrInvalid)
+	if err := heads.CheckInputs(t, q, k, "s2o"); err != nil {
+		return nil, err
 	}
 	g := t.Geometry
-	if qs, ks := q.Shape(), k.Shape(); qs != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) || ks != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
-		return nil, fmt.Errorf("%w: s2o got q %v and k %v for geometry %+v", plan.ErrInvalid, qs, ks, g)
-	}
 	if _, err := plan.NewBuilder(t); err != nil { // checks the tiling before any work
 		return nil, err
 	}
 	segs := (g.Nq + s.Segment - 1) / s.Segment
-	heads := g.B * g.Hq
-	perHead := make([]headOrders, heads)
-	workers := min(runtime.GOMAXPROCS(0), heads)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			keys := make([]float32, g.Nk*g.D) // the head's keys, row-major
-			lastKV := -1
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= heads || ctx.Err() != nil {
-					return
+	perHead := make([]headOrders, g.B*g.Hq)
+	err := heads.ForEachWorker(ctx, len(perHead), func() func(int) {
+		keys := make([]float32, g.Nk*g.D) // the head's keys, row-major
+		lastKV := -1
+		return func(i int) {
+			b, h := i/g.Hq, i%g.Hq
+			if kv := b*g.Hkv + g.KVHead(h); kv != lastKV {
+				for j := range g.Nk {
+					k.ReadRow(b, g.KVHead(h), j, keys[j*g.D:(j+1)*g.D])
 				}
-				b, h := i/g.Hq, i%g.Hq
-				if kv := b*g.Hkv + g.KVHead(h); kv != lastKV {
-					for j := range g.Nk {
-						k.ReadRow(b, g.KVHead(h), j, keys[j*g.D:(j+1)*g.D])
-					}
-					lastKV = kv
-				}
-				perHead[i] = s.orders(t, q, keys, b, h, segs)
+				lastKV = kv
 			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+			perHead[i] = s.orders(t, q, keys, b, h, segs)
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 

@@ -28,10 +28,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
+	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -253,28 +251,14 @@ func (p Planner) masks(ctx context.Context, t plan.Tiling, q, k *tensor.Tensor, 
 		return nil, err
 	}
 	masks := make([]*HeadMask, g.B*g.Hq)
-	groups := g.B * g.Hkv
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), groups) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= groups || ctx.Err() != nil {
-					return
-				}
-				b, kvh := i/g.Hkv, i%g.Hkv
-				for gi, e := range EstimateGroup(t, q, k, b, kvh) {
-					h := kvh*g.Group() + gi
-					masks[b*g.Hq+h] = e.Mask(params[h], MaskOptions{Sink: p.Sink})
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	err = heads.ForEach(ctx, g.B*g.Hkv, func(i int) {
+		b, kvh := i/g.Hkv, i%g.Hkv
+		for gi, e := range EstimateGroup(t, q, k, b, kvh) {
+			h := kvh*g.Group() + gi
+			masks[b*g.Hq+h] = e.Mask(params[h], MaskOptions{Sink: p.Sink})
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 	return masks, nil

@@ -12,12 +12,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -145,43 +143,32 @@ func (u Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err != nil {
 		return nil, err
 	}
-	if err := checkInputs(t, q, k); err != nil {
+	if err := heads.CheckInputs(t, q, k, "unisparse"); err != nil {
 		return nil, err
 	}
 	g := t.Geometry
 	keep := make([]bool, len(dense.KVBlock)) // aligned with dense's entries
 	groups := g.B * g.Hq / c.ch
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), groups) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := newScorer(dense, c, q, k)
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= groups || ctx.Err() != nil {
-					return
-				}
-				b, h0 := i/(g.Hq/c.ch), (i%(g.Hq/c.ch))*c.ch
-				s.compress(b, h0)
-				for qb := range dense.QBlocks() {
-					r := dense.Row(b, h0, qb)
-					blocks, _ := dense.Entries(r)
-					mass := s.blockMass(qb, blocks)
-					kept := keep[dense.RowStart[r]:dense.RowStart[r+1]]
-					topP(mass, c.topP, kept)
-					// UniSparse §4.2: the group's mask is broadcast to its heads.
-					for h := h0 + 1; h < h0+c.ch; h++ {
-						r2 := dense.Row(b, h, qb)
-						copy(keep[dense.RowStart[r2]:dense.RowStart[r2+1]], kept)
-					}
+	err = heads.ForEachWorker(ctx, groups, func() func(int) {
+		s := newScorer(dense, c, q, k)
+		return func(i int) {
+			b, h0 := i/(g.Hq/c.ch), (i%(g.Hq/c.ch))*c.ch
+			s.compress(b, h0)
+			for qb := range dense.QBlocks() {
+				r := dense.Row(b, h0, qb)
+				blocks, _ := dense.Entries(r)
+				mass := s.blockMass(qb, blocks)
+				kept := keep[dense.RowStart[r]:dense.RowStart[r+1]]
+				topP(mass, c.topP, kept)
+				// UniSparse §4.2: the group's mask is broadcast to its heads.
+				for h := h0 + 1; h < h0+c.ch; h++ {
+					r2 := dense.Row(b, h, qb)
+					copy(keep[dense.RowStart[r2]:dense.RowStart[r2+1]], kept)
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 	bld, err := plan.NewBuilder(t)
@@ -237,21 +224,6 @@ func topP(mass []float64, p float64, kept []bool) {
 			return
 		}
 	}
-}
-
-// checkInputs verifies that q and k have the tiling's shapes.
-func checkInputs(t plan.Tiling, q, k *tensor.Tensor) error {
-	g := t.Geometry
-	if q == nil || k == nil {
-		return fmt.Errorf("%w: unisparse needs Q and K", plan.ErrInvalid)
-	}
-	if s := q.Shape(); s != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) {
-		return fmt.Errorf("%w: Q is %v, the tiling's geometry needs [B=%d H=%d N=%d D=%d]", plan.ErrInvalid, s, g.B, g.Hq, g.Nq, g.D)
-	}
-	if s := k.Shape(); s != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
-		return fmt.Errorf("%w: K is %v, the tiling's geometry needs [B=%d H=%d N=%d D=%d]", plan.ErrInvalid, s, g.B, g.Hkv, g.Nk, g.D)
-	}
-	return nil
 }
 
 // scorer is one worker's compressed-attention state.

@@ -17,12 +17,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -56,39 +54,24 @@ func (x Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err := x.check(t); err != nil {
 		return nil, err
 	}
-	g := t.Geometry
-	if q == nil || k == nil || q.Shape() != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) || k.Shape() != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
-		return nil, fmt.Errorf("%w: xattn needs q [%d,%d,%d,%d] and k [%d,%d,%d,%d]", plan.ErrInvalid, g.B, g.Hq, g.Nq, g.D, g.B, g.Hkv, g.Nk, g.D)
+	if err := heads.CheckInputs(t, q, k, "xattn"); err != nil {
+		return nil, err
 	}
+	g := t.Geometry
 	dense, err := plan.Dense(t)
 	if err != nil {
 		return nil, err
 	}
-	heads := g.B * g.Hq
 	kept := make([][]int32, dense.Rows())
-	workers := min(runtime.GOMAXPROCS(0), heads)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= heads || ctx.Err() != nil {
-					return
-				}
-				mass := x.blockMass(dense, q, k, i/g.Hq, i%g.Hq)
-				for qb := range dense.QBlocks() {
-					r := dense.Row(i/g.Hq, i%g.Hq, qb)
-					blocks, _ := dense.Entries(r)
-					kept[r] = Select(dense, qb, blocks, mass[qb], x.Threshold)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	err = heads.ForEach(ctx, g.B*g.Hq, func(i int) {
+		mass := x.blockMass(dense, q, k, i/g.Hq, i%g.Hq)
+		for qb := range dense.QBlocks() {
+			r := dense.Row(i/g.Hq, i%g.Hq, qb)
+			blocks, _ := dense.Entries(r)
+			kept[r] = Select(dense, qb, blocks, mass[qb], x.Threshold)
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 	bld, err := plan.NewBuilder(t)

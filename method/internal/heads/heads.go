@@ -1,0 +1,66 @@
+// Package heads holds the plumbing every planner repeats: checking q and k
+// against the tiling, and running independent per-head (or per-group) work
+// on GOMAXPROCS goroutines with context cancellation.
+package heads
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// CheckInputs reports, wrapping plan.ErrInvalid, a nil q or k or one whose
+// shape is not the tiling's: q [B, Hq, Nq, D] and k [B, Hkv, Nk, D]. name
+// is the planner's name, for the message.
+func CheckInputs(t plan.Tiling, q, k *tensor.Tensor, name string) error {
+	g := t.Geometry
+	if q == nil || k == nil {
+		return fmt.Errorf("%w: %s needs Q and K", plan.ErrInvalid, name)
+	}
+	if s := q.Shape(); s != (tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.D}) {
+		return fmt.Errorf("%w: %s: Q is %v, the tiling's geometry needs [B=%d H=%d N=%d D=%d]", plan.ErrInvalid, name, s, g.B, g.Hq, g.Nq, g.D)
+	}
+	if s := k.Shape(); s != (tensor.Shape{B: g.B, H: g.Hkv, N: g.Nk, D: g.D}) {
+		return fmt.Errorf("%w: %s: K is %v, the tiling's geometry needs [B=%d H=%d N=%d D=%d]", plan.ErrInvalid, name, s, g.B, g.Hkv, g.Nk, g.D)
+	}
+	return nil
+}
+
+// ForEach calls fn(i) once for each i in [0, n), on min(GOMAXPROCS, n)
+// goroutines taking indices in increasing order. Calls for different i run
+// concurrently, so fn must only write state owned by its index. Once ctx is
+// done no further call starts, and ForEach returns ctx.Err() after the
+// running ones finish; it returns ctx.Err() too when ctx ends just after
+// the last call.
+func ForEach(ctx context.Context, n int, fn func(i int)) error {
+	return ForEachWorker(ctx, n, func() func(int) { return fn })
+}
+
+// ForEachWorker is ForEach with per-goroutine state: each goroutine calls
+// newWorker once, then the function it returns for each index it takes, so
+// scratch buffers are allocated once per goroutine rather than per index.
+func ForEachWorker(ctx context.Context, n int, newWorker func() func(i int)) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work := newWorker()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				work(i)
+			}
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
