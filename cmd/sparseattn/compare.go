@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,13 +160,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var in inputFlags
 	in.register(fs)
 	var mf methodFlags
-	var names []string
-	for _, m := range methodCatalog() {
-		if m.name != "dense" {
-			names = append(names, m.name)
-		}
-	}
-	mf.register(fs, strings.Join(names, ","))
+	mf.register(fs, sparseMethodNames())
 	fs.Lookup("methods").Usage += " (dense is the reference and always runs; the oracle is always swept)"
 	sweeps := sweepFlag{}
 	fs.Var(sweeps, "sweep", "method=v1,v2,...: knob values to sweep for one method instead of its defaults (repeatable)")
@@ -184,11 +177,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := rf.check(); err != nil {
-		return err
-	}
-	rf.logTo(stderr)
-	if err := checkScale(*scale); err != nil {
+	if err := checkRun(&rf, *scale, stderr); err != nil {
 		return err
 	}
 	if vf.sim {
@@ -205,8 +194,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *pngPath != "" {
-		if st, err := os.Stat(filepath.Dir(*pngPath)); err != nil || !st.IsDir() {
-			return fmt.Errorf("%w: --png %s: directory %s does not exist", errUsage, *pngPath, filepath.Dir(*pngPath))
+		if err := checkOutputDir("png", *pngPath); err != nil {
+			return err
 		}
 	}
 	sws, err := buildSweeps(&mf, sweeps)
@@ -220,11 +209,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	bar := progress.New(stderr, steps)
 	defer bar.Finish()
 	bar.Label("loading input")
-	prob, err := in.load(ctx, fs)
-	if err != nil {
-		return err
-	}
-	g, err := tensor.Validate(prob.q, prob.k, prob.v)
+	prob, g, err := in.loadValid(ctx, fs)
 	if err != nil {
 		return err
 	}

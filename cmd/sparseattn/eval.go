@@ -95,6 +95,20 @@ type problem struct {
 	workload *workload.Workload // nil for files
 }
 
+// loadValid loads the problem and validates its tensors, returning their
+// geometry.
+func (in *inputFlags) loadValid(ctx context.Context, fs *flag.FlagSet) (*problem, tensor.Geometry, error) {
+	prob, err := in.load(ctx, fs)
+	if err != nil {
+		return nil, tensor.Geometry{}, err
+	}
+	g, err := tensor.Validate(prob.q, prob.k, prob.v)
+	if err != nil {
+		return nil, tensor.Geometry{}, err
+	}
+	return prob, g, nil
+}
+
 func (in *inputFlags) load(ctx context.Context, fs *flag.FlagSet) (*problem, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -240,11 +254,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := rf.check(); err != nil {
-		return err
-	}
-	rf.logTo(stderr)
-	if err := checkScale(*scale); err != nil {
+	if err := checkRun(&rf, *scale, stderr); err != nil {
 		return err
 	}
 	planners, err := mf.planners()
@@ -259,11 +269,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	bar := progress.New(stderr, runCount*(rf.repeat+rf.warmup)+1)
 	defer bar.Finish()
 	bar.Label("loading input")
-	prob, err := in.load(ctx, fs)
-	if err != nil {
-		return err
-	}
-	g, err := tensor.Validate(prob.q, prob.k, prob.v)
+	prob, g, err := in.loadValid(ctx, fs)
 	if err != nil {
 		return err
 	}
@@ -366,6 +372,16 @@ func registerScale(fs *flag.FlagSet) *float64 {
 }
 
 // checkScale rejects a --scale the executor cannot use.
+// checkRun checks the run flags, logs the run settings to stderr, then
+// checks --scale: the common prologue of the commands that run attention.
+func checkRun(rf *runFlags, scale float64, stderr io.Writer) error {
+	if err := rf.check(); err != nil {
+		return err
+	}
+	rf.logTo(stderr)
+	return checkScale(scale)
+}
+
 func checkScale(scale float64) error {
 	if !(scale >= 0) || math.IsInf(scale, 0) || scale > math.MaxFloat32 {
 		return fmt.Errorf("%w: --scale must be ≥ 0 and finite (0 = 1/sqrt(D))", errUsage)

@@ -51,16 +51,7 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	dens := fs.String("densities", "1,0.5,0.25,0.1", "comma-separated block densities (1 = dense)")
 	reps := fs.Int("repeat", 5, "timed launches; the median is reported")
 	warmup := fs.Int("warmup", 2, "untimed launches first")
-	warpRows := fs.Int("warp-rows", 0, "query rows per warp for 128-row blocks: 16, 32 (0 = default)")
-	tileK := fs.Int("tile-k", 0, "keys per kernel tile without a λ filter: 32, 64, 128 (0 = default)")
-	mmaSync := fs.Bool("mma-sync", false, "use the mma.sync kernel on Hopper too (not the wgmma one)")
-	ctaRows := fs.Int("cta-rows", 0, "query rows per thread block of the wgmma kernel: 64, 128 (0 = default)")
-	minBlocks := fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)")
-	stages := fs.Int("stages", 0, "K/V tile buffers: 1 or 2 (0 = default)")
-	pipeline := fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)")
-	order := fs.String("launch-order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)")
-	skipFuture := fs.Bool("skip-future", false, "skip causal tiles after all of a warpgroup's rows (wgmma kernel)")
-	out16 := fs.Bool("out16", false, "write the output in the inputs' 16-bit type, not float32")
+	engine := addEngineFlags(fs)
 	maskDir := fs.String("mask-dir", "", "write each block mask here for peers")
 	seed := fs.Uint64("seed", 1, "random seed for inputs and masks")
 	if err := parse(fs, args); err != nil {
@@ -85,11 +76,11 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	default:
 		return fmt.Errorf("%w: --causal must be true, false or both", errUsage)
 	}
-	lo, err := cuda.ParseLaunchOrder(*order)
+	cfg, err := engine.config()
 	if err != nil {
-		return fmt.Errorf("%w: --launch-order: %v", errUsage, err)
+		return err
 	}
-	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline, Order: lo, SkipFuture: *skipFuture, Output16: *out16})
+	e, err := cuda.Open(cfg)
 	if err != nil {
 		return err
 	}

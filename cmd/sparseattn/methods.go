@@ -124,6 +124,18 @@ func (m *methodFlags) planners() ([]plan.Planner, error) {
 	return out, nil
 }
 
+// sparseMethodNames lists the catalog's methods other than dense,
+// comma-separated: the default --methods of compare and viz.
+func sparseMethodNames() string {
+	var names []string
+	for _, m := range methodCatalog() {
+		if m.name != "dense" {
+			names = append(names, m.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
 // withDenseFirst returns the planners with dense moved, or added, to the
 // front: dense is the reference every other row is compared with.
 func withDenseFirst(ps []plan.Planner) []plan.Planner {

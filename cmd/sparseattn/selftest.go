@@ -21,16 +21,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("selftest", selftestSummary, stderr)
 	device := fs.String("device", "cuda", "device to check: cuda (the CPU is the reference)")
 	seed := fs.Uint64("seed", 0, "random seed (0 = a fresh one, printed)")
-	warpRows := fs.Int("warp-rows", 0, "query rows per warp for 128-row blocks: 16, 32 (0 = default)")
-	tileK := fs.Int("tile-k", 0, "keys per kernel tile without a λ filter: 32, 64, 128 (0 = default)")
-	mmaSync := fs.Bool("mma-sync", false, "use the mma.sync kernel on Hopper too (not the wgmma one)")
-	ctaRows := fs.Int("cta-rows", 0, "query rows per thread block of the wgmma kernel: 64, 128 (0 = default)")
-	minBlocks := fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)")
-	stages := fs.Int("stages", 0, "K/V tile buffers: 1 or 2 (0 = default)")
-	pipeline := fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)")
-	order := fs.String("launch-order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)")
-	skipFuture := fs.Bool("skip-future", false, "skip causal tiles after all of a warpgroup's rows (wgmma kernel)")
-	out16 := fs.Bool("out16", false, "write the output in the inputs' 16-bit type, not float32")
+	engine := addEngineFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -40,11 +31,11 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *seed == 0 {
 		*seed = rand.Uint64()
 	}
-	lo, err := cuda.ParseLaunchOrder(*order)
+	cfg, err := engine.config()
 	if err != nil {
-		return fmt.Errorf("%w: --launch-order: %v", errUsage, err)
+		return err
 	}
-	e, err := cuda.Open(cuda.Config{WarpRows: *warpRows, TileK: *tileK, MMASync: *mmaSync, CTARows: *ctaRows, MinBlocks: *minBlocks, Stages: *stages, Pipeline: *pipeline, Order: lo, SkipFuture: *skipFuture, Output16: *out16})
+	e, err := cuda.Open(cfg)
 	if err != nil {
 		return err
 	}

@@ -8,14 +8,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/internal/chart"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/method/oracle"
 	"github.com/sparseattn/sparseattn/plan"
-	"github.com/sparseattn/sparseattn/tensor"
 )
 
 const vizSummary = `Draws, for one batch entry and query head, the true block attention mass
@@ -51,18 +49,21 @@ func levelColor(l plan.Level) color.RGBA {
 	return chart.Palette(int(l) - 1) // 2 → orange, 3 → green, ...
 }
 
+// checkOutputDir is a usage error unless the directory of path, the value
+// of --flag, exists.
+func checkOutputDir(flag, path string) error {
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+		return fmt.Errorf("%w: --%s %s: directory %s does not exist", errUsage, flag, path, filepath.Dir(path))
+	}
+	return nil
+}
+
 func runViz(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("viz", vizSummary, stderr)
 	var in inputFlags
 	in.register(fs)
 	var mf methodFlags
-	var names []string
-	for _, m := range methodCatalog() {
-		if m.name != "dense" {
-			names = append(names, m.name)
-		}
-	}
-	mf.register(fs, strings.Join(names, ","))
+	mf.register(fs, sparseMethodNames())
 	rf := runFlags{repeat: 1}
 	rf.registerTiling(fs)
 	scale := registerScale(fs)
@@ -74,11 +75,7 @@ func runViz(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := rf.check(); err != nil {
-		return err
-	}
-	rf.logTo(stderr)
-	if err := checkScale(*scale); err != nil {
+	if err := checkRun(&rf, *scale, stderr); err != nil {
 		return err
 	}
 	switch {
@@ -89,8 +86,8 @@ func runViz(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case *batch < 0 || *head < 0:
 		return fmt.Errorf("%w: --batch-index and --head-index must be ≥ 0", errUsage)
 	}
-	if st, err := os.Stat(filepath.Dir(*out)); err != nil || !st.IsDir() {
-		return fmt.Errorf("%w: --png %s: directory %s does not exist", errUsage, *out, filepath.Dir(*out))
+	if err := checkOutputDir("png", *out); err != nil {
+		return err
 	}
 	planners, err := mf.planners()
 	if err != nil {
@@ -100,11 +97,7 @@ func runViz(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	bar := progress.New(stderr, len(planners)+2)
 	defer bar.Finish()
 	bar.Label("loading input")
-	prob, err := in.load(ctx, fs)
-	if err != nil {
-		return err
-	}
-	g, err := tensor.Validate(prob.q, prob.k, prob.v)
+	prob, g, err := in.loadValid(ctx, fs)
 	if err != nil {
 		return err
 	}

@@ -78,32 +78,10 @@ func (f Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err := heads.CheckInputs(t, q, k, "flexprefill"); err != nil {
 		return nil, err
 	}
-	g := t.Geometry
-	dense, err := plan.Dense(t)
-	if err != nil {
-		return nil, err
-	}
-	decided := make([]Head, g.B*g.Hq)
-	err = heads.ForEach(ctx, len(decided), func(i int) {
-		decided[i] = f.Decide(dense, q, k, i/g.Hq, i%g.Hq)
+	return heads.SelectBlocks(ctx, t, func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
+		hd := f.Decide(dense, q, k, b, h)
+		return func(qb int, visible []int32) []int32 { return hd.Row(dense, qb, visible) }
 	})
-	if err != nil {
-		return nil, err
-	}
-	bld, err := plan.NewBuilder(t)
-	if err != nil {
-		return nil, err
-	}
-	for i, hd := range decided {
-		for qb := range dense.QBlocks() {
-			r := dense.Row(i/g.Hq, i%g.Hq, qb)
-			visible, _ := dense.Entries(r)
-			for _, kb := range hd.Row(dense, qb, visible) {
-				bld.Add(r, int(kb), plan.Full)
-			}
-		}
-	}
-	return bld.Build()
 }
 
 // Decide computes head h of batch b's pattern on the dense plan p of the

@@ -8,46 +8,19 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/internal/plantest"
 	"github.com/sparseattn/sparseattn/internal/testutil"
-	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
-	"github.com/sparseattn/sparseattn/reference"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-type shape struct {
-	name       string
-	b, hq, hkv int
-	nq, nk, d  int
-	bq, bk     int
-	causal     bool
-}
+// shapes are the awkward cases of the probing planners.
+var shapes = plantest.Prefill()
 
-var shapes = []shape{
-	{"causal-gqa", 1, 8, 2, 300, 300, 64, 32, 32, true},
-	{"ragged-unequal-blocks", 1, 4, 1, 203, 203, 32, 16, 32, true},
-	{"below-block", 1, 2, 1, 11, 11, 32, 16, 16, true},
-	{"chunked-prefill", 2, 2, 1, 70, 190, 48, 16, 16, true},
-	{"noncausal", 1, 4, 2, 150, 130, 40, 32, 16, false},
-}
-
-// testShapes is shapes, less the largest under -short (the race detector
-// makes the float64 references slow); every property stays covered.
-func testShapes() []shape {
-	if !testing.Short() {
-		return shapes
-	}
-	return shapes[1:]
-}
-
-func (s shape) inputs(t *testing.T) (q, k, v *tensor.Tensor, tl plan.Tiling) {
-	r := testutil.Rand(t)
-	q = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hq, N: s.nq, D: s.d}, 1.2)
-	k = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1.2)
-	v = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1)
-	g := tensor.Geometry{B: s.b, Hq: s.hq, Hkv: s.hkv, Nq: s.nq, Nk: s.nk, D: s.d, Dv: s.d}
-	return q, k, v, plan.Tiling{Geometry: g, Causal: s.causal, BlockQ: s.bq, BlockK: s.bk}
+// inputs draws a problem of shape s, q and k with standard deviation 1.2.
+func inputs(t *testing.T, s plantest.Shape) (q, k, v *tensor.Tensor, tl plan.Tiling) {
+	pr := s.Problem(t, testutil.Rand(t), 1.2, 1.2)
+	return pr.Q, pr.K, pr.V, pr.Tiling
 }
 
 // naive is one head's FlexPrefill quantities in float64, from the
@@ -129,9 +102,9 @@ func computeNaive(p *plan.Plan, q, k *tensor.Tensor, b, h int) naive {
 // follow the heaviest-first γ rule, and rows are exactly the union of the
 // head's patterns over its visible blocks.
 func TestDecisionsMatchNaive(t *testing.T) {
-	for _, s := range testShapes() {
-		t.Run(s.name, func(t *testing.T) {
-			q, k, _, tl := s.inputs(t)
+	for _, s := range plantest.Select(shapes) {
+		t.Run(s.Name, func(t *testing.T) {
+			q, k, _, tl := inputs(t, s)
 			dense, _ := plan.Dense(tl)
 			g := tl.Geometry
 			var nvs []naive
@@ -181,8 +154,8 @@ func TestDecisionsMatchNaive(t *testing.T) {
 				for _, x := range nv.slash {
 					slashVals = append(slashVals, x)
 				}
-				wantV := min(max(cover(nv.vert)/s.bk+1, 1), dense.KBlocks())
-				wantS := min(max(cover(slashVals)/s.bk+1, 1), dense.KBlocks())
+				wantV := min(max(cover(nv.vert)/s.BlockK+1, 1), dense.KBlocks())
+				wantS := min(max(cover(slashVals)/s.BlockK+1, 1), dense.KBlocks())
 				if hd.QueryAware {
 					wantV, wantS = 1, 1
 					aware++
@@ -211,7 +184,7 @@ func TestDecisionsMatchNaive(t *testing.T) {
 				for qb := range dense.QBlocks() {
 					visible, _ := dense.Entries(dense.Row(b, h, qb))
 					_, qhi := dense.QueryRange(qb)
-					diag := (qhi - 1 + g.QueryOffset()) / s.bk
+					diag := (qhi - 1 + g.QueryOffset()) / s.BlockK
 					var want []int32
 					for _, kb := range visible {
 						if slices.Contains(hd.Vertical, int(kb)) || slices.Contains(hd.Slash, diag-int(kb)) || hd.Blocks != nil && slices.Contains(hd.Blocks[qb], int(kb)) {
@@ -310,9 +283,9 @@ func checkQueryAware(t *testing.T, p *plan.Plan, q, k *tensor.Tensor, b, h int, 
 // and vertical-slash heads (τ = 0) every block is kept: dense output within
 // the float32 executor's 2e-5 against the float64 reference.
 func TestGammaOneIsDense(t *testing.T) {
-	for _, s := range testShapes() {
-		t.Run(s.name, func(t *testing.T) {
-			q, k, v, tl := s.inputs(t)
+	for _, s := range plantest.Select(shapes) {
+		t.Run(s.Name, func(t *testing.T) {
+			q, k, v, tl := inputs(t, s)
 			for _, tau := range []float64{0, 1} {
 				prev := -1.0
 				var out *tensor.Tensor
@@ -322,9 +295,7 @@ func TestGammaOneIsDense(t *testing.T) {
 						t.Fatal(err)
 					}
 					var stats plan.Stats
-					if out, stats, err = (cpu.Executor{}).Run(context.Background(), p, q, k, v, nil); err != nil {
-						t.Fatal(err)
-					}
+					out, stats = plantest.Run(t, p, q, k, v)
 					if stats.QKBlocks < prev {
 						t.Fatalf("τ=%v γ=%v computed %v blocks, fewer than %v at a smaller γ", tau, gamma, stats.QKBlocks, prev)
 					}
@@ -333,14 +304,8 @@ func TestGammaOneIsDense(t *testing.T) {
 				if tau > 0 {
 					continue
 				}
-				ref, err := reference.Attention(context.Background(), q, k, v, s.causal, 0, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				e, err := metrics.Compare(ref, metrics.Tensor{Tensor: out})
-				if err != nil {
-					t.Fatal(err)
-				}
+				ref := plantest.Reference(t, q, k, v, s.Causal)
+				e := plantest.Compare(t, ref, out)
 				if !(e.MaxAbs <= 2e-5) {
 					t.Fatalf("γ=1: max abs error %.3g against dense", e.MaxAbs)
 				}
@@ -350,7 +315,7 @@ func TestGammaOneIsDense(t *testing.T) {
 }
 
 func TestRejectsBadOptions(t *testing.T) {
-	q, k, _, tl := shapes[0].inputs(t)
+	q, k, _, tl := inputs(t, shapes[0])
 	for _, f := range []Planner{
 		{Gamma: 0, Tau: 0.1},
 		{Gamma: 1.1, Tau: 0.1},

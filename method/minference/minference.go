@@ -62,32 +62,10 @@ func (m Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err := heads.CheckInputs(t, q, k, "minference"); err != nil {
 		return nil, err
 	}
-	g := t.Geometry
-	dense, err := plan.Dense(t)
-	if err != nil {
-		return nil, err
-	}
-	lines := make([]Lines, g.B*g.Hq)
-	err = heads.ForEach(ctx, len(lines), func(i int) {
-		lines[i] = m.Lines(probe.Last(t, q, k, i/g.Hq, i%g.Hq, m.LastQ))
+	return heads.SelectBlocks(ctx, t, func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
+		l := m.Lines(probe.Last(t, q, k, b, h, m.LastQ))
+		return func(qb int, visible []int32) []int32 { return Blocks(dense, qb, visible, l) }
 	})
-	if err != nil {
-		return nil, err
-	}
-	bld, err := plan.NewBuilder(t)
-	if err != nil {
-		return nil, err
-	}
-	for i, l := range lines {
-		for qb := range dense.QBlocks() {
-			r := dense.Row(i/g.Hq, i%g.Hq, qb)
-			visible, _ := dense.Entries(r)
-			for _, kb := range Blocks(dense, qb, visible, l) {
-				bld.Add(r, int(kb), plan.Full)
-			}
-		}
-	}
-	return bld.Build()
 }
 
 // Lines picks the head's vertical and slash lines from its probe

@@ -6,48 +6,20 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/internal/plantest"
 	"github.com/sparseattn/sparseattn/internal/testutil"
 	"github.com/sparseattn/sparseattn/method/internal/probe"
-	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
-	"github.com/sparseattn/sparseattn/reference"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-type shape struct {
-	name       string
-	b, hq, hkv int
-	nq, nk, d  int
-	bq, bk     int
-	causal     bool
-}
+// shapes are the awkward cases of the probing planners.
+var shapes = plantest.Prefill()
 
-var shapes = []shape{
-	{"causal-gqa", 1, 4, 2, 300, 300, 64, 32, 32, true},
-	{"ragged-unequal-blocks", 1, 2, 1, 203, 203, 32, 16, 32, true},
-	{"below-block", 1, 1, 1, 11, 11, 32, 16, 16, true},
-	{"chunked-prefill", 2, 2, 1, 70, 190, 48, 16, 16, true},
-	{"more-queries-than-keys", 1, 1, 1, 60, 20, 32, 16, 16, true},
-	{"noncausal", 1, 2, 2, 150, 130, 40, 32, 16, false},
-}
-
-// testShapes is shapes, less the largest under -short (the race detector
-// makes the float64 references slow); every property stays covered.
-func testShapes() []shape {
-	if !testing.Short() {
-		return shapes
-	}
-	return shapes[1:]
-}
-
-func (s shape) inputs(t *testing.T) (q, k, v *tensor.Tensor, tl plan.Tiling) {
-	r := testutil.Rand(t)
-	q = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hq, N: s.nq, D: s.d}, 1.5)
-	k = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1.5)
-	v = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1)
-	g := tensor.Geometry{B: s.b, Hq: s.hq, Hkv: s.hkv, Nq: s.nq, Nk: s.nk, D: s.d, Dv: s.d}
-	return q, k, v, plan.Tiling{Geometry: g, Causal: s.causal, BlockQ: s.bq, BlockK: s.bk}
+// inputs draws a problem of shape s, q and k with standard deviation 1.5.
+func inputs(t *testing.T, s plantest.Shape) (q, k, v *tensor.Tensor, tl plan.Tiling) {
+	pr := s.Problem(t, testutil.Rand(t), 1.5, 1.5)
+	return pr.Q, pr.K, pr.V, pr.Tiling
 }
 
 // checkTop checks a top-k selection against its float64 scores: the
@@ -91,9 +63,9 @@ func checkTop(t *testing.T, what string, kept, candidates []int, score func(int)
 // blocks that hold a kept vertical key or a key on a kept diagonal of one
 // of the block's queries, found token by token.
 func TestLinesAndBlocksMatchNaive(t *testing.T) {
-	for _, s := range testShapes() {
-		t.Run(s.name, func(t *testing.T) {
-			q, k, _, tl := s.inputs(t)
+	for _, s := range plantest.Select(shapes) {
+		t.Run(s.Name, func(t *testing.T) {
+			q, k, _, tl := inputs(t, s)
 			m := Planner{LastQ: 16, Vertical: 40, Slash: 110}
 			p, err := m.Plan(context.Background(), tl, q, k, nil)
 			if err != nil {
@@ -158,33 +130,25 @@ func TestLinesAndBlocksMatchNaive(t *testing.T) {
 // every key as a vertical gives dense attention (2e-5 absolute, the float32
 // executor's tolerance against the float64 reference).
 func TestFullBudgetIsDense(t *testing.T) {
-	for _, s := range testShapes() {
-		t.Run(s.name, func(t *testing.T) {
-			q, k, v, tl := s.inputs(t)
+	for _, s := range plantest.Select(shapes) {
+		t.Run(s.Name, func(t *testing.T) {
+			q, k, v, tl := inputs(t, s)
 			prev := -1.0
 			var out *tensor.Tensor
-			for _, n := range []int{1, 10, 50, s.nk} {
+			for _, n := range []int{1, 10, 50, s.Nk} {
 				p, err := Planner{LastQ: 64, Vertical: n, Slash: n}.Plan(context.Background(), tl, q, k, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				var stats plan.Stats
-				if out, stats, err = (cpu.Executor{}).Run(context.Background(), p, q, k, v, nil); err != nil {
-					t.Fatal(err)
-				}
+				out, stats = plantest.Run(t, p, q, k, v)
 				if stats.QKBlocks < prev {
 					t.Fatalf("budget %d computed %v blocks, fewer than %v at a smaller budget", n, stats.QKBlocks, prev)
 				}
 				prev = stats.QKBlocks
 			}
-			ref, err := reference.Attention(context.Background(), q, k, v, s.causal, 0, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := metrics.Compare(ref, metrics.Tensor{Tensor: out})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ref := plantest.Reference(t, q, k, v, s.Causal)
+			e := plantest.Compare(t, ref, out)
 			if !(e.MaxAbs <= 2e-5) {
 				t.Fatalf("full budget: max abs error %.3g against dense", e.MaxAbs)
 			}
@@ -193,7 +157,7 @@ func TestFullBudgetIsDense(t *testing.T) {
 }
 
 func TestRejectsBadOptions(t *testing.T) {
-	q, k, _, tl := shapes[0].inputs(t)
+	q, k, _, tl := inputs(t, shapes[0])
 	for _, m := range []Planner{{0, 10, 10}, {64, 0, 10}, {64, 10, -1}} {
 		if _, err := m.Plan(context.Background(), tl, q, k, nil); !errors.Is(err, plan.ErrInvalid) {
 			t.Errorf("%+v: got %v, want plan.ErrInvalid", m, err)

@@ -5,57 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/internal/plantest"
 	"github.com/sparseattn/sparseattn/internal/testutil"
-	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
-	"github.com/sparseattn/sparseattn/reference"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// shape is one test problem's geometry and tiling.
-type shape struct {
-	name       string
-	b, hq, hkv int
-	nq, nk, d  int
-	bq, bk     int
-	causal     bool
-}
-
-// shapes covers the awkward cases every planner must handle: ragged last
-// blocks, N below one block, head dims 32–256, GQA, and Nq < Nk with causal
-// bottom-right alignment.
-var shapes = []shape{
-	{"square-causal", 1, 2, 1, 128, 128, 32, 16, 16, true},
-	{"ragged-causal-gqa", 1, 4, 2, 100, 100, 64, 16, 32, true},
-	{"ragged-bidirectional", 2, 2, 2, 77, 77, 32, 16, 16, false},
-	{"n-below-block", 1, 2, 1, 10, 10, 32, 64, 64, true},
-	{"suffix-queries", 1, 2, 1, 40, 130, 32, 16, 16, true},
-	{"more-queries-than-keys", 1, 2, 1, 70, 40, 32, 16, 16, true}, // the first 30 queries see no key
-	{"d256", 1, 1, 1, 64, 64, 256, 16, 16, false},
-	{"d128-gqa4", 1, 4, 1, 96, 96, 128, 32, 32, true},
-}
-
-type problem struct {
-	t       plan.Tiling
-	q, k, v *tensor.Tensor
-}
-
-func newProblem(t *testing.T, r *rand.Rand, s shape, qSigma float64) problem {
-	t.Helper()
-	g := tensor.Geometry{B: s.b, Hq: s.hq, Hkv: s.hkv, Nq: s.nq, Nk: s.nk, D: s.d, Dv: s.d}
-	return problem{
-		t: plan.Tiling{Geometry: g, Causal: s.causal, BlockQ: s.bq, BlockK: s.bk},
-		q: testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hq, N: s.nq, D: s.d}, qSigma),
-		k: testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1),
-		v: testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1),
-	}
-}
+// shapes are the awkward cases every planner must handle.
+var shapes = plantest.Awkward()
 
 // f64 is a tensor copied to float64 once, so naive references read rows
 // without converting them per use.
@@ -235,15 +196,6 @@ func relL1(t *testing.T, want [][]float64, got *tensor.Tensor) float64 {
 	return num / den
 }
 
-func run(t *testing.T, p *plan.Plan, pr problem) (*tensor.Tensor, plan.Stats) {
-	t.Helper()
-	out, st, err := cpu.Executor{}.Run(context.Background(), p, pr.q, pr.k, pr.v, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out, st
-}
-
 // levelCounts returns how many entries each level has.
 func levelCounts(p *plan.Plan) map[plan.Level]int {
 	c := map[plan.Level]int{}
@@ -262,19 +214,19 @@ func levelCounts(p *plan.Plan) map[plan.Level]int {
 func TestExecutorRunsAlgorithm1(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
-			pr := newProblem(t, r, s, 1.5)
+		t.Run(s.Name, func(t *testing.T) {
+			pr := s.Problem(t, r, 1.5, 1)
 			for _, pl := range []Planner{
 				{Thresholds: []float64{0.3, 0.5, 0.7, 0.9}},
 				{Thresholds: []float64{0.2, 0.4, 0.6, 0.8, 0.9}, Estimator: Antidiagonal, Stride: 4},
 				{Rule: Quantile, Quantiles: []float64{0.2, 0.4, 0.6, 0.8}},
 			} {
-				p, err := pl.Plan(context.Background(), pr.t, pr.q, pr.k, pr.v)
+				p, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, pr.V)
 				if err != nil {
 					t.Fatal(err)
 				}
-				out, _ := run(t, p, pr)
-				if e := relL1(t, algorithm1(p, pr.q, pr.k, pr.v), out); e > 2e-5 {
+				out, _ := plantest.Run(t, p, pr.Q, pr.K, pr.V)
+				if e := relL1(t, algorithm1(p, pr.Q, pr.K, pr.V), out); e > 2e-5 {
 					t.Errorf("%+v: rel L1 %.2e against float64 Algorithm 1 (levels %v)", pl, e, levelCounts(p))
 				}
 			}
@@ -288,33 +240,27 @@ func TestExecutorRunsAlgorithm1(t *testing.T) {
 func TestLevelOneEverywhereIsDense(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
-			pr := newProblem(t, r, s, 1.5)
-			ref, err := reference.Attention(context.Background(), pr.q, pr.k, pr.v, s.causal, 0, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+		t.Run(s.Name, func(t *testing.T) {
+			pr := s.Problem(t, r, 1.5, 1)
+			ref := plantest.Reference(t, pr.Q, pr.K, pr.V, s.Causal)
 			for _, pl := range []Planner{
 				{Thresholds: []float64{1}},
 				{Scale: 1 / 0.7},
 				{Rule: Quantile, Quantiles: []float64{1, 1}},
 				{Estimator: Antidiagonal, Thresholds: []float64{1, 1, 1}},
 			} {
-				p, err := pl.Plan(context.Background(), pr.t, pr.q, pr.k, pr.v)
+				p, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, pr.V)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if got := levelCounts(p); len(got) != 1 || got[plan.Full] == 0 {
 					t.Errorf("%+v: levels %v, want level 1 only", pl, got)
 				}
-				out, st := run(t, p, pr)
+				out, st := plantest.Run(t, p, pr.Q, pr.K, pr.V)
 				if st.Sparsity() != 0 {
 					t.Errorf("%+v: sparsity %v, want 0", pl, st.Sparsity())
 				}
-				e, err := metrics.Compare(ref, metrics.Tensor{Tensor: out})
-				if err != nil {
-					t.Fatal(err)
-				}
+				e := plantest.Compare(t, ref, out)
 				if e.RelL1 > 2e-5 {
 					t.Errorf("%+v: rel L1 %.2e against dense", pl, e.RelL1)
 				}
@@ -332,12 +278,12 @@ func TestLevelOneEverywhereIsDense(t *testing.T) {
 // query group over all key groups, and per block the summed weight. qTok and
 // keyTok are the query rows' tokens and each block's key tokens (Sampling),
 // or the groups' first tokens (Antidiagonal).
-func naiveRowImportance(p *plan.Plan, c config, pr problem, b, h, qb int, blocks []int32, qTok []int, keyTok [][]int) []float64 {
+func naiveRowImportance(p *plan.Plan, c config, pr plantest.Problem, b, h, qb int, blocks []int32, qTok []int, keyTok [][]int) []float64 {
 	g := p.Geometry
 	kh := g.KVHead(h)
 	scale := float64(p.SoftmaxScale())
 	_, qhi := p.QueryRange(qb)
-	q, k := to64(pr.q), to64(pr.k)
+	q, k := to64(pr.Q), to64(pr.K)
 	score := map[int32]float64{}
 	for _, qt := range qTok {
 		type logit struct {
@@ -405,9 +351,9 @@ func naiveRowImportance(p *plan.Plan, c config, pr problem, b, h, qb int, blocks
 func TestEstimatorsMatchEquations(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
-			pr := newProblem(t, r, s, 1.5)
-			dense, err := plan.Dense(pr.t)
+		t.Run(s.Name, func(t *testing.T) {
+			pr := s.Problem(t, r, 1.5, 1)
+			dense, err := plan.Dense(pr.Tiling)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -416,12 +362,12 @@ func TestEstimatorsMatchEquations(t *testing.T) {
 				{Estimator: Antidiagonal, Stride: 4},
 				{Estimator: Antidiagonal, Stride: 3}, // does not divide the blocks
 			} {
-				c, err := pl.config(pr.t)
+				c, err := pl.config(pr.Tiling)
 				if err != nil {
 					t.Fatal(err)
 				}
-				est := newEstimator(dense, c, pr.q, pr.k)
-				g := pr.t.Geometry
+				est := newEstimator(dense, c, pr.Q, pr.K)
+				g := pr.Tiling.Geometry
 				for b := range g.B {
 					for h := range g.Hq {
 						est.head(b, h)
@@ -658,14 +604,14 @@ func TestSimilarityCap(t *testing.T) {
 		}
 	}
 	// The cap bounds the planner's levels: −1 allows all, 1 forces level 1.
-	pr := problem{t: plan.Tiling{Geometry: g, BlockQ: bk, BlockK: bk}, k: k}
-	pr.q = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 3, N: nk, D: d}, 1)
+	pr := plantest.Problem{Tiling: plan.Tiling{Geometry: g, BlockQ: bk, BlockK: bk}, K: k}
+	pr.Q = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 3, N: nk, D: d}, 1)
 	for _, tc := range []struct {
 		sim  []float64
 		most plan.Level
 	}{{[]float64{1, 1, 1}, plan.Full}, {[]float64{0.9, 0.9, 0.9}, 3}} {
 		pl := Planner{Thresholds: []float64{0.1, 0.2, 0.3, 1}, Similarity: tc.sim, Estimator: Antidiagonal}
-		pp, err := pl.Plan(context.Background(), pr.t, pr.q, pr.k, nil)
+		pp, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -693,14 +639,14 @@ func TestSimilarityCap(t *testing.T) {
 func TestBudgetMatchesCounters(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
-			pr := newProblem(t, r, s, 1.5)
+		t.Run(s.Name, func(t *testing.T) {
+			pr := s.Problem(t, r, 1.5, 1)
 			for _, pl := range []Planner{{}, {Thresholds: []float64{0.6}}, {Rule: Quantile}} {
-				p, err := pl.Plan(context.Background(), pr.t, pr.q, pr.k, pr.v)
+				p, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, pr.V)
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, st := run(t, p, pr)
+				_, st := plantest.Run(t, p, pr.Q, pr.K, pr.V)
 				if got, want := PlanBudget(p), Budget(st); math.Abs(got-want) > 1e-9 {
 					t.Errorf("%+v: PlanBudget %.6f, executor budget %.6f", pl, got, want)
 				}
@@ -730,28 +676,22 @@ func TestBudgetMatchesCounters(t *testing.T) {
 // rounding, and the budget never falls as Scale rises.
 func TestConvergesToDense(t *testing.T) {
 	r := testutil.Rand(t)
-	for _, s := range []shape{shapes[0], shapes[2]} {
-		pr := newProblem(t, r, s, 2)
-		ref, err := reference.Attention(context.Background(), pr.q, pr.k, pr.v, s.causal, 0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, s := range []plantest.Shape{shapes[0], shapes[2]} {
+		pr := s.Problem(t, r, 2, 1)
+		ref := plantest.Reference(t, pr.Q, pr.K, pr.V, s.Causal)
 		for _, est := range []Estimator{Sampling, Antidiagonal} {
 			prev, prevBudget := math.Inf(1), 0.0
 			var errs []float64
 			for _, scale := range []float64{0.5, 0.8, 1, 1.2, 1.35, 1 / 0.7} {
-				p, err := Planner{Scale: scale, Estimator: est}.Plan(context.Background(), pr.t, pr.q, pr.k, pr.v)
+				p, err := Planner{Scale: scale, Estimator: est}.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, pr.V)
 				if err != nil {
 					t.Fatal(err)
 				}
-				out, st := run(t, p, pr)
-				e, err := metrics.Compare(ref, metrics.Tensor{Tensor: out})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Logf("%s %v scale %.2f: budget %.3f coverage %.3f rel L1 %.2e", s.name, est, scale, Budget(st), Coverage(p), e.RelL1)
+				out, st := plantest.Run(t, p, pr.Q, pr.K, pr.V)
+				e := plantest.Compare(t, ref, out)
+				t.Logf("%s %v scale %.2f: budget %.3f coverage %.3f rel L1 %.2e", s.Name, est, scale, Budget(st), Coverage(p), e.RelL1)
 				if Budget(st) < prevBudget-1e-12 {
-					t.Errorf("%s %v: budget fell from %.3f to %.3f as scale rose to %v", s.name, est, prevBudget, Budget(st), scale)
+					t.Errorf("%s %v: budget fell from %.3f to %.3f as scale rose to %v", s.Name, est, prevBudget, Budget(st), scale)
 				}
 				errs = append(errs, e.RelL1)
 				prev, prevBudget = e.RelL1, Budget(st)
@@ -760,10 +700,10 @@ func TestConvergesToDense(t *testing.T) {
 			// but the sparsest plan must err more than the densest
 			// non-dense one.
 			if !(errs[0] > errs[len(errs)-2]) {
-				t.Errorf("%s %v: rel L1 %.3g at scale 0.5 not above %.3g at 1.35", s.name, est, errs[0], errs[len(errs)-2])
+				t.Errorf("%s %v: rel L1 %.3g at scale 0.5 not above %.3g at 1.35", s.Name, est, errs[0], errs[len(errs)-2])
 			}
 			if prev > 2e-5 || prevBudget != 1 {
-				t.Errorf("%s %v: at scale 1/τ_1 rel L1 %.2e budget %v, want dense", s.name, est, prev, prevBudget)
+				t.Errorf("%s %v: at scale 1/τ_1 rel L1 %.2e budget %v, want dense", s.Name, est, prev, prevBudget)
 			}
 		}
 	}
@@ -822,16 +762,16 @@ func TestBadOptions(t *testing.T) {
 // run and under concurrent use; another seed draws other samples.
 func TestDeterministicAndSeeded(t *testing.T) {
 	r := testutil.Rand(t)
-	pr := newProblem(t, r, shapes[1], 1.5)
+	pr := shapes[1].Problem(t, r, 1.5, 1)
 	pl := Planner{Seed: 7, SampleQ: 2, SampleK: 2}
-	first, err := pl.Plan(context.Background(), pr.t, pr.q, pr.k, nil)
+	first, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan *plan.Plan, 4)
 	for range 4 {
 		go func() {
-			p, err := pl.Plan(context.Background(), pr.t, pr.q, pr.k, nil)
+			p, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -847,7 +787,7 @@ func TestDeterministicAndSeeded(t *testing.T) {
 	differs := false
 	for seed := uint64(8); seed < 20 && !differs; seed++ {
 		pl.Seed = seed
-		p, err := pl.Plan(context.Background(), pr.t, pr.q, pr.k, nil)
+		p, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,55 +7,38 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/internal/plantest"
 	"github.com/sparseattn/sparseattn/internal/testutil"
-	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
-	"github.com/sparseattn/sparseattn/reference"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
 type shape struct {
-	name            string
-	b, hq, hkv      int
-	nq, nk, d       int
-	bq, bk          int
-	segment, window int
-	causal, noQPerm bool
+	plantest.Shape
+	segment, window int  // S2O segment length and local window
+	noQPerm         bool // the fused variant: no query permutation
 }
 
 // shapes covers GQA, ragged segments and blocks, N below one segment and
 // one block, chunked prefill (Nq < Nk), more queries than keys (fully
 // masked rows), non-causal attention, the fused variant and a local window.
 var shapes = []shape{
-	{"causal-gqa", 1, 4, 2, 256, 256, 64, 16, 16, 64, 0, true, false},
-	{"ragged", 1, 2, 1, 200, 200, 32, 16, 32, 48, 8, true, false},
-	{"below-segment", 1, 2, 2, 40, 40, 32, 16, 16, 64, 0, true, false},
-	{"below-block", 1, 1, 1, 5, 5, 32, 16, 16, 16, 0, true, false},
-	{"chunked-prefill", 1, 2, 1, 100, 230, 32, 16, 16, 32, 16, true, false},
-	{"more-queries-than-keys", 1, 1, 1, 60, 20, 32, 16, 16, 32, 0, true, false},
-	{"noncausal", 1, 2, 2, 150, 150, 48, 16, 16, 64, 0, false, false},
-	{"noncausal-nq-ne-nk", 1, 2, 1, 70, 120, 32, 16, 8, 32, 0, false, false},
-	{"fused", 1, 2, 1, 200, 200, 32, 16, 16, 64, 16, true, true},
-	{"batch-d128-odd-bk", 2, 2, 1, 130, 130, 128, 32, 24, 64, 0, true, false},
+	{plantest.Shape{Name: "causal-gqa", B: 1, Hq: 4, Hkv: 2, Nq: 256, Nk: 256, D: 64, BlockQ: 16, BlockK: 16, Causal: true, Heavy: true}, 64, 0, false},
+	{plantest.Shape{Name: "ragged", B: 1, Hq: 2, Hkv: 1, Nq: 200, Nk: 200, D: 32, BlockQ: 16, BlockK: 32, Causal: true}, 48, 8, false},
+	{plantest.Shape{Name: "below-segment", B: 1, Hq: 2, Hkv: 2, Nq: 40, Nk: 40, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 64, 0, false},
+	{plantest.Shape{Name: "below-block", B: 1, Hq: 1, Hkv: 1, Nq: 5, Nk: 5, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 16, 0, false},
+	{plantest.Shape{Name: "chunked-prefill", B: 1, Hq: 2, Hkv: 1, Nq: 100, Nk: 230, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 32, 16, false},
+	{plantest.Shape{Name: "more-queries-than-keys", B: 1, Hq: 1, Hkv: 1, Nq: 60, Nk: 20, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 32, 0, false},
+	{plantest.Shape{Name: "noncausal", B: 1, Hq: 2, Hkv: 2, Nq: 150, Nk: 150, D: 48, BlockQ: 16, BlockK: 16}, 64, 0, false},
+	{plantest.Shape{Name: "noncausal-nq-ne-nk", B: 1, Hq: 2, Hkv: 1, Nq: 70, Nk: 120, D: 32, BlockQ: 16, BlockK: 8}, 32, 0, false},
+	{plantest.Shape{Name: "fused", B: 1, Hq: 2, Hkv: 1, Nq: 200, Nk: 200, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 64, 16, true},
+	{plantest.Shape{Name: "batch-d128-odd-bk", B: 2, Hq: 2, Hkv: 1, Nq: 130, Nk: 130, D: 128, BlockQ: 32, BlockK: 24, Causal: true, Heavy: true}, 64, 0, false},
 }
 
-// testShapes is shapes, less the largest under -short (the race detector
-// makes the float64 references slow); every property stays covered.
-func testShapes() []shape {
-	if !testing.Short() {
-		return shapes
-	}
-	return shapes[1 : len(shapes)-1]
-}
-
-func (s shape) inputs(t *testing.T) (q, k, v *tensor.Tensor, tl plan.Tiling) {
-	r := testutil.Rand(t)
-	q = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hq, N: s.nq, D: s.d}, 1.5)
-	k = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1.5)
-	v = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1)
-	g := tensor.Geometry{B: s.b, Hq: s.hq, Hkv: s.hkv, Nq: s.nq, Nk: s.nk, D: s.d, Dv: s.d}
-	return q, k, v, plan.Tiling{Geometry: g, Causal: s.causal, BlockQ: s.bq, BlockK: s.bk}
+// inputs draws a problem of shape s, q and k with standard deviation 1.5.
+func inputs(t *testing.T, s shape) (q, k, v *tensor.Tensor, tl plan.Tiling) {
+	pr := s.Problem(t, testutil.Rand(t), 1.5, 1.5)
+	return pr.Q, pr.K, pr.V, pr.Tiling
 }
 
 func (s shape) planner(tau float64) Planner {
@@ -102,9 +85,9 @@ func nonIncreasing(scores []float64) int {
 // only where a pair is visible and counted in RowAfter, and no pass-2 key in
 // the future of any query of its row.
 func TestOrdersMatchEquations(t *testing.T) {
-	for _, s := range testShapes() {
-		t.Run(s.name, func(t *testing.T) {
-			q, k, _, tl := s.inputs(t)
+	for _, s := range plantest.Select(shapes) {
+		t.Run(s.Name, func(t *testing.T) {
+			q, k, _, tl := inputs(t, s)
 			p, err := s.planner(0.01).Plan(context.Background(), tl, q, k, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -142,7 +125,7 @@ func TestOrdersMatchEquations(t *testing.T) {
 							}
 						}
 						// Eq. 2: the key order of the segment.
-						r0 := p.Row(b, h, qlo/s.bq)
+						r0 := p.Row(b, h, qlo/s.BlockQ)
 						ord := o.RowKV[r0]
 						keys := o.KV[o.KVStart[ord]:o.KVStart[ord+1]]
 						whi := min(max(qhi+off, 0), g.Nk)
@@ -155,7 +138,7 @@ func TestOrdersMatchEquations(t *testing.T) {
 						ranked := keys[whi-wlo:]
 						var want []int32
 						for j := range g.Nk {
-							if j < wlo || (!s.causal && j >= whi) {
+							if j < wlo || (!s.Causal && j >= whi) {
 								want = append(want, int32(j))
 							}
 						}
@@ -176,14 +159,14 @@ func TestOrdersMatchEquations(t *testing.T) {
 						// lists the local tiles holding a visible pair; pass 2
 						// lists every ranked tile.
 						local := whi - wlo
-						nb := (len(keys) + s.bk - 1) / s.bk
-						localBlocks := (local + s.bk - 1) / s.bk
-						for qb := qlo / s.bq; qb < (qhi+s.bq-1)/s.bq; qb++ {
+						nb := (len(keys) + s.BlockK - 1) / s.BlockK
+						localBlocks := (local + s.BlockK - 1) / s.BlockK
+						for qb := qlo / s.BlockQ; qb < (qhi+s.BlockQ-1)/s.BlockQ; qb++ {
 							r := p.Row(b, h, qb)
 							if o.RowKV[r] != ord {
 								t.Fatalf("row %d uses key order %d, want its segment's %d", r, o.RowKV[r], ord)
 							}
-							lo, hi := qb*s.bq, min((qb+1)*s.bq, g.Nq)
+							lo, hi := qb*s.BlockQ, min((qb+1)*s.BlockQ, g.Nq)
 							minQ := math.MaxInt // earliest query of the pass-2 row
 							for pos := lo; pos < hi; pos++ {
 								tok := pos
@@ -194,15 +177,15 @@ func TestOrdersMatchEquations(t *testing.T) {
 							}
 							var want1, want2 []int32
 							for kb := range localBlocks {
-								tile := keys[kb*s.bk : min((kb+1)*s.bk, len(keys))]
-								if !s.causal || int(slices.Min(tile)) <= hi-1+off {
+								tile := keys[kb*s.BlockK : min((kb+1)*s.BlockK, len(keys))]
+								if !s.Causal || int(slices.Min(tile)) <= hi-1+off {
 									want1 = append(want1, int32(kb))
 								}
 							}
 							for kb := localBlocks; kb < nb; kb++ {
 								want2 = append(want2, int32(kb))
-								for _, j := range keys[kb*s.bk : min((kb+1)*s.bk, len(keys))] {
-									if s.causal && int(j) < wlo && int(j) > minQ+off {
+								for _, j := range keys[kb*s.BlockK : min((kb+1)*s.BlockK, len(keys))] {
+									if s.Causal && int(j) < wlo && int(j) > minQ+off {
 										t.Fatalf("row %d: pass-2 key %d is in the future of query %d", r, j, minQ)
 									}
 								}
@@ -248,9 +231,9 @@ func passes(t *testing.T, p *plan.Plan, r int) (pass1, pass2 []int32) {
 // against the float64 reference: 2e-5 absolute on unit-scale values, as in
 // package cpu) and the gather path computes at least the dense work.
 func TestTauZeroIsDense(t *testing.T) {
-	for _, s := range testShapes() {
-		t.Run(s.name, func(t *testing.T) {
-			q, k, v, tl := s.inputs(t)
+	for _, s := range plantest.Select(shapes) {
+		t.Run(s.Name, func(t *testing.T) {
+			q, k, v, tl := inputs(t, s)
 			p, err := s.planner(0).Plan(context.Background(), tl, q, k, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -258,18 +241,9 @@ func TestTauZeroIsDense(t *testing.T) {
 			if p.Stop != nil {
 				t.Fatal("τ=0 must not attach a stop rule")
 			}
-			out, stats, err := cpu.Executor{}.Run(context.Background(), p, q, k, v, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref, err := reference.Attention(context.Background(), q, k, v, s.causal, 0, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := metrics.Compare(ref, metrics.Tensor{Tensor: out})
-			if err != nil {
-				t.Fatal(err)
-			}
+			out, stats := plantest.Run(t, p, q, k, v)
+			ref := plantest.Reference(t, q, k, v, s.Causal)
+			e := plantest.Compare(t, ref, out)
 			if !(e.MaxAbs <= 2e-5) {
 				t.Fatalf("max abs error %.3g against dense", e.MaxAbs)
 			}
@@ -412,17 +386,14 @@ func simulateRows(p *plan.Plan, q, k, v *tensor.Tensor, l []float64, acc [][]flo
 // for value (2e-5 absolute, the float32 executor's tolerance).
 func TestGatherEqualsPermutedCopy(t *testing.T) {
 	var stopped int64 // over all shapes: the test must exercise the stop rule
-	for _, s := range testShapes() {
-		t.Run(s.name, func(t *testing.T) {
-			q, k, v, tl := s.inputs(t)
+	for _, s := range plantest.Select(shapes) {
+		t.Run(s.Name, func(t *testing.T) {
+			q, k, v, tl := inputs(t, s)
 			p, err := s.planner(0.2).Plan(context.Background(), tl, q, k, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, stats, err := cpu.Executor{}.Run(context.Background(), p, q, k, v, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out, stats := plantest.Run(t, p, q, k, v)
 			want, tiles, ok := simulate(p, q, k, v)
 			if !ok {
 				t.Skip("a stop decision lies within rounding of τ; rerun with another seed")
@@ -458,21 +429,18 @@ func TestGatherEqualsPermutedCopy(t *testing.T) {
 // the stop rule, so the run is otherwise identical and outputs must match
 // bit for bit.
 func TestCausalValidity(t *testing.T) {
-	for _, s := range testShapes() {
-		if !s.causal {
+	for _, s := range plantest.Select(shapes) {
+		if !s.Causal {
 			continue
 		}
-		t.Run(s.name, func(t *testing.T) {
-			q, k, v, tl := s.inputs(t)
+		t.Run(s.Name, func(t *testing.T) {
+			q, k, v, tl := inputs(t, s)
 			pl := s.planner(0.05)
 			p, err := pl.Plan(context.Background(), tl, q, k, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, _, err := cpu.Executor{}.Run(context.Background(), p, q, k, v, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out, _ := plantest.Run(t, p, q, k, v)
 			g := tl.Geometry
 			cut := g.Nk / 2 // keys ≥ cut change
 			v2 := v.Clone()
@@ -485,10 +453,7 @@ func TestCausalValidity(t *testing.T) {
 					}
 				}
 			}
-			out2, _, err := cpu.Executor{}.Run(context.Background(), p, q, k, v2, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out2, _ := plantest.Run(t, p, q, k, v2)
 			for b := range g.B {
 				for h := range g.Hq {
 					for i := range g.Nq {
@@ -511,15 +476,12 @@ func TestCausalValidity(t *testing.T) {
 // trajectory of ℓ does not depend on τ), so computed work grows
 // monotonically as τ falls, reaching dense output at τ = 0.
 func TestTauTradesWorkForError(t *testing.T) {
-	s := shape{"", 1, 2, 1, 512, 512, 64, 32, 32, 128, 0, true, false}
+	s := shape{plantest.Shape{B: 1, Hq: 2, Hkv: 1, Nq: 512, Nk: 512, D: 64, BlockQ: 32, BlockK: 32, Causal: true}, 128, 0, false}
 	if testing.Short() {
-		s = shape{"", 1, 1, 1, 256, 256, 64, 16, 16, 32, 0, true, false}
+		s = shape{plantest.Shape{B: 1, Hq: 1, Hkv: 1, Nq: 256, Nk: 256, D: 64, BlockQ: 16, BlockK: 16, Causal: true}, 32, 0, false}
 	}
-	q, k, v, tl := s.inputs(t)
-	ref, err := reference.Attention(context.Background(), q, k, v, true, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, k, v, tl := inputs(t, s)
+	ref := plantest.Reference(t, q, k, v, true)
 	prev := -1.0
 	var errs []float64
 	for _, tau := range []float64{0.3, 0.1, 0.03, 0.01, 0.001, 0} {
@@ -527,18 +489,12 @@ func TestTauTradesWorkForError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, stats, err := cpu.Executor{}.Run(context.Background(), p, q, k, v, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		out, stats := plantest.Run(t, p, q, k, v)
 		if stats.QKBlocks < prev {
 			t.Fatalf("τ=%v computed %v tiles, fewer than %v at a larger τ", tau, stats.QKBlocks, prev)
 		}
 		prev = stats.QKBlocks
-		e, err := metrics.Compare(ref, metrics.Tensor{Tensor: out})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := plantest.Compare(t, ref, out)
 		errs = append(errs, e.RelL1)
 		t.Logf("τ=%-6v sparsity %.3f rel L1 %.4f", tau, stats.Sparsity(), e.RelL1)
 	}
@@ -549,7 +505,7 @@ func TestTauTradesWorkForError(t *testing.T) {
 
 func TestRejectsBadOptions(t *testing.T) {
 	s := shapes[0]
-	q, k, _, tl := s.inputs(t)
+	q, k, _, tl := inputs(t, s)
 	for _, tc := range []struct {
 		name string
 		p    Planner

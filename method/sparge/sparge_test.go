@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/internal/plantest"
 	"github.com/sparseattn/sparseattn/internal/testutil"
 	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
@@ -18,13 +19,10 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// shape is one test problem.
+// shape is one test problem: a plantest.Shape with its storage and how
+// coherent its queries are.
 type shape struct {
-	name          string
-	b, hq, hkv    int
-	nq, nk, d     int
-	bq, bk        int
-	causal        bool
+	plantest.Shape
 	layout        tensor.Layout
 	dtype         tensor.DType
 	queryCoherent float64 // strength of the shared direction in queries
@@ -34,17 +32,17 @@ type shape struct {
 // head dims 32..256, GQA, decode, Nq ≠ Nk (bottom-right causal), Nq > Nk,
 // BNHD and 16-bit storage.
 var shapes = []shape{
-	{"square-causal", 1, 2, 2, 256, 256, 64, 64, 32, true, tensor.BHND, tensor.Float32, 1},
-	{"paper-blocks", 1, 2, 1, 300, 300, 32, 128, 64, true, tensor.BHND, tensor.Float32, 1},
-	{"ragged-noncausal", 2, 2, 2, 200, 200, 48, 32, 16, false, tensor.BHND, tensor.Float32, 1},
-	{"below-one-block", 1, 2, 1, 20, 20, 32, 128, 64, true, tensor.BHND, tensor.Float32, 1},
-	{"gqa-4-to-1", 1, 8, 2, 160, 160, 80, 32, 16, true, tensor.BHND, tensor.Float32, 1},
-	{"d256", 1, 1, 1, 96, 96, 256, 16, 16, false, tensor.BHND, tensor.Float32, 1},
-	{"decode", 1, 4, 2, 1, 300, 128, 64, 32, true, tensor.BHND, tensor.Float32, 1},
-	{"chunked-prefill", 1, 2, 2, 70, 200, 64, 32, 32, true, tensor.BHND, tensor.Float32, 1},
-	{"more-queries-than-keys", 1, 2, 2, 60, 20, 32, 16, 8, true, tensor.BHND, tensor.Float32, 1},
-	{"bnhd-bf16", 1, 4, 2, 130, 130, 96, 32, 16, true, tensor.BNHD, tensor.BFloat16, 1},
-	{"odd-blocks", 1, 1, 1, 99, 99, 33, 12, 7, true, tensor.BHND, tensor.Float32, 1},
+	{plantest.Shape{Name: "square-causal", B: 1, Hq: 2, Hkv: 2, Nq: 256, Nk: 256, D: 64, BlockQ: 64, BlockK: 32, Causal: true}, tensor.BHND, tensor.Float32, 1},
+	{plantest.Shape{Name: "paper-blocks", B: 1, Hq: 2, Hkv: 1, Nq: 300, Nk: 300, D: 32, BlockQ: 128, BlockK: 64, Causal: true}, tensor.BHND, tensor.Float32, 1},
+	{plantest.Shape{Name: "ragged-noncausal", B: 2, Hq: 2, Hkv: 2, Nq: 200, Nk: 200, D: 48, BlockQ: 32, BlockK: 16}, tensor.BHND, tensor.Float32, 1},
+	{plantest.Shape{Name: "below-one-block", B: 1, Hq: 2, Hkv: 1, Nq: 20, Nk: 20, D: 32, BlockQ: 128, BlockK: 64, Causal: true}, tensor.BHND, tensor.Float32, 1},
+	{plantest.Shape{Name: "gqa-4-to-1", B: 1, Hq: 8, Hkv: 2, Nq: 160, Nk: 160, D: 80, BlockQ: 32, BlockK: 16, Causal: true}, tensor.BHND, tensor.Float32, 1},
+	{plantest.Shape{Name: "d256", B: 1, Hq: 1, Hkv: 1, Nq: 96, Nk: 96, D: 256, BlockQ: 16, BlockK: 16}, tensor.BHND, tensor.Float32, 1},
+	{plantest.Shape{Name: "decode", B: 1, Hq: 4, Hkv: 2, Nq: 1, Nk: 300, D: 128, BlockQ: 64, BlockK: 32, Causal: true}, tensor.BHND, tensor.Float32, 1},
+	{plantest.Shape{Name: "chunked-prefill", B: 1, Hq: 2, Hkv: 2, Nq: 70, Nk: 200, D: 64, BlockQ: 32, BlockK: 32, Causal: true}, tensor.BHND, tensor.Float32, 1},
+	{plantest.Shape{Name: "more-queries-than-keys", B: 1, Hq: 2, Hkv: 2, Nq: 60, Nk: 20, D: 32, BlockQ: 16, BlockK: 8, Causal: true}, tensor.BHND, tensor.Float32, 1},
+	{plantest.Shape{Name: "bnhd-bf16", B: 1, Hq: 4, Hkv: 2, Nq: 130, Nk: 130, D: 96, BlockQ: 32, BlockK: 16, Causal: true}, tensor.BNHD, tensor.BFloat16, 1},
+	{plantest.Shape{Name: "odd-blocks", B: 1, Hq: 1, Hkv: 1, Nq: 99, Nk: 99, D: 33, BlockQ: 12, BlockK: 7, Causal: true}, tensor.BHND, tensor.Float32, 1},
 }
 
 // inputs returns q, k, v whose tokens mix a few recurring directions with
@@ -52,14 +50,14 @@ var shapes = []shape{
 // self-similarity and the compressed map has structure.
 func (s shape) inputs(t *testing.T, r *rand.Rand) (q, k, v *tensor.Tensor) {
 	gen := func(h, n int, strength float64) *tensor.Tensor {
-		x := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: h, N: n, D: s.d}, 0.6)
+		x := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.B, H: h, N: n, D: s.D}, 0.6)
 		data := x.Float32s() // BHND: row (b, h, tok) starts at ((b·h + hh)·n + tok)·d
-		for b := range s.b {
+		for b := range s.B {
 			for hh := range h {
 				dirs := make([][]float64, 5)
 				for i := range dirs {
-					dirs[i] = make([]float64, s.d)
-					for d := range s.d {
+					dirs[i] = make([]float64, s.D)
+					for d := range s.D {
 						dirs[i][d] = r.NormFloat64()
 					}
 				}
@@ -69,7 +67,7 @@ func (s shape) inputs(t *testing.T, r *rand.Rand) (q, k, v *tensor.Tensor) {
 						cur, left = r.IntN(len(dirs)), 1+r.IntN(40)
 					}
 					left--
-					row := data[((b*h+hh)*n+tok)*s.d:][:s.d]
+					row := data[((b*h+hh)*n+tok)*s.D:][:s.D]
 					for d := range row {
 						row[d] += float32(strength * dirs[cur][d])
 					}
@@ -82,17 +80,10 @@ func (s shape) inputs(t *testing.T, r *rand.Rand) (q, k, v *tensor.Tensor) {
 		}
 		return out
 	}
-	q = gen(s.hq, s.nq, s.queryCoherent)
-	k = gen(s.hkv, s.nk, 1)
-	v = testutil.Gaussian(t, r, s.dtype, s.layout, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1)
+	q = gen(s.Hq, s.Nq, s.queryCoherent)
+	k = gen(s.Hkv, s.Nk, 1)
+	v = testutil.Gaussian(t, r, s.dtype, s.layout, s.KVShape(), 1)
 	return q, k, v
-}
-
-func (s shape) tiling() plan.Tiling {
-	return plan.Tiling{
-		Geometry: tensor.Geometry{B: s.b, Hq: s.hq, Hkv: s.hkv, Nq: s.nq, Nk: s.nk, D: s.d, Dv: s.d},
-		Causal:   s.causal, BlockQ: s.bq, BlockK: s.bk,
-	}
 }
 
 // naiveEstimate computes the estimate of query head h in batch b straight
@@ -287,9 +278,9 @@ func TestEstimateMatchesNaive(t *testing.T) {
 		return math.Abs(a-b) <= 1e-9*(1+math.Abs(b))
 	}
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			q, k, _ := s.inputs(t, r)
-			tl := s.tiling()
+			tl := s.Tiling()
 			g := tl.Geometry
 			var lowest, highest = 1.0, 0.0
 			for b := range g.B {
@@ -368,9 +359,9 @@ func TestMaskMatchesNaive(t *testing.T) {
 		{Params{}, false},
 	}
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			q, k, v := s.inputs(t, r)
-			tl := s.tiling()
+			tl := s.Tiling()
 			g := tl.Geometry
 			naive := make([]naiveEstimate, g.B*g.Hq)
 			for b := range g.B {
@@ -403,13 +394,10 @@ func TestMaskMatchesNaive(t *testing.T) {
 func TestDenseLimits(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			q, k, v := s.inputs(t, r)
-			tl := s.tiling()
-			ref, err := reference.Attention(context.Background(), q, k, v, s.causal, 0, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tl := s.Tiling()
+			ref := plantest.Reference(t, q, k, v, s.Causal)
 			dense, err := plan.Dense(tl)
 			if err != nil {
 				t.Fatal(err)
@@ -426,14 +414,8 @@ func TestDenseLimits(t *testing.T) {
 				if !slices.Equal(pl.RowStart, dense.RowStart) || !slices.Equal(pl.KVBlock, dense.KVBlock) {
 					t.Fatalf("%+v: plan differs from the dense plan", p)
 				}
-				out, st, err := cpu.Executor{}.Run(context.Background(), pl, q, k, v, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				e, err := metrics.Compare(ref, metrics.Tensor{Tensor: out})
-				if err != nil {
-					t.Fatal(err)
-				}
+				out, st := plantest.Run(t, pl, q, k, v)
+				e := plantest.Compare(t, ref, out)
 				tol := 2e-5
 				if s.dtype != tensor.Float32 {
 					tol = 1e-4 // the reference reads the same rounded inputs; only accumulation differs
@@ -456,9 +438,9 @@ func TestDenseLimits(t *testing.T) {
 func TestSparseOutputIsMaskedAttention(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			q, k, v := s.inputs(t, r)
-			tl := s.tiling()
+			tl := s.Tiling()
 			g := tl.Geometry
 			pl, err := Planner{Params: Params{TopK: 0.2, Theta: 0.2}}.Plan(context.Background(), tl, q, k, v)
 			if err != nil {
@@ -476,19 +458,16 @@ func TestSparseOutputIsMaskedAttention(t *testing.T) {
 				}
 			}
 			weight := func(b, h, qi, kj int) float64 {
-				if kept[[3]int{b*g.Hq + h, qi / s.bq, kj / s.bk}] {
+				if kept[[3]int{b*g.Hq + h, qi / s.BlockQ, kj / s.BlockK}] {
 					return 1
 				}
 				return 0
 			}
-			ref, err := reference.Attention(context.Background(), q, k, v, s.causal, 0, weight)
+			ref, err := reference.Attention(context.Background(), q, k, v, s.Causal, 0, weight)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, _, err := cpu.Executor{}.Run(context.Background(), pl, q, k, v, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out, _ := plantest.Run(t, pl, q, k, v)
 			e, _ := metrics.Compare(ref, metrics.Tensor{Tensor: out})
 			if !(e.MaxAbs <= 1e-4) {
 				t.Fatalf("max abs error %.3g against masked reference", e.MaxAbs)
@@ -500,7 +479,7 @@ func TestSparseOutputIsMaskedAttention(t *testing.T) {
 				for h := range g.Hq {
 					for qi := range g.Nq {
 						pos := qi + off
-						if !s.causal || pos < 0 {
+						if !s.Causal || pos < 0 {
 							continue
 						}
 						if weight(b, h, qi, pos) != 1 {
@@ -517,9 +496,9 @@ func TestSparseOutputIsMaskedAttention(t *testing.T) {
 // fraction of each row's visible blocks, not of all blocks.
 func TestTopKCountsVisibleBlocks(t *testing.T) {
 	r := testutil.Rand(t)
-	s := shape{"", 1, 1, 1, 512, 512, 32, 32, 32, true, tensor.BHND, tensor.Float32, 1}
+	s := shape{plantest.Shape{B: 1, Hq: 1, Hkv: 1, Nq: 512, Nk: 512, D: 32, BlockQ: 32, BlockK: 32, Causal: true}, tensor.BHND, tensor.Float32, 1}
 	q, k, v := s.inputs(t, r)
-	pl, err := Planner{Params: Params{TopK: 0.25, Theta: -1}}.Plan(context.Background(), s.tiling(), q, k, v)
+	pl, err := Planner{Params: Params{TopK: 0.25, Theta: -1}}.Plan(context.Background(), s.Tiling(), q, k, v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +518,7 @@ func TestTopKCountsVisibleBlocks(t *testing.T) {
 // query head (MHA), and differ between heads whose queries differ.
 func TestGQA(t *testing.T) {
 	r := testutil.Rand(t)
-	s := shape{"", 1, 4, 1, 256, 256, 32, 32, 32, true, tensor.BHND, tensor.Float32, 1}
+	s := shape{plantest.Shape{B: 1, Hq: 4, Hkv: 1, Nq: 256, Nk: 256, D: 32, BlockQ: 32, BlockK: 32, Causal: true}, tensor.BHND, tensor.Float32, 1}
 	q, k, v := s.inputs(t, r)
 	rep := func(x *tensor.Tensor) *tensor.Tensor {
 		sh := x.Shape()
@@ -554,13 +533,13 @@ func TestGQA(t *testing.T) {
 		return out
 	}
 	mha := s
-	mha.hkv = 4
+	mha.Hkv = 4
 	pp := Planner{Params: Params{CDF: 0.8}}
-	gqaPlan, err := pp.Plan(context.Background(), s.tiling(), q, k, v)
+	gqaPlan, err := pp.Plan(context.Background(), s.Tiling(), q, k, v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mhaPlan, err := pp.Plan(context.Background(), mha.tiling(), q, rep(k), rep(v))
+	mhaPlan, err := pp.Plan(context.Background(), mha.Tiling(), q, rep(k), rep(v))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,12 +564,12 @@ func TestPerHeadParams(t *testing.T) {
 	s := shapes[0]
 	q, k, v := s.inputs(t, r)
 	heads := []Params{{CDF: 1}, {TopK: 0.2, Theta: -1, Lambda: -4}}
-	pl, err := Planner{Heads: heads}.Plan(context.Background(), s.tiling(), q, k, v)
+	pl, err := Planner{Heads: heads}.Plan(context.Background(), s.Tiling(), q, k, v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for h, hp := range heads {
-		one, err := Planner{Params: hp}.Plan(context.Background(), s.tiling(), q, k, v)
+		one, err := Planner{Params: hp}.Plan(context.Background(), s.Tiling(), q, k, v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -603,8 +582,8 @@ func TestPerHeadParams(t *testing.T) {
 		}
 	}
 	f := pl.Filter
-	if f == nil || len(f.HeadLambda) != 2 || !math.IsInf(float64(f.HeadLambda[0]), -1) || f.HeadLambda[1] != -4 || f.RowGroup != s.bq/4 {
-		t.Fatalf("filter %+v, want HeadLambda [-Inf -4] and row group %d", f, s.bq/4)
+	if f == nil || len(f.HeadLambda) != 2 || !math.IsInf(float64(f.HeadLambda[0]), -1) || f.HeadLambda[1] != -4 || f.RowGroup != s.BlockQ/4 {
+		t.Fatalf("filter %+v, want HeadLambda [-Inf -4] and row group %d", f, s.BlockQ/4)
 	}
 }
 
@@ -631,7 +610,7 @@ func TestBadParams(t *testing.T) {
 		{"row-group", Planner{Params: Params{Lambda: -3}, RowGroup: 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.p.Plan(context.Background(), s.tiling(), q, k, v)
+			_, err := tc.p.Plan(context.Background(), s.Tiling(), q, k, v)
 			if !errors.Is(err, ErrParams) {
 				t.Fatalf("error %v, want ErrParams", err)
 			}
@@ -640,10 +619,10 @@ func TestBadParams(t *testing.T) {
 	}
 	gs := shapes[4] // GQA: q and k differ in head count
 	gq, gk, gv := gs.inputs(t, r)
-	if _, err := (Planner{}).Plan(context.Background(), gs.tiling(), gk, gq, gv); !errors.Is(err, tensor.ErrShape) {
+	if _, err := (Planner{}).Plan(context.Background(), gs.Tiling(), gk, gq, gv); !errors.Is(err, tensor.ErrShape) {
 		t.Errorf("swapped q and k: %v, want ErrShape", err)
 	}
-	bad := s.tiling()
+	bad := s.Tiling()
 	bad.BlockQ = 0
 	if _, err := (Planner{}).Plan(context.Background(), bad, q, k, v); !errors.Is(err, plan.ErrInvalid) {
 		t.Errorf("zero block: %v, want plan.ErrInvalid", err)
@@ -656,7 +635,7 @@ func TestCanceled(t *testing.T) {
 	q, k, v := s.inputs(t, testutil.Rand(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := (Planner{}).Plan(ctx, s.tiling(), q, k, v); !errors.Is(err, context.Canceled) {
+	if _, err := (Planner{}).Plan(ctx, s.Tiling(), q, k, v); !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}
 }
@@ -702,7 +681,7 @@ func ExamplePlanner() {
 // per-head parameters and reports bad ones.
 func TestAttention(t *testing.T) {
 	r := testutil.Rand(t)
-	s := shape{"", 1, 2, 1, 300, 300, 64, 128, 64, true, tensor.BHND, tensor.Float32, 1}
+	s := shape{plantest.Shape{B: 1, Hq: 2, Hkv: 1, Nq: 300, Nk: 300, D: 64, BlockQ: 128, BlockK: 64, Causal: true}, tensor.BHND, tensor.Float32, 1}
 	q, k, v := s.inputs(t, r)
 	res, err := Attention(context.Background(), q, k, v, Options{Causal: true, Heads: []Params{{CDF: 1}, {TopK: 0.3, Theta: -1, Lambda: -5}}})
 	if err != nil {
@@ -711,13 +690,10 @@ func TestAttention(t *testing.T) {
 	if res.Plan.BlockQ != DefaultBlockQ || res.Plan.BlockK != DefaultBlockK || res.Plan.Filter == nil {
 		t.Errorf("plan tiling %d×%d filter %+v", res.Plan.BlockQ, res.Plan.BlockK, res.Plan.Filter)
 	}
-	ref, err := reference.Attention(context.Background(), q, k, v, true, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ref := plantest.Reference(t, q, k, v, true)
 	// Head 0 runs at τ = 1 with no filter: dense within float32 tolerance.
-	row := make([]float32, s.d)
-	for n := range s.nq {
+	row := make([]float32, s.D)
+	for n := range s.Nq {
 		res.Out.ReadRow(0, 0, n, row)
 		for d, x := range ref.Row(0, 0, n) {
 			if math.Abs(float64(row[d])-x) > 2e-5 {

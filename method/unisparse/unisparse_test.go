@@ -9,50 +9,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/internal/plantest"
 	"github.com/sparseattn/sparseattn/internal/testutil"
-	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
-	"github.com/sparseattn/sparseattn/reference"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-type shape struct {
-	name       string
-	b, hq, hkv int
-	nq, nk, d  int
-	bq, bk     int
-	causal     bool
-}
-
-// shapes covers ragged last blocks, N below one block, head dims 32–256,
-// GQA, and Nq < Nk with causal bottom-right alignment.
-var shapes = []shape{
-	{"square-causal", 1, 2, 1, 128, 128, 32, 16, 16, true},
-	{"ragged-causal-gqa", 1, 4, 2, 100, 100, 64, 16, 32, true},
-	{"ragged-bidirectional", 2, 2, 2, 77, 77, 32, 16, 16, false},
-	{"n-below-block", 1, 2, 1, 10, 10, 32, 64, 64, true},
-	{"suffix-queries", 1, 2, 1, 40, 130, 32, 16, 16, true},
-	{"more-queries-than-keys", 1, 2, 1, 70, 40, 32, 16, 16, true}, // the first 30 queries see no key
-	{"d256", 1, 1, 1, 64, 64, 256, 16, 16, false},
-	{"d128-gqa4", 1, 4, 1, 96, 96, 128, 32, 32, true},
-}
-
-type problem struct {
-	t       plan.Tiling
-	q, k, v *tensor.Tensor
-}
-
-func newProblem(t *testing.T, r *rand.Rand, s shape) problem {
-	t.Helper()
-	g := tensor.Geometry{B: s.b, Hq: s.hq, Hkv: s.hkv, Nq: s.nq, Nk: s.nk, D: s.d, Dv: s.d}
-	return problem{
-		t: plan.Tiling{Geometry: g, Causal: s.causal, BlockQ: s.bq, BlockK: s.bk},
-		q: testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hq, N: s.nq, D: s.d}, 2),
-		k: testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1),
-		v: testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1),
-	}
-}
+// shapes are the awkward cases every planner must handle.
+var shapes = plantest.Awkward()
 
 // naiveComposites pools tokens [a·c, (a+1)·c) of the head group h0..h0+ch−1
 // in float64 (UniSparse Eq. 2–3): each token is first averaged over the
@@ -135,31 +99,31 @@ func naiveMass(p *plan.Plan, cq, ck [][]float64, c config, qb int) []float64 {
 func TestMassMatchesEquations(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
-			pr := newProblem(t, r, s)
-			dense, err := plan.Dense(pr.t)
+		t.Run(s.Name, func(t *testing.T) {
+			pr := s.Problem(t, r, 2, 1)
+			dense, err := plan.Dense(pr.Tiling)
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := pr.t.Geometry
+			g := pr.Tiling.Geometry
 			for _, u := range []Planner{
 				{CQ: 4, CK: 4},
 				{CQ: 8, CK: 2, Pooling: Max},
 				{CQ: 1, CK: 16, CH: 2},
 			} {
-				c, err := u.config(pr.t)
+				c, err := u.config(pr.Tiling)
 				if err != nil {
-					if errors.Is(err, plan.ErrInvalid) && (s.bq%max(u.CQ, 1) != 0 || s.bk%max(u.CK, 1) != 0 || s.hq%max(u.CH, 1) != 0) {
+					if errors.Is(err, plan.ErrInvalid) && (s.BlockQ%max(u.CQ, 1) != 0 || s.BlockK%max(u.CK, 1) != 0 || s.Hq%max(u.CH, 1) != 0) {
 						continue // this shape's blocks or heads do not admit the factors
 					}
 					t.Fatal(err)
 				}
-				sc := newScorer(dense, c, pr.q, pr.k)
+				sc := newScorer(dense, c, pr.Q, pr.K)
 				for b := range g.B {
 					for h0 := 0; h0 < g.Hq; h0 += c.ch {
 						sc.compress(b, h0)
-						cq := naiveComposites(pr.q, g, b, h0, c.ch, c.cq, g.Nq, false, c.pooling)
-						ck := naiveComposites(pr.k, g, b, h0, c.ch, c.ck, g.Nk, true, c.pooling)
+						cq := naiveComposites(pr.Q, g, b, h0, c.ch, c.cq, g.Nq, false, c.pooling)
+						ck := naiveComposites(pr.K, g, b, h0, c.ch, c.ck, g.Nk, true, c.pooling)
 						for qb := range dense.QBlocks() {
 							blocks, _ := dense.Entries(dense.Row(b, h0, qb))
 							got := slices.Clone(sc.blockMass(qb, blocks))
@@ -184,23 +148,23 @@ func TestMassMatchesEquations(t *testing.T) {
 func TestPlanKeepsTopP(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
-			pr := newProblem(t, r, s)
-			g := pr.t.Geometry
+		t.Run(s.Name, func(t *testing.T) {
+			pr := s.Problem(t, r, 2, 1)
+			g := pr.Tiling.Geometry
 			for _, u := range []Planner{{TopP: 0.8}, {TopP: 0.6, CQ: 2, CK: 8, Pooling: Max}, {TopP: 0.9, CH: g.Hq}} {
-				c, err := u.config(pr.t)
+				c, err := u.config(pr.Tiling)
 				if err != nil {
 					t.Fatal(err)
 				}
-				p, err := u.Plan(context.Background(), pr.t, pr.q, pr.k, pr.v)
+				p, err := u.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, pr.V)
 				if err != nil {
 					t.Fatal(err)
 				}
 				for b := range g.B {
 					for h := range g.Hq {
 						h0 := h / c.ch * c.ch
-						cq := naiveComposites(pr.q, g, b, h0, c.ch, c.cq, g.Nq, false, c.pooling)
-						ck := naiveComposites(pr.k, g, b, h0, c.ch, c.ck, g.Nk, true, c.pooling)
+						cq := naiveComposites(pr.Q, g, b, h0, c.ch, c.cq, g.Nq, false, c.pooling)
+						ck := naiveComposites(pr.K, g, b, h0, c.ch, c.ck, g.Nk, true, c.pooling)
 						for qb := range p.QBlocks() {
 							mass := naiveMass(p, cq, ck, c, qb)
 							blocks, _ := p.Entries(p.Row(b, h, qb))
@@ -324,21 +288,21 @@ func TestStochasticPooling(t *testing.T) {
 		t.Errorf("all-zero tokens: drew %v, want all 3", seen)
 	}
 	tr := testutil.Rand(t)
-	pr := newProblem(t, tr, shapes[1])
-	dense, _ := plan.Dense(pr.t)
-	c, err := Planner{Pooling: Stochastic, CQ: 4, CK: 4, Seed: 3}.config(pr.t)
+	pr := shapes[1].Problem(t, tr, 2, 1)
+	dense, _ := plan.Dense(pr.Tiling)
+	c, err := Planner{Pooling: Stochastic, CQ: 4, CK: 4, Seed: 3}.config(pr.Tiling)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := newScorer(dense, c, pr.q, pr.k)
+	sc := newScorer(dense, c, pr.Q, pr.K)
 	sc.compress(0, 1)
-	g := pr.t.Geometry
+	g := pr.Tiling.Geometry
 	for j := range sc.nk {
 		found := false
 		for tk := j * 4; tk < min(j*4+4, g.Nk) && !found; tk++ {
 			match := true
 			for d := range g.D {
-				match = match && sc.ckT[d*sc.nk+j] == pr.k.At(0, g.KVHead(1), tk, d)
+				match = match && sc.ckT[d*sc.nk+j] == pr.K.At(0, g.KVHead(1), tk, d)
 			}
 			found = match
 		}
@@ -354,26 +318,17 @@ func TestStochasticPooling(t *testing.T) {
 func TestConvergesToDense(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
-			pr := newProblem(t, r, s)
-			ref, err := reference.Attention(context.Background(), pr.q, pr.k, pr.v, s.causal, 0, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+		t.Run(s.Name, func(t *testing.T) {
+			pr := s.Problem(t, r, 2, 1)
+			ref := plantest.Reference(t, pr.Q, pr.K, pr.V, s.Causal)
 			var errs, spars []float64
 			for _, p := range []float64{0.3, 0.7, 0.9, 0.99, 1} {
-				pl, err := Planner{TopP: p, CQ: 4, CK: 4}.Plan(context.Background(), pr.t, pr.q, pr.k, pr.v)
+				pl, err := Planner{TopP: p, CQ: 4, CK: 4}.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, pr.V)
 				if err != nil {
 					t.Fatal(err)
 				}
-				out, st, err := cpu.Executor{}.Run(context.Background(), pl, pr.q, pr.k, pr.v, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				e, err := metrics.Compare(ref, metrics.Tensor{Tensor: out})
-				if err != nil {
-					t.Fatal(err)
-				}
+				out, st := plantest.Run(t, pl, pr.Q, pr.K, pr.V)
+				e := plantest.Compare(t, ref, out)
 				errs, spars = append(errs, e.RelL1), append(spars, st.Sparsity())
 			}
 			t.Logf("top-p 0.3..1: sparsity %.3f, rel L1 %.2e", spars, errs)
@@ -448,16 +403,16 @@ func TestBadOptions(t *testing.T) {
 // use, stochastic pooling included, and the seed changes the draw.
 func TestDeterministic(t *testing.T) {
 	r := testutil.Rand(t)
-	pr := newProblem(t, r, shapes[0])
+	pr := shapes[0].Problem(t, r, 2, 1)
 	u := Planner{Pooling: Stochastic, TopP: 0.7, CQ: 4, CK: 4, Seed: 5}
-	first, err := u.Plan(context.Background(), pr.t, pr.q, pr.k, nil)
+	first, err := u.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan *plan.Plan, 4)
 	for range 4 {
 		go func() {
-			p, err := u.Plan(context.Background(), pr.t, pr.q, pr.k, nil)
+			p, err := u.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -472,7 +427,7 @@ func TestDeterministic(t *testing.T) {
 	differs := false
 	for seed := uint64(6); seed < 20 && !differs; seed++ {
 		u.Seed = seed
-		p, err := u.Plan(context.Background(), pr.t, pr.q, pr.k, nil)
+		p, err := u.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

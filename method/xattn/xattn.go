@@ -57,33 +57,10 @@ func (x Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err := heads.CheckInputs(t, q, k, "xattn"); err != nil {
 		return nil, err
 	}
-	g := t.Geometry
-	dense, err := plan.Dense(t)
-	if err != nil {
-		return nil, err
-	}
-	kept := make([][]int32, dense.Rows())
-	err = heads.ForEach(ctx, g.B*g.Hq, func(i int) {
-		mass := x.blockMass(dense, q, k, i/g.Hq, i%g.Hq)
-		for qb := range dense.QBlocks() {
-			r := dense.Row(i/g.Hq, i%g.Hq, qb)
-			blocks, _ := dense.Entries(r)
-			kept[r] = Select(dense, qb, blocks, mass[qb], x.Threshold)
-		}
+	return heads.SelectBlocks(ctx, t, func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
+		mass := x.blockMass(dense, q, k, b, h)
+		return func(qb int, visible []int32) []int32 { return Select(dense, qb, visible, mass[qb], x.Threshold) }
 	})
-	if err != nil {
-		return nil, err
-	}
-	bld, err := plan.NewBuilder(t)
-	if err != nil {
-		return nil, err
-	}
-	for r, blocks := range kept {
-		for _, kb := range blocks {
-			bld.Add(r, int(kb), plan.Full)
-		}
-	}
-	return bld.Build()
 }
 
 // blockMass returns, for head h of batch b, the antidiagonal attention

@@ -7,50 +7,32 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/internal/plantest"
 	"github.com/sparseattn/sparseattn/internal/testutil"
-	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
-	"github.com/sparseattn/sparseattn/reference"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
 type shape struct {
-	name       string
-	b, hq, hkv int
-	nq, nk, d  int
-	bq, bk     int
-	stride     int
-	causal     bool
+	plantest.Shape
+	stride int // S, the antidiagonal stride
 }
 
 // shapes: GQA, ragged last groups and blocks, N below a block, chunked
 // prefill, more queries than keys, non-causal, unequal block sizes.
 var shapes = []shape{
-	{"causal-gqa", 1, 4, 2, 256, 256, 64, 32, 32, 8, true},
-	{"ragged", 1, 2, 1, 203, 203, 32, 32, 16, 4, true},
-	{"below-block", 1, 1, 1, 11, 11, 32, 16, 16, 8, true},
-	{"chunked-prefill", 2, 2, 1, 70, 190, 48, 16, 32, 8, true},
-	{"more-queries-than-keys", 1, 1, 1, 60, 20, 32, 16, 16, 4, true},
-	{"noncausal", 1, 2, 2, 150, 130, 40, 32, 16, 16, false},
+	{plantest.Shape{Name: "causal-gqa", B: 1, Hq: 4, Hkv: 2, Nq: 256, Nk: 256, D: 64, BlockQ: 32, BlockK: 32, Causal: true, Heavy: true}, 8},
+	{plantest.Shape{Name: "ragged", B: 1, Hq: 2, Hkv: 1, Nq: 203, Nk: 203, D: 32, BlockQ: 32, BlockK: 16, Causal: true}, 4},
+	{plantest.Shape{Name: "below-block", B: 1, Hq: 1, Hkv: 1, Nq: 11, Nk: 11, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 8},
+	{plantest.Shape{Name: "chunked-prefill", B: 2, Hq: 2, Hkv: 1, Nq: 70, Nk: 190, D: 48, BlockQ: 16, BlockK: 32, Causal: true}, 8},
+	{plantest.Shape{Name: "more-queries-than-keys", B: 1, Hq: 1, Hkv: 1, Nq: 60, Nk: 20, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 4},
+	{plantest.Shape{Name: "noncausal", B: 1, Hq: 2, Hkv: 2, Nq: 150, Nk: 130, D: 40, BlockQ: 32, BlockK: 16}, 16},
 }
 
-// testShapes is shapes, less the largest under -short (the race detector
-// makes the float64 references slow); every property stays covered.
-func testShapes() []shape {
-	if !testing.Short() {
-		return shapes
-	}
-	return shapes[1:]
-}
-
-func (s shape) inputs(t *testing.T) (q, k, v *tensor.Tensor, tl plan.Tiling) {
-	r := testutil.Rand(t)
-	q = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hq, N: s.nq, D: s.d}, 1.5)
-	k = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1.5)
-	v = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: s.b, H: s.hkv, N: s.nk, D: s.d}, 1)
-	g := tensor.Geometry{B: s.b, Hq: s.hq, Hkv: s.hkv, Nq: s.nq, Nk: s.nk, D: s.d, Dv: s.d}
-	return q, k, v, plan.Tiling{Geometry: g, Causal: s.causal, BlockQ: s.bq, BlockK: s.bk}
+// inputs draws a problem of shape s, q and k with standard deviation 1.5.
+func inputs(t *testing.T, s shape) (q, k, v *tensor.Tensor, tl plan.Tiling) {
+	pr := s.Problem(t, testutil.Rand(t), 1.5, 1.5)
+	return pr.Q, pr.K, pr.V, pr.Tiling
 }
 
 // naiveMass computes XAttention's block estimate in float64 straight from
@@ -106,9 +88,9 @@ func naiveMass(p *plan.Plan, q, k *tensor.Tensor, b, h, s int) [][]float64 {
 // the lightest unforced kept one, which alone would have left the mass
 // below τ·total.
 func TestPlanMatchesNaiveEquations(t *testing.T) {
-	for _, s := range testShapes() {
-		t.Run(s.name, func(t *testing.T) {
-			q, k, _, tl := s.inputs(t)
+	for _, s := range plantest.Select(shapes) {
+		t.Run(s.Name, func(t *testing.T) {
+			q, k, _, tl := inputs(t, s)
 			const tau = 0.8
 			x := Planner{Stride: s.stride, Threshold: tau}
 			p, err := x.Plan(context.Background(), tl, q, k, nil)
@@ -140,12 +122,12 @@ func TestPlanMatchesNaiveEquations(t *testing.T) {
 						lightest := math.Inf(1)
 						for _, kb := range kept {
 							have += want[qb][kb]
-							forced := s.causal && (kb == 0 || kb == visible[len(visible)-1])
+							forced := s.Causal && (kb == 0 || kb == visible[len(visible)-1])
 							if !forced {
 								lightest = min(lightest, want[qb][kb])
 							}
 						}
-						if s.causal && (!slices.Contains(kept, 0) || !slices.Contains(kept, visible[len(visible)-1])) {
+						if s.Causal && (!slices.Contains(kept, 0) || !slices.Contains(kept, visible[len(visible)-1])) {
 							t.Fatalf("head %d q block %d: kept %v lacks the sink or diagonal block", h, qb, kept)
 						}
 						if have < tau*total-tol {
@@ -171,23 +153,17 @@ func TestPlanMatchesNaiveEquations(t *testing.T) {
 // and at 1 the output is dense attention within the float32 executor's
 // tolerance against the float64 reference (2e-5 absolute).
 func TestThresholdOneIsDense(t *testing.T) {
-	for _, s := range testShapes() {
-		t.Run(s.name, func(t *testing.T) {
-			q, k, v, tl := s.inputs(t)
-			ref, err := reference.Attention(context.Background(), q, k, v, s.causal, 0, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+	for _, s := range plantest.Select(shapes) {
+		t.Run(s.Name, func(t *testing.T) {
+			q, k, v, tl := inputs(t, s)
+			ref := plantest.Reference(t, q, k, v, s.Causal)
 			prev := -1.0
 			for _, tau := range []float64{0.5, 0.9, 0.99, 1} {
 				p, err := Planner{Stride: s.stride, Threshold: tau}.Plan(context.Background(), tl, q, k, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
-				out, stats, err := cpu.Executor{}.Run(context.Background(), p, q, k, v, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				out, stats := plantest.Run(t, p, q, k, v)
 				if stats.QKBlocks < prev {
 					t.Fatalf("τ=%v computed %v blocks, fewer than %v at a smaller τ", tau, stats.QKBlocks, prev)
 				}
@@ -195,10 +171,7 @@ func TestThresholdOneIsDense(t *testing.T) {
 				if tau < 1 {
 					continue
 				}
-				e, err := metrics.Compare(ref, metrics.Tensor{Tensor: out})
-				if err != nil {
-					t.Fatal(err)
-				}
+				e := plantest.Compare(t, ref, out)
 				if !(e.MaxAbs <= 2e-5) {
 					t.Fatalf("τ=1: max abs error %.3g against dense", e.MaxAbs)
 				}
@@ -208,7 +181,7 @@ func TestThresholdOneIsDense(t *testing.T) {
 }
 
 func TestRejectsBadOptions(t *testing.T) {
-	q, k, _, tl := shapes[0].inputs(t)
+	q, k, _, tl := inputs(t, shapes[0])
 	for _, x := range []Planner{
 		{Stride: 0, Threshold: 0.9},
 		{Stride: 3, Threshold: 0.9}, // does not divide 32

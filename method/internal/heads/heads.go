@@ -64,3 +64,40 @@ func ForEachWorker(ctx context.Context, n int, newWorker func() func(i int)) err
 	wg.Wait()
 	return ctx.Err()
 }
+
+// SelectBlocks returns the plan of t that visits, at full level, the KV
+// blocks each head keeps. For every head (b, h), in parallel through
+// ForEach, perHead does the head's work on dense, the dense plan of t, and
+// returns the function that picks query block qb's blocks from visible,
+// the row's causally visible KV blocks; the plan visits them in the order
+// picked.
+func SelectBlocks(ctx context.Context, t plan.Tiling, perHead func(dense *plan.Plan, b, h int) func(qb int, visible []int32) []int32) (*plan.Plan, error) {
+	dense, err := plan.Dense(t)
+	if err != nil {
+		return nil, err
+	}
+	g := t.Geometry
+	kept := make([][]int32, dense.Rows())
+	err = ForEach(ctx, g.B*g.Hq, func(i int) {
+		b, h := i/g.Hq, i%g.Hq
+		pick := perHead(dense, b, h)
+		for qb := range dense.QBlocks() {
+			r := dense.Row(b, h, qb)
+			visible, _ := dense.Entries(r)
+			kept[r] = pick(qb, visible)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	bld, err := plan.NewBuilder(t)
+	if err != nil {
+		return nil, err
+	}
+	for r, blocks := range kept {
+		for _, kb := range blocks {
+			bld.Add(r, int(kb), plan.Full)
+		}
+	}
+	return bld.Build()
+}

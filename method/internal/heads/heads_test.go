@@ -99,3 +99,57 @@ func TestCheckInputs(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectBlocks: every row of the plan holds exactly the blocks its
+// head's picker returned, in the picked order, at full level; each head's
+// work runs once; a cancelled context is returned.
+func TestSelectBlocks(t *testing.T) {
+	g := tensor.Geometry{B: 2, Hq: 3, Hkv: 1, Nq: 50, Nk: 70, D: 8, Dv: 8}
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 16, BlockK: 8}
+	var headCalls atomic.Int32
+	// Keep the visible blocks of odd index (relative to b+h+qb), reversed.
+	pick := func(b, h, qb int, visible []int32) []int32 {
+		var out []int32
+		for i := len(visible) - 1; i >= 0; i-- {
+			if (i+b+h+qb)%2 == 1 {
+				out = append(out, visible[i])
+			}
+		}
+		return out
+	}
+	p, err := SelectBlocks(context.Background(), tl, func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
+		headCalls.Add(1)
+		return func(qb int, visible []int32) []int32 { return pick(b, h, qb, visible) }
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := int(headCalls.Load()); n != g.B*g.Hq {
+		t.Errorf("%d head calls, want %d", n, g.B*g.Hq)
+	}
+	dense, _ := plan.Dense(tl)
+	for b := range g.B {
+		for h := range g.Hq {
+			for qb := range dense.QBlocks() {
+				visible, _ := dense.Entries(dense.Row(b, h, qb))
+				want := pick(b, h, qb, visible)
+				got, levels := p.Entries(p.Row(b, h, qb))
+				if len(got) != len(want) {
+					t.Fatalf("b%d h%d qb%d: blocks %v, want %v", b, h, qb, got, want)
+				}
+				for i := range want {
+					if got[i] != want[i] || (levels != nil && levels[i] != plan.Full) {
+						t.Fatalf("b%d h%d qb%d: blocks %v levels %v, want %v at full level", b, h, qb, got, levels, want)
+					}
+				}
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := SelectBlocks(ctx, tl, func(*plan.Plan, int, int) func(int, []int32) []int32 {
+		return func(int, []int32) []int32 { return nil }
+	}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v, want context.Canceled", err)
+	}
+}
