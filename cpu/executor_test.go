@@ -297,13 +297,11 @@ func TestPooledLevelsMatchReference(t *testing.T) {
 	}
 }
 
-func TestLambdaFilter(t *testing.T) {
-	r := testutil.Rand(t)
-	pr := problem{"", 1, 2, 2, 256, 256, 64, 64, 64, 32, true, tensor.Float32, tensor.BHND}
-	q, k, v := pr.inputs(t, r)
-	// Plant a sink: a shared direction u added to every query and to keys
-	// 0..31 raises those logits by about 2·2·|u|²/sqrt(D) ≈ 32, so later
-	// blocks fall far below the running max, as they do behind real sinks.
+// plantSink adds a shared random direction u to every query and to keys
+// 0..31 of every KV head. It raises those logits by about 2·2·|u|²/sqrt(D)
+// ≈ 32, so later blocks fall far below the running max, as they do behind
+// real attention sinks.
+func plantSink(r *rand.Rand, pr problem, q, k *tensor.Tensor) {
 	u := make([]float32, pr.d)
 	for d := range u {
 		u[d] = float32(r.NormFloat64())
@@ -318,6 +316,13 @@ func TestLambdaFilter(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestLambdaFilter(t *testing.T) {
+	r := testutil.Rand(t)
+	pr := problem{"", 1, 2, 2, 256, 256, 64, 64, 64, 32, true, tensor.Float32, tensor.BHND}
+	q, k, v := pr.inputs(t, r)
+	plantSink(r, pr, q, k)
 	ref, _ := reference.Attention(context.Background(), q, k, v, true, 0, nil)
 	for _, tc := range []struct {
 		lambda   float32
@@ -659,23 +664,8 @@ func TestHeadLambda(t *testing.T) {
 	r := testutil.Rand(t)
 	pr := problem{"", 1, 2, 1, 200, 200, 64, 64, 64, 32, true, tensor.Float32, tensor.BHND}
 	q, k, v := pr.inputs(t, r)
-	// A planted sink, as in TestLambdaFilter: a shared direction u in every
-	// query and in keys 0..31 makes later blocks fall far below the running
-	// max, so λ = -3 really skips work.
-	u := make([]float32, pr.d)
-	for d := range u {
-		u[d] = float32(r.NormFloat64())
-	}
-	for h := range pr.hq {
-		for n := range pr.nq {
-			for d := range pr.d {
-				q.Set(0, h, n, d, q.At(0, h, n, d)+2*u[d])
-				if n < 32 && h == 0 {
-					k.Set(0, 0, n, d, k.At(0, 0, n, d)+2*u[d])
-				}
-			}
-		}
-	}
+	// A planted sink makes λ = -3 really skip work.
+	plantSink(r, pr, q, k)
 	run := func(f *plan.Filter) (*tensor.Tensor, plan.Stats) {
 		t.Helper()
 		p, err := plan.Dense(pr.tiling())
