@@ -12,8 +12,25 @@ import (
 	"github.com/sparseattn/sparseattn/cuda/driver"
 )
 
-//go:embed kernels/attention.cu
-var attentionSource string
+// The kernel sources: common.cuh goes in front of each kernel file.
+var (
+	//go:embed kernels/common.cuh
+	commonSource string
+	//go:embed kernels/attention.cu
+	fa2Source string
+	//go:embed kernels/attention_ws.cu
+	wsSource string
+)
+
+// source returns the NVRTC program of the variant's kernel and its name.
+// A #line directive keeps NVRTC's messages pointing into the kernel file.
+func (v variant) source() (src, name string) {
+	name, body := "attention.cu", fa2Source
+	if v.ws {
+		name, body = "attention_ws.cu", wsSource
+	}
+	return commonSource + "#line 1 \"" + name + "\"\n" + body, name
+}
 
 // variant is one compiled configuration of the attention kernel.
 type variant struct {
@@ -36,6 +53,10 @@ type variant struct {
 	skipFuture bool
 	// out16 writes the output in the input type instead of float32.
 	out16 bool
+	// ws selects the warp-specialized Hopper kernel (attention_ws.cu):
+	// 128-row blocks, a TMA producer warpgroup and two consumer
+	// warpgroups; wgmma is set too.
+	ws bool
 }
 
 // outBytes is the size of one output element: 2 under out16, else 4.
@@ -46,12 +67,22 @@ func (v variant) outBytes() int64 {
 	return 4
 }
 
-func (v variant) threads() int { return v.blockQ / (16 * v.mt) * 32 }
+func (v variant) threads() int {
+	if v.ws {
+		return 384 // a producer and two consumer warpgroups
+	}
+	return v.blockQ / (16 * v.mt) * 32
+}
 
 // sharedBytes is the dynamic shared memory: the Q tile and one K and one V
 // tile, all 16-bit, then the staged KV list (MAX_LIST int32) and the λ
 // gaps (one float32 per 16 query rows).
 func (v variant) sharedBytes() int {
+	if v.ws {
+		// Q, stages K and V tiles each, the KV list, and the 1024-byte
+		// realignment; the mbarriers are static.
+		return (v.blockQ+2*v.kt*v.stages)*v.headDim*2 + maxList*4 + 1024
+	}
 	n := (v.blockQ+2*v.kt*max(v.stages, 1))*v.headDim*2 + maxList*4 + v.blockQ/16*4
 	if v.wgmma {
 		n += 1024 // the tiles are realigned to 1024 bytes
@@ -71,7 +102,10 @@ func (v variant) String() string {
 	if v.filter {
 		name += "_λ"
 	}
-	if v.wgmma {
+	switch {
+	case v.ws:
+		name += "_ws"
+	case v.wgmma:
 		name += fmt.Sprintf("_wgmma%d", v.minBlocks)
 	}
 	if v.pipe {
@@ -88,15 +122,17 @@ func (v variant) String() string {
 
 // options are the NVRTC options for the variant on arch.
 func (v variant) options(arch string) []string {
-	bf, filter, wg := 0, 0, 0
-	if v.wgmma {
-		wg = 1
-	}
-	if v.bf16 {
-		bf = 1
-	}
-	if v.filter {
-		filter = 1
+	if v.ws {
+		return []string{
+			"--gpu-architecture=" + arch,
+			"-std=c++17",
+			fmt.Sprintf("-DHEAD_DIM=%d", v.headDim),
+			fmt.Sprintf("-DKT=%d", v.kt),
+			fmt.Sprintf("-DIS_BF16=%d", b2i(v.bf16)),
+			"-DWGMMA=1",
+			fmt.Sprintf("-DSTAGES=%d", v.stages),
+			fmt.Sprintf("-DOUT16=%d", b2i(v.out16)),
+		}
 	}
 	return []string{
 		"--gpu-architecture=" + arch,
@@ -105,15 +141,22 @@ func (v variant) options(arch string) []string {
 		fmt.Sprintf("-DBLOCK_Q=%d", v.blockQ),
 		fmt.Sprintf("-DKT=%d", v.kt),
 		fmt.Sprintf("-DMT=%d", v.mt),
-		fmt.Sprintf("-DIS_BF16=%d", bf),
-		fmt.Sprintf("-DFILTER=%d", filter),
-		fmt.Sprintf("-DWGMMA=%d", wg),
+		fmt.Sprintf("-DIS_BF16=%d", b2i(v.bf16)),
+		fmt.Sprintf("-DFILTER=%d", b2i(v.filter)),
+		fmt.Sprintf("-DWGMMA=%d", b2i(v.wgmma)),
 		fmt.Sprintf("-DMINB=%d", max(v.minBlocks, 1)),
 		fmt.Sprintf("-DSTAGES=%d", max(v.stages, 1)),
-		fmt.Sprintf("-DPIPE=%d", map[bool]int{false: 0, true: 1}[v.pipe]),
-		fmt.Sprintf("-DSKIP_FUTURE=%d", map[bool]int{false: 0, true: 1}[v.skipFuture]),
-		fmt.Sprintf("-DOUT16=%d", map[bool]int{false: 0, true: 1}[v.out16]),
+		fmt.Sprintf("-DPIPE=%d", b2i(v.pipe)),
+		fmt.Sprintf("-DSKIP_FUTURE=%d", b2i(v.skipFuture)),
+		fmt.Sprintf("-DOUT16=%d", b2i(v.out16)),
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // cubinCache compiles kernels with NVRTC and keeps the cubins on disk,

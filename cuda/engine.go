@@ -63,13 +63,21 @@ type Config struct {
 	// against 369-381 on an H100 (bench/2026-11-22-h100-gpu2/run1.log),
 	// so it is off by default.
 	Pipeline bool
+	// WarpSpecialized runs 128-row query blocks on Hopper with the
+	// warp-specialized kernel (a TMA producer warpgroup and two consumer
+	// warpgroups, FlashAttention-3 §3.1–3.2) instead of the
+	// FlashAttention-2-style wgmma kernel (every warp loads and computes).
+	// It needs a driver with tensor maps (CUDA 12+).
+	WarpSpecialized bool
 	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
 	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
 	// plans without a λ filter.
 	MMASync bool
 	// TileK is the keys per tile for plans without a λ filter: 32, 64 or
-	// 128, dividing the plan's BlockK (else 64 is used). 0 means 64. With
-	// 32 query rows per warp, 128 is taken as 64 (registers).
+	// 128, dividing the plan's BlockK (else 64 is used). 0 means 128 for
+	// the warp-specialized kernel (64 where BlockK is not a multiple of
+	// 128) and 64 otherwise. With 32 query rows per warp, 128 is taken as
+	// 64 (registers).
 	TileK int
 	// Order is the order in which the query blocks of a plan are
 	// launched; the zero value is OrderAuto.
@@ -146,6 +154,8 @@ type Engine struct {
 	warpRows int
 	tileK    int
 	wgmma    bool // the device runs sm_90a warpgroup MMA and it is wanted
+	ws       bool // the warp-specialized kernel runs 128-row blocks
+	wsTileK  int  // Config.TileK as given (0: default)
 	ctaRows  int
 	minBlk   int
 	stages   int
@@ -218,7 +228,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d 1 or 2", ErrUnsupported, cfg.CTARows, cfg.MinBlocks, cfg.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, order: cfg.Order, skipFut: cfg.SkipFuture, out16: cfg.Output16, kernels: map[variant]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ws: dev.Arch() == "sm_90a" && !cfg.MMASync && cfg.WarpSpecialized && dev.TensorMaps(), wsTileK: cfg.TileK, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, order: cfg.Order, skipFut: cfg.SkipFuture, out16: cfg.Output16, kernels: map[variant]*kernel{}}, nil
 }
 
 var (
@@ -259,7 +269,8 @@ func Supports(p *plan.Plan) error {
 // kernelChoice is the engine's configuration that chooseVariant applies.
 type kernelChoice struct {
 	warpRows, tileK   int
-	wgmma             bool
+	wgmma, ws         bool
+	wsTileK           int
 	ctaRows, minBlock int
 }
 
@@ -314,6 +325,19 @@ func chooseVariant(p *plan.Plan, dt tensor.DType, kc kernelChoice) (variant, err
 	if p.Filter == nil && p.BlockK%tileK == 0 {
 		v.kt = tileK
 	}
+	if g.B*g.Hq > 65535 {
+		return v, fmt.Errorf("%w: B·Hq = %d above 65535", ErrUnsupported, g.B*g.Hq)
+	}
+	if wgmma && kc.ws && !v.filter && p.BlockQ == 128 {
+		// Warp-specialized: two consumer warpgroups of 64 rows, tiles of
+		// 128 keys unless asked for 64 or the blocks are 64 wide.
+		v.ws, v.wgmma, v.stages = true, true, 2
+		v.kt = 128
+		if p.BlockK%128 != 0 || kc.wsTileK == 64 || kc.wsTileK == 32 {
+			v.kt = 64
+		}
+		return v, nil
+	}
 	if wgmma && !v.filter {
 		// One warpgroup per 64 query rows, 16 rows a warp; tiles of 64 or
 		// 128 keys.
@@ -334,9 +358,6 @@ func chooseVariant(p *plan.Plan, dt tensor.DType, kc kernelChoice) (variant, err
 	if v.blockQ == 128 && warpRows == 32 && v.filter && v.kt == 64 {
 		v.mt = 2
 	}
-	if g.B*g.Hq > 65535 {
-		return v, fmt.Errorf("%w: B·Hq = %d above 65535", ErrUnsupported, g.B*g.Hq)
-	}
 	return v, nil
 }
 
@@ -355,7 +376,8 @@ func (e *Engine) function(c *driver.Ctx, v variant) (driver.Function, error) {
 }
 
 func (e *Engine) load(c *driver.Ctx, v variant) (driver.Function, error) {
-	cubin, _, err := e.cache.get(attentionSource, "attention.cu", v.options(e.dev.Arch()))
+	src, name := v.source()
+	cubin, _, err := e.cache.get(src, name, v.options(e.dev.Arch()))
 	if err != nil {
 		return 0, fmt.Errorf("kernel %s for %s: %w", v, e.dev.Arch(), err)
 	}
@@ -395,6 +417,15 @@ func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error
 	for i := range vs {
 		if vs[i].stages = e.stages; vs[i].sharedBytes() > e.dev.MaxSharedOptin {
 			vs[i].stages = 1
+		}
+	}
+	if e.ws {
+		for _, bf := range []bool{true, false} {
+			for _, d := range []int{64, 128} {
+				for _, kt := range []int{64, 128} {
+					vs = append(vs, variant{headDim: d, blockQ: 128, kt: kt, mt: 1, bf16: bf, wgmma: true, ws: true, stages: 2})
+				}
+			}
 		}
 	}
 	if err := compileVariants(ctx, &e.cache, e.dev.Arch(), vs); err != nil {
@@ -440,7 +471,8 @@ func compileVariants(ctx context.Context, c *cubinCache, arch string, vs []varia
 			if errs[i] = ctx.Err(); errs[i] != nil {
 				return
 			}
-			if _, _, err := c.get(attentionSource, "attention.cu", v.options(arch)); err != nil {
+			src, name := v.source()
+			if _, _, err := c.get(src, name, v.options(arch)); err != nil {
 				errs[i] = fmt.Errorf("kernel %s for %s: %w", v, arch, err)
 			}
 		})
@@ -524,6 +556,7 @@ type job struct {
 	order    []int32      // launch order of the plan rows, or nil
 	dt       tensor.DType // the 16-bit type the inputs were staged in
 	params   *kernelParams
+	maps     *wsMaps // the warp-specialized kernel's tensor maps, set by upload
 }
 
 // prepare validates the inputs against the plan and the kernel and stages
@@ -546,17 +579,19 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	if dt == tensor.Float32 {
 		dt = tensor.BFloat16 // float32 inputs are rounded to bfloat16
 	}
-	vr, err := chooseVariant(p, dt, kernelChoice{warpRows: e.warpRows, tileK: e.tileK, wgmma: e.wgmma, ctaRows: e.ctaRows, minBlock: e.minBlk})
+	vr, err := chooseVariant(p, dt, kernelChoice{warpRows: e.warpRows, tileK: e.tileK, wgmma: e.wgmma, ws: e.ws, wsTileK: e.wsTileK, ctaRows: e.ctaRows, minBlock: e.minBlk})
 	if err != nil {
 		return nil, err
 	}
-	if vr.stages = e.stages; vr.sharedBytes() > e.dev.MaxSharedOptin {
-		vr.stages = 1
+	if !vr.ws {
+		if vr.stages = e.stages; vr.sharedBytes() > e.dev.MaxSharedOptin {
+			vr.stages = 1
+		}
+		if vr.wgmma && e.pipe {
+			vr.pipe, vr.stages = true, 2
+		}
+		vr.skipFuture = vr.wgmma && !vr.pipe && e.skipFut && p.Causal
 	}
-	if vr.wgmma && e.pipe {
-		vr.pipe, vr.stages = true, 2
-	}
-	vr.skipFuture = vr.wgmma && !vr.pipe && e.skipFut && p.Causal
 	vr.out16 = e.out16
 	if len(p.KVBlock) > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d plan entries above 2^31", ErrUnsupported, len(p.KVBlock))
@@ -624,6 +659,13 @@ func (e *Engine) upload(c *driver.Ctx, j *job) error {
 		return err
 	}
 	j.params.o, j.params.counters = uint64(bs.o.ptr), uint64(bs.counters.ptr)
+	if j.v.ws {
+		m, err := encodeMaps(c, j)
+		if err != nil {
+			return err
+		}
+		j.maps = m
+	}
 	return e.uploadPlan(c, j)
 }
 
@@ -683,6 +725,11 @@ func (e *Engine) launch(c *driver.Ctx, j *job) error {
 	block := driver.Dim3{X: uint32(j.v.threads()), Y: 1, Z: 1}
 	if grid.X == 0 || grid.Y == 0 {
 		return nil
+	}
+	if j.v.ws {
+		var wp wsParams
+		wp.set(j.maps, j.params)
+		return c.Launch(fn, grid, block, j.v.sharedBytes(), driver.Arg(&wp))
 	}
 	return c.Launch(fn, grid, block, j.v.sharedBytes(), driver.Arg(j.params))
 }

@@ -353,3 +353,29 @@ func TestOutput16(t *testing.T) {
 		})
 	}
 }
+
+// TestCompileHopperKernels compiles the warp-specialized kernel and the
+// FlashAttention-2-style wgmma kernel for sm_90a with NVRTC alone (no GPU
+// is needed), and logs ptxas's register and spill report for each.
+func TestCompileHopperKernels(t *testing.T) {
+	nv, err := driver.LoadNVRTC()
+	if errors.Is(err, driver.ErrUnavailable) {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []variant{
+		{headDim: 128, blockQ: 128, kt: 128, mt: 1, bf16: true, wgmma: true, ws: true, stages: 2},
+		{headDim: 64, blockQ: 128, kt: 64, mt: 1, wgmma: true, ws: true, stages: 2, out16: true},
+		{headDim: 128, blockQ: 128, kt: 64, mt: 1, bf16: true, wgmma: true, minBlocks: 2, stages: 1},
+	} {
+		src, name := v.source()
+		_, log, err := nv.Compile(src, name, append(v.options("sm_90a"), "--ptxas-options=-v"))
+		if err != nil {
+			t.Errorf("%s: %v", v, err)
+			continue
+		}
+		t.Logf("%s:\n%s", v, log)
+	}
+}

@@ -11,7 +11,7 @@ import (
 // commands that open a cuda.Engine (gpubench, selftest).
 type engineFlags struct {
 	warpRows, tileK, ctaRows, minBlocks, stages *int
-	mmaSync, pipeline, skipFuture, out16        *bool
+	mmaSync, pipeline, skipFuture, out16, ws    *bool
 	order                                       *string
 }
 
@@ -21,6 +21,7 @@ func addEngineFlags(fs *flag.FlagSet) engineFlags {
 		warpRows:   fs.Int("warp-rows", 0, "query rows per warp for 128-row blocks: 16, 32 (0 = default)"),
 		tileK:      fs.Int("tile-k", 0, "keys per kernel tile without a λ filter: 32, 64, 128 (0 = default)"),
 		mmaSync:    fs.Bool("mma-sync", false, "use the mma.sync kernel on Hopper too (not the wgmma one)"),
+		ws:         fs.Bool("ws", false, "on Hopper, run 128-row blocks with the warp-specialized kernel (TMA producer, two consumer warpgroups)"),
 		ctaRows:    fs.Int("cta-rows", 0, "query rows per thread block of the wgmma kernel: 64, 128 (0 = default)"),
 		minBlocks:  fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)"),
 		stages:     fs.Int("stages", 0, "K/V tile buffers: 1 or 2 (0 = default)"),
@@ -38,5 +39,5 @@ func (f engineFlags) config() (cuda.Config, error) {
 	if err != nil {
 		return cuda.Config{}, fmt.Errorf("%w: --launch-order: %v", errUsage, err)
 	}
-	return cuda.Config{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture, Output16: *f.out16}, nil
+	return cuda.Config{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, WarpSpecialized: *f.ws, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture, Output16: *f.out16}, nil
 }

@@ -37,6 +37,8 @@ type cudaAPI struct {
 	cuEventElapsedTime        func(ms *float32, start, end uintptr) int32
 	cuGetErrorName            func(code int32, s **byte) int32
 	cuGetErrorString          func(code int32, s **byte) int32
+	// cuTensorMapEncodeTiled (CUDA 12+) is nil on older drivers.
+	cuTensorMapEncodeTiled func(tmap *TensorMap, dtype int32, rank uint32, addr uint64, dims *uint64, strides *uint64, box *uint32, elemStrides *uint32, interleave, swizzle, l2Promotion, oobFill int32) int32
 }
 
 // Device attributes and function attributes used here (cuda.h enums).
@@ -94,6 +96,9 @@ func loadCUDA() (*cudaAPI, error) {
 			return nil, err
 		}
 	}
+	// Tensor maps (for the Hopper bulk tensor copy engine) came with CUDA
+	// 12; without them the kernels that need one are not offered.
+	_ = bind(h, path, map[string]any{"cuTensorMapEncodeTiled": &a.cuTensorMapEncodeTiled})
 	return a, nil
 }
 

@@ -1,0 +1,369 @@
+// Warp-specialized block-sparse FlashAttention forward for Hopper (sm_90a),
+// after FlashAttention-3 (Shah et al. 2024): §3.1's producer/consumer
+// split and §3.2's overlap of each tile's softmax with the tensor-core work
+// of its neighbours.
+//
+// One CTA of 384 threads computes one 128-row query block of one (batch,
+// head), walking the CSR row of KV blocks the plan lists:
+//   - warpgroup 0 is the producer. Its registers go to the consumers
+//     (setmaxnreg), and one thread issues every copy: Q once, then each
+//     listed K and V tile, through the bulk tensor copy engine (TMA) into
+//     STAGES shared-memory slots, each completing on a full barrier and
+//     refilled once the consumers release it on its empty barrier;
+//   - warpgroups 1 and 2 are the consumers, 64 query rows each: S = Q·Kᵀ
+//     from shared memory by wgmma, the online softmax in registers, and
+//     O += P̃·V with P̃ from registers; while the softmax of tile j runs, the
+//     tensor cores finish S_j and P̃_{j-1}·V_{j-1}.
+// Every copy and every wait is on an mbarrier; the only CTA-wide barrier is
+// the one after set-up. Dense attention is the plan that lists every
+// visible block.
+//
+// Compile-time configuration (set by the Go side with -D):
+//   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
+//   KT        keys per tile (64 or 128); the plan's BlockK is a multiple
+//   STAGES    K and V tile slots each (2)
+//   IS_BF16   1 for bfloat16 inputs, 0 for float16
+//   OUT16     1 to write the output in the input type, else float32
+//
+// Shared memory holds Q (128 rows), STAGES K tiles and STAGES V tiles, each
+// in the 128-byte-swizzled layout that TMA writes and wgmma reads (rows of
+// 64 elements, 16-byte chunk c of row r at c ^ (r & 7); a 128-wide head
+// dimension is two such column blocks), then the staged KV list.
+
+#ifndef STAGES
+#define STAGES 2
+#endif
+#ifndef OUT16
+#define OUT16 0
+#endif
+#define BLOCK_Q 128
+#define NTHREADS 384
+#define RB (HEAD_DIM * 2) // bytes per tile row
+#define CBLK (HEAD_DIM / 64) // 64-column blocks of a tile
+#define MAX_LIST 2048 // KV list entries staged in shared memory per row
+#define CONSUMER_THREADS 256
+
+// TMap is an encoded CUtensorMap (cuda/driver.TensorMap).
+struct __align__(64) TMap {
+	u64 w[16];
+};
+
+// WSParams mirrors cuda.wsParams: the tensor maps of Q, K and V (4-D:
+// columns, tokens, heads, batch, or columns, heads, tokens, batch, the
+// dimensions in order of increasing stride), then the common parameters,
+// then per map 1 when tokens are its dimension 1, 0 when heads are.
+struct WSParams {
+	TMap tq, tk, tv;
+	Params p;
+	int tok1[3];
+};
+
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// mbar_expect arrives on bar and adds bytes to the transaction count the
+// phase waits for.
+__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// mbar_wait returns once the phase of bar with the given parity completed.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+	asm volatile(
+	    "{\n.reg .pred done;\n"
+	    "WAIT:\n"
+	    "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+	    "@!done bra WAIT;\n}\n" ::"r"(bar),
+	    "r"(parity)
+	    : "memory");
+}
+// tma_load copies the box at (c0, c1, c2, c3) of map into shared memory at
+// dst, completing the bytes on bar.
+__device__ __forceinline__ void tma_load4(u32 dst, const TMap* map, u32 bar, int c0, int c1, int c2, int c3) {
+	asm volatile(
+	    "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+	    "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+	    : "memory");
+}
+// tma_load copies rows [row, row + box) of columns [col, col + 64) of
+// head h of batch b.
+__device__ __forceinline__ void tma_load(u32 dst, const TMap* map, int tok1, u32 bar, int col, int row, int h, int b) {
+	if (tok1)
+		tma_load4(dst, map, bar, col, row, h, b);
+	else
+		tma_load4(dst, map, bar, col, h, row, b);
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_constant__ WSParams w) {
+	const Params& p = w.p;
+	extern __shared__ __attribute__((aligned(128))) u16 smem[];
+	// Barriers: Q full, then per slot K full, K empty, V full, V empty.
+	__shared__ __attribute__((aligned(8))) u64 bars[1 + 4 * STAGES];
+	// Swizzle atoms must sit on 1024-byte boundaries.
+	const u32 pad = ((smem_addr(smem) + 1023) & ~1023u) - smem_addr(smem);
+	const u32 sQ = smem_addr(smem) + pad;
+	const u32 sK = sQ + BLOCK_Q * RB;
+	const u32 sV = sK + STAGES * KT * RB;
+	int* s_kv = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + pad + (BLOCK_Q + 2 * STAGES * KT) * RB);
+	const u32 bar0 = smem_addr(bars);
+	const u32 bar_q = bar0;
+#define FULL_K(s) (bar0 + 8 * (1 + (s)))
+#define EMPTY_K(s) (bar0 + 8 * (1 + STAGES + (s)))
+#define FULL_V(s) (bar0 + 8 * (1 + 2 * STAGES + (s)))
+#define EMPTY_V(s) (bar0 + 8 * (1 + 3 * STAGES + (s)))
+
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	// The last query blocks go first, as under causal masking they are the
+	// longest; or the host's longest-first order of the plan rows.
+	int qb = p.q_blocks - 1 - blockIdx.x;
+	int bh = blockIdx.y;
+	if (p.order) {
+		const int r = p.order[blockIdx.y * gridDim.x + blockIdx.x];
+		bh = r / p.q_blocks;
+		qb = r % p.q_blocks;
+	}
+	const int b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
+	const int prow = bh * p.q_blocks + qb;
+	const int e0 = p.row_start[prow], e1 = p.row_start[prow + 1];
+	const int q0 = qb * BLOCK_Q;
+	const int qlast = imin(q0 + BLOCK_Q, p.Nq) - 1;
+	const int off = p.Nk - p.Nq; // queries are the last Nq of the Nk tokens
+	const int sub = p.block_k / KT;
+	const int ntiles = (e1 - e0) * sub;
+
+	const bool staged_list = e1 - e0 <= MAX_LIST;
+	if (staged_list)
+		for (int i = tid; i < e1 - e0; i += NTHREADS) s_kv[i] = p.kv_block[e0 + i];
+	if (tid == 0) {
+		mbar_init(bar_q, 1);
+		for (int s = 0; s < STAGES; s++) {
+			mbar_init(FULL_K(s), 1);
+			mbar_init(FULL_V(s), 1);
+			mbar_init(EMPTY_K(s), CONSUMER_THREADS);
+			mbar_init(EMPTY_V(s), CONSUMER_THREADS);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+	}
+	__syncthreads();
+
+	// tile_start returns the first key of tile t, or -1 when the tile holds
+	// no key any query of this block may see (past Nk, or all in the
+	// future). Producer and consumers walk the same tiles.
+	auto tile_start = [&](int t) -> int {
+		int kb = staged_list ? s_kv[t / sub] : p.kv_block[e0 + t / sub];
+		int k0 = kb * p.block_k + (t % sub) * KT;
+		if (k0 >= p.Nk || (p.causal && k0 > qlast + off)) return -1;
+		return k0;
+	};
+	auto next_tile = [&](int t) -> int {
+		while (t < ntiles && tile_start(t) < 0) t++;
+		return t;
+	};
+
+	if (warp < 4) {
+		// Producer warpgroup: keep 24 registers, give the rest away.
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+		if (warp == 0 && lane == 0) {
+			mbar_expect(bar_q, BLOCK_Q * RB);
+#pragma unroll
+			for (int c = 0; c < CBLK; c++) tma_load(sQ + c * (BLOCK_Q * 128), &w.tq, w.tok1[0], bar_q, c * 64, q0, h, b);
+			int j = 0;
+			for (int t = next_tile(0); t < ntiles; t = next_tile(t + 1), j++) {
+				const int s = j % STAGES;
+				const u32 ph = ((j / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
+				const int k0 = tile_start(t);
+				mbar_wait(EMPTY_K(s), ph);
+				mbar_expect(FULL_K(s), KT * RB);
+#pragma unroll
+				for (int c = 0; c < CBLK; c++) tma_load(sK + s * (KT * RB) + c * (KT * 128), &w.tk, w.tok1[1], FULL_K(s), c * 64, k0, kvh, b);
+				mbar_wait(EMPTY_V(s), ph);
+				mbar_expect(FULL_V(s), KT * RB);
+#pragma unroll
+				for (int c = 0; c < CBLK; c++) tma_load(sV + s * (KT * RB) + c * (KT * 128), &w.tv, w.tok1[2], FULL_V(s), c * 64, k0, kvh, b);
+			}
+		}
+		return;
+	}
+
+	// Consumer warpgroups: 240 registers each thread.
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+	const int cw = warp - 4;   // consumer warp, 0..7
+	const int wg = cw >> 2;    // consumer warpgroup: rows [64·wg, +64)
+	const int wrow0 = cw * 16; // first row of this warp in the block
+
+	float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
+	float acc[HEAD_DIM / 8][4];
+#pragma unroll
+	for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+	u32 n_qk = 0, n_pv = 0;
+	int last_entry = -1;
+
+	u32 pprev[KT / 16][4] = {};
+	float s[KT / 8][4] = {};
+	auto issue_s = [&](int slot) {
+#pragma unroll
+		for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+			u64 da = wg_desc(sQ + (kk >> 2) * (BLOCK_Q * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
+			u64 db = wg_desc(sK + slot * (KT * RB) + (kk >> 2) * (KT * 128) + (kk & 3) * 32, 16, 1024);
+#if KT == 64
+			wgmma_ss_n64(s, da, db, kk);
+#else
+			wgmma_ss_n128(s, da, db, kk);
+#endif
+		}
+		wg_commit();
+	};
+	auto issue_pv = [&](int slot) {
+#pragma unroll
+		for (int kk = 0; kk < KT / 16; kk++) {
+			u64 db = wg_desc(sV + slot * (KT * RB) + kk * (16 * 128), KT * 128, 1024);
+#if HEAD_DIM == 64
+			wgmma_rs_n64(acc, pprev[kk], db);
+#else
+			wgmma_rs_n128(acc, pprev[kk], db);
+#endif
+		}
+		wg_commit();
+	};
+	// release arrives on an empty barrier once this thread's MMAs that
+	// read the slot have retired. Every consumer thread arrives: a branch
+	// around the arrive (one lane per warp) makes ptxas serialize the MMAs
+	// in flight across it (C7513).
+	auto release = [&](u32 bar) { mbar_arrive(bar); };
+	// softmax masks and exponentiates S of tile t into P̃ (packed in pc),
+	// updates m and ℓ, and returns the O rescale factors. S itself stays
+	// untouched: writing the accumulator registers of an S MMA while the
+	// P̃V MMA is in flight makes ptxas serialize the MMAs (C7513).
+	auto softmax = [&](int t, float (&alphas)[2], u32 (&pc)[KT / 16][4]) -> bool {
+		const int k0 = tile_start(t);
+		const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + wg * 64 + off);
+		float x[KT / 8][4];
+#pragma unroll
+		for (int jj = 0; jj < KT / 8; jj++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float v = s[jj][e];
+				if (need_mask) {
+					int col = k0 + jj * 8 + 2 * (lane & 3) + (e & 1);
+					int row = q0 + wrow0 + (lane >> 2) + 8 * (e >> 1);
+					if (col >= p.Nk || (p.causal && col > row + off)) v = NEG_INF;
+				}
+				x[jj][e] = v;
+			}
+		bool rescale = false;
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			float mloc = NEG_INF;
+#pragma unroll
+			for (int jj = 0; jj < KT / 8; jj++) mloc = fmax_(mloc, fmax_(x[jj][2 * hf], x[jj][2 * hf + 1]));
+			mloc = fmax_(mloc, shfl_xor(mloc, 1));
+			mloc = fmax_(mloc, shfl_xor(mloc, 2));
+			mloc *= p.scale_log2; // the scale is positive: max commutes with it
+			float mnew = fmax_(m[hf], mloc);
+			float muse = mnew == NEG_INF ? 0.f : mnew;
+			float alpha = ex2(m[hf] - muse);
+			float sum = 0.f;
+#pragma unroll
+			for (int jj = 0; jj < KT / 8; jj++) {
+				float p0 = ex2(fma_(x[jj][2 * hf], p.scale_log2, -muse));
+				float p1 = ex2(fma_(x[jj][2 * hf + 1], p.scale_log2, -muse));
+				x[jj][2 * hf] = p0, x[jj][2 * hf + 1] = p1;
+				sum += p0 + p1;
+			}
+			l[hf] = l[hf] * alpha + sum;
+			m[hf] = mnew;
+			alphas[hf] = alpha;
+			rescale |= alpha != 1.f;
+		}
+#pragma unroll
+		for (int kk = 0; kk < KT / 16; kk++) {
+			pc[kk][0] = pack2(x[2 * kk][0], x[2 * kk][1]);
+			pc[kk][1] = pack2(x[2 * kk][2], x[2 * kk][3]);
+			pc[kk][2] = pack2(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+			pc[kk][3] = pack2(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+		}
+		int entry = e0 + t / sub;
+		if (entry != last_entry) {
+			n_qk++;
+			n_pv++;
+			last_entry = entry;
+		}
+		return rescale;
+	};
+	auto rescale_o = [&](bool rescale, const float (&alphas)[2]) {
+		if (any_sync(rescale)) {
+#pragma unroll
+			for (int jj = 0; jj < HEAD_DIM / 8; jj++) {
+				acc[jj][0] *= alphas[0], acc[jj][1] *= alphas[0];
+				acc[jj][2] *= alphas[1], acc[jj][3] *= alphas[1];
+			}
+		}
+	};
+
+	mbar_wait(bar_q, 0); // also keeps the CTA alive until Q landed
+	int t = next_tile(0);
+	if (t < ntiles) {
+		// Tile 0: S only.
+		mbar_wait(FULL_K(0), 0);
+		wg_fence();
+		issue_s(0);
+		wg_wait0();
+		reg_fence(s);
+		release(EMPTY_K(0));
+		{
+			float alphas[2];
+			u32 pc[KT / 16][4];
+			softmax(t, alphas, pc);
+#pragma unroll
+			for (int kk = 0; kk < KT / 16; kk++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) pprev[kk][e] = pc[kk][e];
+		}
+		int j = 1;
+		// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
+		for (t = next_tile(t + 1); t < ntiles; t = next_tile(t + 1), j++) {
+			const int slot = j % STAGES, prev = (j - 1) % STAGES;
+			mbar_wait(FULL_K(slot), (j / STAGES) & 1);
+			mbar_wait(FULL_V(prev), ((j - 1) / STAGES) & 1);
+			reg_fence(s);
+			reg_fence(acc);
+			reg_fence(pprev);
+			wg_fence();
+			issue_s(slot);
+			issue_pv(prev);
+			wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
+			reg_fence(s);
+			release(EMPTY_K(slot));
+			float alphas[2];
+			u32 pc[KT / 16][4];
+			bool resc = softmax(t, alphas, pc);
+			wg_wait0(); // O and P̃_{j-1} are free again
+			reg_fence(acc);
+			reg_fence(pprev);
+			release(EMPTY_V(prev));
+			rescale_o(resc, alphas);
+#pragma unroll
+			for (int kk = 0; kk < KT / 16; kk++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) pprev[kk][e] = pc[kk][e];
+		}
+		// The last tile's P̃·V.
+		const int prev = (j - 1) % STAGES;
+		mbar_wait(FULL_V(prev), ((j - 1) / STAGES) & 1);
+		reg_fence(acc);
+		reg_fence(pprev);
+		wg_fence();
+		issue_pv(prev);
+		wg_wait0();
+		reg_fence(acc);
+		release(EMPTY_V(prev));
+	}
+
+	store_rows(p, acc, l, b, h, q0 + wrow0, lane);
+	if (cw == 0 && lane == 0) {
+		atomic_add_u64(&p.counters[0], (u64)n_qk);
+		atomic_add_u64(&p.counters[1], (u64)n_pv);
+	}
+}

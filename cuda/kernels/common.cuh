@@ -1,0 +1,254 @@
+// Definitions shared by the attention kernels (attention.cu, the
+// FlashAttention-2-style kernel for sm_80 and newer, and attention_ws.cu,
+// the warp-specialized Hopper kernel): the parameter block, inline-PTX
+// wrappers for the tensor-core, copy and warp instructions, and on Hopper
+// the warpgroup-MMA wrappers. The Go side compiles each kernel with this
+// file in front of it; it needs IS_BF16 and WGMMA defined.
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// Params mirrors cuda.kernelParams on the Go side, field for field.
+struct Params {
+	const u16* q;
+	const u16* k;
+	const u16* v;
+	float* o; // float32, or u16 bits of the input type under OUT16
+	const int* row_start;
+	const int* kv_block;
+	u64* counters; // [0] QK blocks, [1] PV blocks, [2] PV row groups in full q-blocks, [3] in the last partial q-block
+	long long q_sb, q_sh, q_sn;
+	long long k_sb, k_sh, k_sn;
+	long long v_sb, v_sh, v_sn;
+	long long o_sb, o_sh, o_sn;
+	int B, Hq, Hkv, Nq, Nk, Dv;
+	int q_blocks;
+	int block_k;
+	int causal;
+	int filter;
+	int row_group;
+	float lambda_log2; // λ·log2(e)
+	float scale_log2;  // softmax scale·log2(e)
+	int split; // CTAs per plan query block (BLOCK_Q = plan BlockQ / split)
+	const int* order; // launch order of the plan rows (longest first), or null
+};
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+	u32 r;
+	asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+	return r;
+}
+
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int bytes) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+__device__ __forceinline__ void cp_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+	             : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+	             : "r"(addr));
+}
+
+__device__ __forceinline__ void mma16816(float* d, const u32* a, u32 b0, u32 b1) {
+#if IS_BF16
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+#else
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+#endif
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// pack2 rounds (lo, hi) to the input type, lo in the low half.
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+	u32 r;
+#if IS_BF16
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+	return r;
+}
+
+__device__ __forceinline__ float ex2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+}
+__device__ __forceinline__ float shfl_xor(float x, int m) {
+	float y;
+	asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\n" : "=f"(y) : "f"(x), "r"(m));
+	return y;
+}
+__device__ __forceinline__ float fmax_(float a, float b) { return a > b ? a : b; }
+__device__ __forceinline__ float fma_(float a, float b, float c) {
+	float d;
+	asm("fma.rn.f32 %0, %1, %2, %3;\n" : "=f"(d) : "f"(a), "f"(b), "f"(c));
+	return d;
+}
+__device__ __forceinline__ bool any_sync(bool pred) {
+	u32 r;
+	asm volatile("{ .reg .pred p; setp.ne.u32 p, %1, 0; vote.sync.any.pred p, p, 0xffffffff; selp.u32 %0, 1, 0, p; }\n"
+	             : "=r"(r)
+	             : "r"((u32)pred));
+	return r != 0;
+}
+__device__ __forceinline__ void atomic_add_u64(u64* p, u64 v) {
+	asm volatile("red.global.add.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ float neg_inf() {
+	float f;
+	asm("mov.b32 %0, 0xff800000;\n" : "=f"(f));
+	return f;
+}
+#define NEG_INF (neg_inf())
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+struct alignas(8) F2 {
+	float x, y;
+};
+
+
+#if WGMMA
+// Hopper warpgroup MMA (sm_90a). Operands in shared memory are described
+// by 64-bit descriptors over the 128-byte-swizzled canonical layout: rows
+// of 64 elements (128 bytes), chunk c of row r at chunk c ^ (r & 7), in
+// 1024-byte atoms of 8 rows; a 128-wide head dimension is two such column
+// blocks one after the other.
+#if IS_BF16
+#define WG_T "bf16"
+#else
+#define WG_T "f16"
+#endif
+__device__ __forceinline__ u64 wg_desc(u32 addr, u32 lbo, u32 sbo) {
+	return (u64)((addr & 0x3FFFF) >> 4) | ((u64)((lbo & 0x3FFFF) >> 4) << 16) | ((u64)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+// reg_fence pins registers at this point of the instruction stream (an
+// empty asm that reads and redefines them, as CUTLASS's
+// warpgroup_fence_operand does). The compiler does not know that wgmma
+// reads its register operands and writes its accumulators asynchronously,
+// until the wait that retires it: without these pins it moves arithmetic
+// on those registers across the wait, or reuses the A-operand registers
+// of an MMA in flight for the next P̃, and ptxas then serializes the MMAs
+// (warning C7513).
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&a)[N][4]) {
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) asm volatile("" : "+f"(a[i][e])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void reg_fence(u32 (&a)[N][4]) {
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[i][e])::"memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// The accumulator operands of an m64nNk16 wgmma: N/2 floats a thread, as
+// d[N/8][4], with constraint c ("+f" to accumulate, "=f" to overwrite).
+#define WG_D4(c, d, i) c(d[i][0]), c(d[i][1]), c(d[i][2]), c(d[i][3])
+#define WG_D32(c, d) WG_D4(c, d, 0), WG_D4(c, d, 1), WG_D4(c, d, 2), WG_D4(c, d, 3), WG_D4(c, d, 4), WG_D4(c, d, 5), WG_D4(c, d, 6), WG_D4(c, d, 7)
+#define WG_D64(c, d) WG_D32(c, d), WG_D4(c, d, 8), WG_D4(c, d, 9), WG_D4(c, d, 10), WG_D4(c, d, 11), WG_D4(c, d, 12), WG_D4(c, d, 13), WG_D4(c, d, 14), WG_D4(c, d, 15)
+#define WG_R32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define WG_R64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+
+// wgmma_ss_* compute d (+)= A·Bᵀ with A and B in shared memory (K-major):
+// accumulating when accumulate is non-zero. wgmma_ss_*_first overwrite d
+// and do not read it, so that d is not live before the first k-step.
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[8][4], u64 da, u64 db, int accumulate) {
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n64k16.f32." WG_T "." WG_T " " WG_R32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+	             : WG_D32("+f", d)
+	             : "l"(da), "l"(db), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_ss_n128(float (&d)[16][4], u64 da, u64 db, int accumulate) {
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n128k16.f32." WG_T "." WG_T " " WG_R64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+	             : WG_D64("+f", d)
+	             : "l"(da), "l"(db), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_ss_n64_first(float (&d)[8][4], u64 da, u64 db) {
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n64k16.f32." WG_T "." WG_T " " WG_R32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+	             : WG_D32("=f", d)
+	             : "l"(da), "l"(db), "r"(0));
+}
+__device__ __forceinline__ void wgmma_ss_n128_first(float (&d)[16][4], u64 da, u64 db) {
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n128k16.f32." WG_T "." WG_T " " WG_R64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+	             : WG_D64("=f", d)
+	             : "l"(da), "l"(db), "r"(0));
+}
+// wgmma_rs_* compute d += A·B with A in registers (a 16×16 fragment a
+// thread) and B in shared memory, transposed (MN-major, as V is stored).
+__device__ __forceinline__ void wgmma_rs_n64(float (&d)[8][4], const u32 (&a)[4], u64 db) {
+	asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." WG_T "." WG_T " " WG_R32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
+	             : WG_D32("+f", d)
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+__device__ __forceinline__ void wgmma_rs_n128(float (&d)[16][4], const u32 (&a)[4], u64 db) {
+	asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32." WG_T "." WG_T " " WG_R64 ", {%64,%65,%66,%67}, %68, 1, 1, 1, 1;\n"
+	             : WG_D64("+f", d)
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+#endif
+
+// store_rows normalizes one 16-row MMA atom of the output (rows row0 +
+// lane/4 and row0 + lane/4 + 8, in the mma.sync / wgmma accumulator
+// layout) by its softmax sums ℓ and writes the rows below Nq. Rows with no
+// visible key have ℓ = 0 and come out as zeros.
+__device__ __forceinline__ void store_rows(const Params& p, const float (&acc)[HEAD_DIM / 8][4], const float (&l)[2], int b, int h, int row0, int lane) {
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float lsum = l[hf];
+		lsum += shfl_xor(lsum, 1);
+		lsum += shfl_xor(lsum, 2);
+		float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+		int row = row0 + (lane >> 2) + 8 * hf;
+		if (row >= p.Nq) continue;
+#if OUT16
+		// The output in the input type: half the bytes of float32.
+		u16* o = reinterpret_cast<u16*>(p.o) + b * p.o_sb + h * p.o_sh + (long long)row * p.o_sn;
+#else
+		float* o = p.o + b * p.o_sb + h * p.o_sh + (long long)row * p.o_sn;
+#endif
+#pragma unroll
+		for (int j = 0; j < HEAD_DIM / 8; j++) {
+			int col = j * 8 + 2 * (lane & 3);
+			float x0 = acc[j][2 * hf] * inv, x1 = acc[j][2 * hf + 1] * inv;
+#if OUT16
+			u32 w = pack2(x0, x1);
+			if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
+				*reinterpret_cast<u32*>(o + col) = w;
+			} else {
+				if (col < p.Dv) o[col] = (u16)(w & 0xffff);
+				if (col + 1 < p.Dv) o[col + 1] = (u16)(w >> 16);
+			}
+#else
+			if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
+				F2 f;
+				f.x = x0, f.y = x1;
+				*reinterpret_cast<F2*>(o + col) = f;
+			} else {
+				if (col < p.Dv) o[col] = x0;
+				if (col + 1 < p.Dv) o[col + 1] = x1;
+			}
+#endif
+		}
+	}
+}
