@@ -201,16 +201,22 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	int last_entry = -1;
 
 	u32 pprev[KT / 16][4] = {};
-	float s[KT / 8][4] = {};
+	float s[KT / 8][4];
 	auto issue_s = [&](int slot) {
 #pragma unroll
 		for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
 			u64 da = wg_desc(sQ + (kk >> 2) * (BLOCK_Q * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
 			u64 db = wg_desc(sK + slot * (KT * RB) + (kk >> 2) * (KT * 128) + (kk & 3) * 32, 16, 1024);
 #if KT == 64
-			wgmma_ss_n64(s, da, db, kk);
+			if (kk == 0)
+				wgmma_ss_n64_first(s, da, db);
+			else
+				wgmma_ss_n64(s, da, db, 1);
 #else
-			wgmma_ss_n128(s, da, db, kk);
+			if (kk == 0)
+				wgmma_ss_n128_first(s, da, db);
+			else
+				wgmma_ss_n128(s, da, db, 1);
 #endif
 		}
 		wg_commit();
@@ -232,14 +238,17 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	// around the arrive (one lane per warp) makes ptxas serialize the MMAs
 	// in flight across it (C7513).
 	auto release = [&](u32 bar) { mbar_arrive(bar); };
-	// softmax masks and exponentiates S of tile t into P̃ (packed in pc),
-	// updates m and ℓ, and returns the O rescale factors. S itself stays
-	// untouched: writing the accumulator registers of an S MMA while the
-	// P̃V MMA is in flight makes ptxas serialize the MMAs (C7513).
-	auto softmax = [&](int t, float (&alphas)[2], u32 (&pc)[KT / 16][4]) -> bool {
+	// softmax masks and exponentiates S of tile t in place, updates m and
+	// ℓ, and returns the O rescale factors. It runs while the previous
+	// P̃V MMA is in flight, so it must define none of that MMA's input
+	// registers (O and P̃): ptxas would serialize the MMAs (C7513). S is
+	// safe to overwrite: its MMA retired, and the next S MMA writes it
+	// without reading it (wgmma_ss_*_first). P̃ is packed from S only
+	// after the P̃V MMA retired (pack_p), as in FlashAttention-3.
+	auto softmax = [&](int t, float (&alphas)[2]) -> bool {
 		const int k0 = tile_start(t);
 		const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + wg * 64 + off);
-		float x[KT / 8][4];
+		float (&x)[KT / 8][4] = s;
 #pragma unroll
 		for (int jj = 0; jj < KT / 8; jj++)
 #pragma unroll
@@ -277,13 +286,6 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 			alphas[hf] = alpha;
 			rescale |= alpha != 1.f;
 		}
-#pragma unroll
-		for (int kk = 0; kk < KT / 16; kk++) {
-			pc[kk][0] = pack2(x[2 * kk][0], x[2 * kk][1]);
-			pc[kk][1] = pack2(x[2 * kk][2], x[2 * kk][3]);
-			pc[kk][2] = pack2(x[2 * kk + 1][0], x[2 * kk + 1][1]);
-			pc[kk][3] = pack2(x[2 * kk + 1][2], x[2 * kk + 1][3]);
-		}
 		int entry = e0 + t / sub;
 		if (entry != last_entry) {
 			n_qk++;
@@ -291,6 +293,17 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 			last_entry = entry;
 		}
 		return rescale;
+	};
+	// pack_p rounds the exponentials in S to P̃, the A operand of the next
+	// P̃V MMA.
+	auto pack_p = [&]() {
+#pragma unroll
+		for (int kk = 0; kk < KT / 16; kk++) {
+			pprev[kk][0] = pack2(s[2 * kk][0], s[2 * kk][1]);
+			pprev[kk][1] = pack2(s[2 * kk][2], s[2 * kk][3]);
+			pprev[kk][2] = pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+			pprev[kk][3] = pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+		}
 	};
 	auto rescale_o = [&](bool rescale, const float (&alphas)[2]) {
 		if (any_sync(rescale)) {
@@ -314,12 +327,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		release(EMPTY_K(0));
 		{
 			float alphas[2];
-			u32 pc[KT / 16][4];
-			softmax(t, alphas, pc);
-#pragma unroll
-			for (int kk = 0; kk < KT / 16; kk++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) pprev[kk][e] = pc[kk][e];
+			softmax(t, alphas);
+			pack_p();
 		}
 		int j = 1;
 		// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
@@ -327,7 +336,6 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 			const int slot = j % STAGES, prev = (j - 1) % STAGES;
 			mbar_wait(FULL_K(slot), (j / STAGES) & 1);
 			mbar_wait(FULL_V(prev), ((j - 1) / STAGES) & 1);
-			reg_fence(s);
 			reg_fence(acc);
 			reg_fence(pprev);
 			wg_fence();
@@ -337,17 +345,13 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 			reg_fence(s);
 			release(EMPTY_K(slot));
 			float alphas[2];
-			u32 pc[KT / 16][4];
-			bool resc = softmax(t, alphas, pc);
+			bool resc = softmax(t, alphas);
 			wg_wait0(); // O and P̃_{j-1} are free again
 			reg_fence(acc);
 			reg_fence(pprev);
 			release(EMPTY_V(prev));
 			rescale_o(resc, alphas);
-#pragma unroll
-			for (int kk = 0; kk < KT / 16; kk++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) pprev[kk][e] = pc[kk][e];
+			pack_p();
 		}
 		// The last tile's P̃·V.
 		const int prev = (j - 1) % STAGES;
