@@ -57,6 +57,8 @@ type variant struct {
 	// 128-row blocks, a TMA producer warpgroup and two consumer
 	// warpgroups; wgmma is set too.
 	ws bool
+	// pingPong makes the warp-specialized kernel's consumers take turns.
+	pingPong bool
 }
 
 // outBytes is the size of one output element: 2 under out16, else 4.
@@ -103,6 +105,8 @@ func (v variant) String() string {
 		name += "_λ"
 	}
 	switch {
+	case v.ws && v.pingPong:
+		name += "_ws_pp"
 	case v.ws:
 		name += "_ws"
 	case v.wgmma:
@@ -132,6 +136,7 @@ func (v variant) options(arch string) []string {
 			"-DWGMMA=1",
 			fmt.Sprintf("-DSTAGES=%d", v.stages),
 			fmt.Sprintf("-DOUT16=%d", b2i(v.out16)),
+			fmt.Sprintf("-DPINGPONG=%d", b2i(v.pingPong)),
 		}
 	}
 	return []string{

@@ -50,7 +50,9 @@ type Config struct {
 	// MinBlocks is the thread blocks per multiprocessor the wgmma kernel is
 	// compiled for (its register budget): 1 to 4; 0 means 2.
 	MinBlocks int
-	// Stages is the number of K/V tile buffers: 2 loads the next tile
+	// Stages is the number of K/V tile buffers. In the warp-specialized
+	// kernel: K and V slots each, 2 to 4 as shared memory allows (0 means
+	// 2). In the others: 2 loads the next tile
 	// while this one computes (1 where two do not fit), 1 overlaps the K
 	// and V loads with the other half of a tile's work. 0 means 1, which
 	// measured faster on an H100 (bench/2026-11-22-h100-gpu/run7.log).
@@ -63,12 +65,19 @@ type Config struct {
 	// against 369-381 on an H100 (bench/2026-11-22-h100-gpu2/run1.log),
 	// so it is off by default.
 	Pipeline bool
-	// WarpSpecialized runs 128-row query blocks on Hopper with the
-	// warp-specialized kernel (a TMA producer warpgroup and two consumer
-	// warpgroups, FlashAttention-3 §3.1–3.2) instead of the
-	// FlashAttention-2-style wgmma kernel (every warp loads and computes).
-	// It needs a driver with tensor maps (CUDA 12+).
-	WarpSpecialized bool
+	// FA2Loop runs 128-row query blocks on Hopper with the
+	// FlashAttention-2-style wgmma kernel (every warp loads and computes)
+	// instead of the warp-specialized one (a TMA producer warpgroup and
+	// two consumer warpgroups, FlashAttention-3 §3.1–3.2), which is the
+	// default where the driver has tensor maps (CUDA 12+). On an H100 the
+	// warp-specialized kernel measured 505-556 TFLOPs dense against
+	// 391-413 (bench/2026-11-22-h100-gpu3/run3).
+	FA2Loop bool
+	// PingPong makes the consumer warpgroups of the warp-specialized
+	// kernel take turns issuing their MMAs (FlashAttention-3 §3.1). It
+	// measured within ±2% of the default on an H100 (faster at density
+	// 0.1, slower dense; bench/2026-11-22-h100-gpu3/run3), so it is off.
+	PingPong bool
 	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
 	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
 	// plans without a λ filter.
@@ -156,6 +165,8 @@ type Engine struct {
 	wgmma    bool // the device runs sm_90a warpgroup MMA and it is wanted
 	ws       bool // the warp-specialized kernel runs 128-row blocks
 	wsTileK  int  // Config.TileK as given (0: default)
+	wsStages int  // Config.Stages as given (0: default)
+	pingPong bool
 	ctaRows  int
 	minBlk   int
 	stages   int
@@ -223,12 +234,12 @@ func Open(cfg Config) (*Engine, error) {
 		dev.Close()
 		return nil, fmt.Errorf("%w: launch order %d; use OrderAuto, OrderHead or OrderLongest", ErrUnsupported, cfg.Order)
 	}
-	if (cr != 64 && cr != 128) || mb < 1 || mb > 4 || st < 1 || st > 2 {
+	if (cr != 64 && cr != 128) || mb < 1 || mb > 4 || st < 1 || st > 4 {
 		dev.Close()
-		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d 1 or 2", ErrUnsupported, cfg.CTARows, cfg.MinBlocks, cfg.Stages)
+		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d in 1..4 (1 or 2 outside the warp-specialized kernel)", ErrUnsupported, cfg.CTARows, cfg.MinBlocks, cfg.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ws: dev.Arch() == "sm_90a" && !cfg.MMASync && cfg.WarpSpecialized && dev.TensorMaps(), wsTileK: cfg.TileK, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, order: cfg.Order, skipFut: cfg.SkipFuture, out16: cfg.Output16, kernels: map[variant]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !cfg.MMASync, ws: dev.Arch() == "sm_90a" && !cfg.MMASync && !cfg.FA2Loop && dev.TensorMaps(), wsTileK: cfg.TileK, wsStages: cfg.Stages, pingPong: cfg.PingPong, ctaRows: cr, minBlk: mb, stages: st, pipe: cfg.Pipeline, order: cfg.Order, skipFut: cfg.SkipFuture, out16: cfg.Output16, kernels: map[variant]*kernel{}}, nil
 }
 
 var (
@@ -415,7 +426,7 @@ func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error
 		}
 	}
 	for i := range vs {
-		if vs[i].stages = e.stages; vs[i].sharedBytes() > e.dev.MaxSharedOptin {
+		if vs[i].stages = min(e.stages, 2); vs[i].sharedBytes() > e.dev.MaxSharedOptin {
 			vs[i].stages = 1
 		}
 	}
@@ -583,8 +594,16 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !vr.ws {
-		if vr.stages = e.stages; vr.sharedBytes() > e.dev.MaxSharedOptin {
+	if vr.ws {
+		vr.pingPong = e.pingPong
+		if e.wsStages >= 2 {
+			vr.stages = e.wsStages
+		}
+		for vr.stages > 2 && vr.sharedBytes() > e.dev.MaxSharedOptin {
+			vr.stages--
+		}
+	} else {
+		if vr.stages = min(e.stages, 2); vr.sharedBytes() > e.dev.MaxSharedOptin {
 			vr.stages = 1
 		}
 		if vr.wgmma && e.pipe {

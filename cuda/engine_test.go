@@ -368,6 +368,8 @@ func TestCompileHopperKernels(t *testing.T) {
 	for _, v := range []variant{
 		{headDim: 128, blockQ: 128, kt: 128, mt: 1, bf16: true, wgmma: true, ws: true, stages: 2},
 		{headDim: 64, blockQ: 128, kt: 64, mt: 1, wgmma: true, ws: true, stages: 2, out16: true},
+		{headDim: 128, blockQ: 128, kt: 128, mt: 1, bf16: true, wgmma: true, ws: true, stages: 2, pingPong: true},
+		{headDim: 128, blockQ: 128, kt: 64, mt: 1, bf16: true, wgmma: true, ws: true, stages: 4, pingPong: true},
 		{headDim: 128, blockQ: 128, kt: 64, mt: 1, bf16: true, wgmma: true, minBlocks: 2, stages: 1},
 	} {
 		src, name := v.source()

@@ -11,7 +11,8 @@ import (
 // commands that open a cuda.Engine (gpubench, selftest).
 type engineFlags struct {
 	warpRows, tileK, ctaRows, minBlocks, stages *int
-	mmaSync, pipeline, skipFuture, out16, ws    *bool
+	mmaSync, pipeline, skipFuture, out16, fa2   *bool
+	pingPong                                    *bool
 	order                                       *string
 }
 
@@ -21,11 +22,12 @@ func addEngineFlags(fs *flag.FlagSet) engineFlags {
 		warpRows:   fs.Int("warp-rows", 0, "query rows per warp for 128-row blocks: 16, 32 (0 = default)"),
 		tileK:      fs.Int("tile-k", 0, "keys per kernel tile without a λ filter: 32, 64, 128 (0 = default)"),
 		mmaSync:    fs.Bool("mma-sync", false, "use the mma.sync kernel on Hopper too (not the wgmma one)"),
-		ws:         fs.Bool("ws", false, "on Hopper, run 128-row blocks with the warp-specialized kernel (TMA producer, two consumer warpgroups)"),
+		fa2:        fs.Bool("fa2-loop", false, "on Hopper, run 128-row blocks with the FlashAttention-2-style wgmma kernel, not the warp-specialized one"),
 		ctaRows:    fs.Int("cta-rows", 0, "query rows per thread block of the wgmma kernel: 64, 128 (0 = default)"),
 		minBlocks:  fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)"),
-		stages:     fs.Int("stages", 0, "K/V tile buffers: 1 or 2 (0 = default)"),
+		stages:     fs.Int("stages", 0, "K/V tile buffers: 1 or 2, 2 to 4 for --ws (0 = default)"),
 		pipeline:   fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)"),
+		pingPong:   fs.Bool("ping-pong", false, "warp-specialized kernel: consumer warpgroups take turns issuing MMAs"),
 		order:      fs.String("launch-order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)"),
 		skipFuture: fs.Bool("skip-future", false, "skip causal tiles after all of a warpgroup's rows (wgmma kernel)"),
 		out16:      fs.Bool("out16", false, "write the output in the inputs' 16-bit type, not float32"),
@@ -39,5 +41,5 @@ func (f engineFlags) config() (cuda.Config, error) {
 	if err != nil {
 		return cuda.Config{}, fmt.Errorf("%w: --launch-order: %v", errUsage, err)
 	}
-	return cuda.Config{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, WarpSpecialized: *f.ws, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture, Output16: *f.out16}, nil
+	return cuda.Config{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, FA2Loop: *f.fa2, PingPong: *f.pingPong, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture, Output16: *f.out16}, nil
 }

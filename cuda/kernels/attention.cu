@@ -273,15 +273,8 @@ attn_fwd(const Params p) {
 #pragma unroll
 			for (int jj = 0; jj < KT / 8; jj++)
 #pragma unroll
-				for (int e = 0; e < 4; e++) {
-					float v = s[0][jj][e];
-					if (need_mask) {
-						int col = k0 + jj * 8 + 2 * (lane & 3) + (e & 1);
-						int row = q0 + wrow0 + (lane >> 2) + 8 * (e >> 1);
-						if (col >= p.Nk || (p.causal && col > row + off)) v = NEG_INF;
-					}
-					x[jj][e] = v;
-				}
+				for (int e = 0; e < 4; e++) x[jj][e] = s[0][jj][e];
+			if (need_mask) mask_tile(x, k0, q0 + wrow0, lane, p.Nk, p.causal, off);
 			bool rescale = false;
 #pragma unroll
 			for (int hf = 0; hf < 2; hf++) {
@@ -495,20 +488,10 @@ attn_fwd(const Params p) {
 		// token-exact the keys after each query. Logits stay unscaled: the
 		// scale to log2 units is fused into the exponent's FFMA below.
 		const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + off);
+		if (need_mask) {
 #pragma unroll
-		for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-			for (int j = 0; j < KT / 8; j++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					float x = s[mt][j][e];
-					if (need_mask) {
-						int col = k0 + j * 8 + 2 * (lane & 3) + (e & 1);
-						int row = q0 + wrow0 + mt * 16 + (lane >> 2) + 8 * (e >> 1);
-						if (col >= p.Nk || (p.causal && col > row + off)) x = NEG_INF;
-					}
-					s[mt][j][e] = x;
-				}
+			for (int mt = 0; mt < MT; mt++) mask_tile(s[mt], k0, q0 + wrow0 + mt * 16, lane, p.Nk, p.causal, off);
+		}
 
 		// Online softmax (FlashAttention-2 recurrence), rows r and r+8.
 		float alphas[MT][2];

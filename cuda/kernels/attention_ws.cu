@@ -21,7 +21,10 @@
 // Compile-time configuration (set by the Go side with -D):
 //   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
 //   KT        keys per tile (64 or 128); the plan's BlockK is a multiple
-//   STAGES    K and V tile slots each (2)
+//   STAGES    K and V tile slots each (2 to 4, as shared memory allows)
+//   PINGPONG  1 to make the two consumer warpgroups take turns issuing
+//             their MMAs (FlashAttention-3 §3.1), so that one's softmax
+//             runs while the other's MMAs do
 //   IS_BF16   1 for bfloat16 inputs, 0 for float16
 //   OUT16     1 to write the output in the input type, else float32
 //
@@ -35,6 +38,9 @@
 #endif
 #ifndef OUT16
 #define OUT16 0
+#endif
+#ifndef PINGPONG
+#define PINGPONG 0
 #endif
 #define BLOCK_Q 128
 #define NTHREADS 384
@@ -249,18 +255,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		const int k0 = tile_start(t);
 		const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + wg * 64 + off);
 		float (&x)[KT / 8][4] = s;
-#pragma unroll
-		for (int jj = 0; jj < KT / 8; jj++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				float v = s[jj][e];
-				if (need_mask) {
-					int col = k0 + jj * 8 + 2 * (lane & 3) + (e & 1);
-					int row = q0 + wrow0 + (lane >> 2) + 8 * (e >> 1);
-					if (col >= p.Nk || (p.causal && col > row + off)) v = NEG_INF;
-				}
-				x[jj][e] = v;
-			}
+		if (need_mask) mask_tile(x, k0, q0 + wrow0, lane, p.Nk, p.causal, off);
 		bool rescale = false;
 #pragma unroll
 		for (int hf = 0; hf < 2; hf++) {
@@ -315,13 +310,32 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		}
 	};
 
+	// Turn-taking (PINGPONG): warpgroup w waits on named barrier 1 + w
+	// before it issues MMAs and arrives on the other's after; warpgroup 1
+	// lets warpgroup 0 go first. Both walk the same tiles, so the turns
+	// pair up; warpgroup 1 skips its last hand-over, which nobody awaits.
+	auto my_turn = [&]() {
+#if PINGPONG
+		asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
+#endif
+	};
+	auto hand_over = [&](bool last) {
+#if PINGPONG
+		if (!(last && wg == 1)) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - wg) : "memory");
+#endif
+	};
 	mbar_wait(bar_q, 0); // also keeps the CTA alive until Q landed
 	int t = next_tile(0);
+#if PINGPONG
+	if (wg == 1 && t < ntiles) hand_over(false);
+#endif
 	if (t < ntiles) {
 		// Tile 0: S only.
 		mbar_wait(FULL_K(0), 0);
+		my_turn();
 		wg_fence();
 		issue_s(0);
+		hand_over(false);
 		wg_wait0();
 		reg_fence(s);
 		release(EMPTY_K(0));
@@ -338,9 +352,11 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 			mbar_wait(FULL_V(prev), ((j - 1) / STAGES) & 1);
 			reg_fence(acc);
 			reg_fence(pprev);
+			my_turn();
 			wg_fence();
 			issue_s(slot);
 			issue_pv(prev);
+			hand_over(false);
 			wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
 			reg_fence(s);
 			release(EMPTY_K(slot));
@@ -358,8 +374,10 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		mbar_wait(FULL_V(prev), ((j - 1) / STAGES) & 1);
 		reg_fence(acc);
 		reg_fence(pprev);
+		my_turn();
 		wg_fence();
 		issue_pv(prev);
+		hand_over(true);
 		wg_wait0();
 		reg_fence(acc);
 		release(EMPTY_V(prev));

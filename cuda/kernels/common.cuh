@@ -208,6 +208,27 @@ __device__ __forceinline__ void wgmma_rs_n128(float (&d)[16][4], const u32 (&a)[
 }
 #endif
 
+// mask_tile sets to −∞ the logits of a tile of keys starting at k0 that
+// this thread's two rows (row0 + lane/4 and row0 + lane/4 + 8, in the MMA
+// accumulator layout) may not see: keys at or past Nk and, under causal
+// masking, keys after the query (queries are the last Nq of the Nk tokens:
+// off = Nk − Nq). One bound per row and one compare per logit; callers
+// branch around it once per tile, so unmasked tiles pay nothing.
+template <int NJ>
+__device__ __forceinline__ void mask_tile(float (&s)[NJ][4], int k0, int row0, int lane, int Nk, int causal, int off) {
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		const int row = row0 + (lane >> 2) + 8 * hf;
+		const int end = causal ? imin(Nk, row + off + 1) : Nk; // first key the row may not see
+		const int lim = end - k0 - 2 * (lane & 3);
+#pragma unroll
+		for (int j = 0; j < NJ; j++) {
+			if (j * 8 >= lim) s[j][2 * hf] = NEG_INF;
+			if (j * 8 + 1 >= lim) s[j][2 * hf + 1] = NEG_INF;
+		}
+	}
+}
+
 // store_rows normalizes one 16-row MMA atom of the output (rows row0 +
 // lane/4 and row0 + lane/4 + 8, in the mma.sync / wgmma accumulator
 // layout) by its softmax sums ℓ and writes the rows below Nq. Rows with no
