@@ -81,9 +81,9 @@ func (v variant) threads() int {
 // gaps (one float32 per 16 query rows).
 func (v variant) sharedBytes() int {
 	if v.ws {
-		// Q, stages K and V tiles each, the KV list, and the 1024-byte
-		// realignment; the mbarriers are static.
-		return (v.blockQ+2*v.kt*v.stages)*v.headDim*2 + maxList*4 + 1024
+		// Q, stages K and V tiles each, and the 1024-byte realignment;
+		// the mbarriers are static.
+		return (v.blockQ+2*v.kt*v.stages)*v.headDim*2 + 1024
 	}
 	n := (v.blockQ+2*v.kt*max(v.stages, 1))*v.headDim*2 + maxList*4 + v.blockQ/16*4
 	if v.wgmma {

@@ -746,6 +746,9 @@ func (e *Engine) launch(c *driver.Ctx, j *job) error {
 		return nil
 	}
 	if j.v.ws {
+		// A persistent grid: one block per multiprocessor at most, each
+		// taking the plan rows gridDim.x apart.
+		grid = driver.Dim3{X: uint32(min(int(grid.X)*int(grid.Y), e.dev.SMs)), Y: 1, Z: 1}
 		var wp wsParams
 		wp.set(j.maps, j.params)
 		return c.Launch(fn, grid, block, j.v.sharedBytes(), driver.Arg(&wp))

@@ -3,20 +3,24 @@
 // split and §3.2's overlap of each tile's softmax with the tensor-core work
 // of its neighbours.
 //
-// One CTA of 384 threads computes one 128-row query block of one (batch,
-// head), walking the CSR row of KV blocks the plan lists:
+// The grid is persistent: each CTA of 384 threads takes the plan's rows
+// (128-row query blocks of one batch and head) gridDim.x apart, in launch
+// order, and walks each row's CSR list of KV blocks:
 //   - warpgroup 0 is the producer. Its registers go to the consumers
-//     (setmaxnreg), and one thread issues every copy: Q once, then each
+//     (setmaxnreg), and one thread issues every copy: a row's Q, then each
 //     listed K and V tile, through the bulk tensor copy engine (TMA) into
 //     STAGES shared-memory slots, each completing on a full barrier and
-//     refilled once the consumers release it on its empty barrier;
+//     refilled once the consumers release it on its empty barrier. It
+//     runs ahead across rows: the next row's Q and first tiles load while
+//     the consumers finish and store the current one;
 //   - warpgroups 1 and 2 are the consumers, 64 query rows each: S = Q·Kᵀ
 //     from shared memory by wgmma, the online softmax in registers, and
 //     O += P̃·V with P̃ from registers; while the softmax of tile j runs, the
 //     tensor cores finish S_j and P̃_{j-1}·V_{j-1}.
 // Every copy and every wait is on an mbarrier; the only CTA-wide barrier is
 // the one after set-up. Dense attention is the plan that lists every
-// visible block.
+// visible block. The KV lists are read from global memory (cached), as
+// both roles walk them at different times.
 //
 // Compile-time configuration (set by the Go side with -D):
 //   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
@@ -31,7 +35,7 @@
 // Shared memory holds Q (128 rows), STAGES K tiles and STAGES V tiles, each
 // in the 128-byte-swizzled layout that TMA writes and wgmma reads (rows of
 // 64 elements, 16-byte chunk c of row r at c ^ (r & 7); a 128-wide head
-// dimension is two such column blocks), then the staged KV list.
+// dimension is two such column blocks).
 
 #ifndef STAGES
 #define STAGES 2
@@ -46,7 +50,6 @@
 #define NTHREADS 384
 #define RB (HEAD_DIM * 2) // bytes per tile row
 #define CBLK (HEAD_DIM / 64) // 64-column blocks of a tile
-#define MAX_LIST 2048 // KV list entries staged in shared memory per row
 #define CONSUMER_THREADS 256
 
 // TMap is an encoded CUtensorMap (cuda/driver.TensorMap).
@@ -105,45 +108,48 @@ __device__ __forceinline__ void tma_load(u32 dst, const TMap* map, int tok1, u32
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_constant__ WSParams w) {
 	const Params& p = w.p;
 	extern __shared__ __attribute__((aligned(128))) u16 smem[];
-	// Barriers: Q full, then per slot K full, K empty, V full, V empty.
-	__shared__ __attribute__((aligned(8))) u64 bars[1 + 4 * STAGES];
+	// Barriers: Q full, Q empty, then per slot K full, K empty, V full,
+	// V empty.
+	__shared__ __attribute__((aligned(8))) u64 bars[2 + 4 * STAGES];
 	// Swizzle atoms must sit on 1024-byte boundaries.
 	const u32 pad = ((smem_addr(smem) + 1023) & ~1023u) - smem_addr(smem);
 	const u32 sQ = smem_addr(smem) + pad;
 	const u32 sK = sQ + BLOCK_Q * RB;
 	const u32 sV = sK + STAGES * KT * RB;
-	int* s_kv = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + pad + (BLOCK_Q + 2 * STAGES * KT) * RB);
 	const u32 bar0 = smem_addr(bars);
-	const u32 bar_q = bar0;
-#define FULL_K(s) (bar0 + 8 * (1 + (s)))
-#define EMPTY_K(s) (bar0 + 8 * (1 + STAGES + (s)))
-#define FULL_V(s) (bar0 + 8 * (1 + 2 * STAGES + (s)))
-#define EMPTY_V(s) (bar0 + 8 * (1 + 3 * STAGES + (s)))
+	const u32 bar_q = bar0, bar_q_empty = bar0 + 8;
+#define FULL_K(s) (bar0 + 8 * (2 + (s)))
+#define EMPTY_K(s) (bar0 + 8 * (2 + STAGES + (s)))
+#define FULL_V(s) (bar0 + 8 * (2 + 2 * STAGES + (s)))
+#define EMPTY_V(s) (bar0 + 8 * (2 + 3 * STAGES + (s)))
 
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-	// The last query blocks go first, as under causal masking they are the
-	// longest; or the host's longest-first order of the plan rows.
-	int qb = p.q_blocks - 1 - blockIdx.x;
-	int bh = blockIdx.y;
-	if (p.order) {
-		const int r = p.order[blockIdx.y * gridDim.x + blockIdx.x];
-		bh = r / p.q_blocks;
-		qb = r % p.q_blocks;
-	}
-	const int b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
-	const int prow = bh * p.q_blocks + qb;
-	const int e0 = p.row_start[prow], e1 = p.row_start[prow + 1];
-	const int q0 = qb * BLOCK_Q;
-	const int qlast = imin(q0 + BLOCK_Q, p.Nq) - 1;
 	const int off = p.Nk - p.Nq; // queries are the last Nq of the Nk tokens
 	const int sub = p.block_k / KT;
-	const int ntiles = (e1 - e0) * sub;
+	const int items = p.B * p.Hq * p.q_blocks;
 
-	const bool staged_list = e1 - e0 <= MAX_LIST;
-	if (staged_list)
-		for (int i = tid; i < e1 - e0; i += NTHREADS) s_kv[i] = p.kv_block[e0 + i];
+	// The current row: batch b, query head h (KV head kvh), query block
+	// from q0 (last row qlast), KV list entries [e0, e0 + ntiles / sub).
+	int b = 0, h = 0, kvh = 0, q0 = 0, qlast = 0, e0 = 0, ntiles = 0;
+	auto set_item = [&](int it) {
+		// Head by head, each head's last query block first (under causal
+		// masking the longest); or the host's longest-first order.
+		int bh = it / p.q_blocks, qb = p.q_blocks - 1 - it % p.q_blocks;
+		if (p.order) {
+			const int r = p.order[it];
+			bh = r / p.q_blocks, qb = r % p.q_blocks;
+		}
+		b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
+		const int prow = bh * p.q_blocks + qb;
+		e0 = p.row_start[prow];
+		ntiles = (p.row_start[prow + 1] - e0) * sub;
+		q0 = qb * BLOCK_Q;
+		qlast = imin(q0 + BLOCK_Q, p.Nq) - 1;
+	};
+
 	if (tid == 0) {
 		mbar_init(bar_q, 1);
+		mbar_init(bar_q_empty, CONSUMER_THREADS);
 		for (int s = 0; s < STAGES; s++) {
 			mbar_init(FULL_K(s), 1);
 			mbar_init(FULL_V(s), 1);
@@ -158,7 +164,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	// no key any query of this block may see (past Nk, or all in the
 	// future). Producer and consumers walk the same tiles.
 	auto tile_start = [&](int t) -> int {
-		int kb = staged_list ? s_kv[t / sub] : p.kv_block[e0 + t / sub];
+		int kb = p.kv_block[e0 + t / sub];
 		int k0 = kb * p.block_k + (t % sub) * KT;
 		if (k0 >= p.Nk || (p.causal && k0 > qlast + off)) return -1;
 		return k0;
@@ -172,10 +178,15 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		// Producer warpgroup: keep 24 registers, give the rest away.
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
 		if (warp == 0 && lane == 0) {
+			int j = 0, li = 0; // tiles and rows loaded so far
+			for (int it = blockIdx.x; it < items; it += gridDim.x, li++) {
+			set_item(it);
+			// Q's slot is free once the consumers issued the last S MMA of
+			// the previous row and it retired.
+			mbar_wait(bar_q_empty, (li & 1) ^ 1);
 			mbar_expect(bar_q, BLOCK_Q * RB);
 #pragma unroll
 			for (int c = 0; c < CBLK; c++) tma_load(sQ + c * (BLOCK_Q * 128), &w.tq, w.tok1[0], bar_q, c * 64, q0, h, b);
-			int j = 0;
 			for (int t = next_tile(0); t < ntiles; t = next_tile(t + 1), j++) {
 				const int s = j % STAGES;
 				const u32 ph = ((j / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
@@ -189,6 +200,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 #pragma unroll
 				for (int c = 0; c < CBLK; c++) tma_load(sV + s * (KT * RB) + c * (KT * 128), &w.tv, w.tok1[2], FULL_V(s), c * 64, k0, kvh, b);
 			}
+			}
 		}
 		return;
 	}
@@ -199,10 +211,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	const int wg = cw >> 2;    // consumer warpgroup: rows [64·wg, +64)
 	const int wrow0 = cw * 16; // first row of this warp in the block
 
-	float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
+	float m[2], l[2];
 	float acc[HEAD_DIM / 8][4];
-#pragma unroll
-	for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 	u32 n_qk = 0, n_pv = 0;
 	int last_entry = -1;
 
@@ -313,38 +323,45 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	// Turn-taking (PINGPONG): warpgroup w waits on named barrier 1 + w
 	// before it issues MMAs and arrives on the other's after; warpgroup 1
 	// lets warpgroup 0 go first. Both walk the same tiles, so the turns
-	// pair up; warpgroup 1 skips its last hand-over, which nobody awaits.
+	// pair up, and warpgroup 0 takes one last turn at the end for the
+	// hand-over that nobody awaits.
 	auto my_turn = [&]() {
 #if PINGPONG
 		asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
 #endif
 	};
-	auto hand_over = [&](bool last) {
+	auto hand_over = [&]() {
 #if PINGPONG
-		if (!(last && wg == 1)) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - wg) : "memory");
+		asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - wg) : "memory");
 #endif
 	};
-	mbar_wait(bar_q, 0); // also keeps the CTA alive until Q landed
-	int t = next_tile(0);
 #if PINGPONG
-	if (wg == 1 && t < ntiles) hand_over(false);
+	if (wg == 1) hand_over();
 #endif
+	int jb = 0, li = 0; // tiles and rows consumed so far
+	for (int it = blockIdx.x; it < items; it += gridDim.x, li++) {
+	set_item(it);
+	m[0] = m[1] = NEG_INF, l[0] = l[1] = 0.f;
+#pragma unroll
+	for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+	mbar_wait(bar_q, li & 1);
+	int t = next_tile(0);
 	if (t < ntiles) {
-		// Tile 0: S only.
-		mbar_wait(FULL_K(0), 0);
+		// The row's first tile: S only.
+		mbar_wait(FULL_K(jb % STAGES), (jb / STAGES) & 1);
 		my_turn();
 		wg_fence();
-		issue_s(0);
-		hand_over(false);
+		issue_s(jb % STAGES);
+		hand_over();
 		wg_wait0();
 		reg_fence(s);
-		release(EMPTY_K(0));
+		release(EMPTY_K(jb % STAGES));
 		{
 			float alphas[2];
 			softmax(t, alphas);
 			pack_p();
 		}
-		int j = 1;
+		int j = jb + 1;
 		// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
 		for (t = next_tile(t + 1); t < ntiles; t = next_tile(t + 1), j++) {
 			const int slot = j % STAGES, prev = (j - 1) % STAGES;
@@ -356,7 +373,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 			wg_fence();
 			issue_s(slot);
 			issue_pv(prev);
-			hand_over(false);
+			hand_over();
 			wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
 			reg_fence(s);
 			release(EMPTY_K(slot));
@@ -369,6 +386,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 			rescale_o(resc, alphas);
 			pack_p();
 		}
+		// Every S MMA of the row retired: Q's slot may take the next row.
+		release(bar_q_empty);
 		// The last tile's P̃·V.
 		const int prev = (j - 1) % STAGES;
 		mbar_wait(FULL_V(prev), ((j - 1) / STAGES) & 1);
@@ -377,13 +396,19 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		my_turn();
 		wg_fence();
 		issue_pv(prev);
-		hand_over(true);
+		hand_over();
 		wg_wait0();
 		reg_fence(acc);
 		release(EMPTY_V(prev));
+		jb = j;
+	} else {
+		release(bar_q_empty);
 	}
-
 	store_rows(p, acc, l, b, h, q0 + wrow0, lane);
+	}
+#if PINGPONG
+	if (wg == 0) my_turn(); // warpgroup 1's last hand-over
+#endif
 	if (cw == 0 && lane == 0) {
 		atomic_add_u64(&p.counters[0], (u64)n_qk);
 		atomic_add_u64(&p.counters[1], (u64)n_pv);
