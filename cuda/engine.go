@@ -1,8 +1,12 @@
-// Package cuda runs attention plans on NVIDIA GPUs: a block-sparse
-// FlashAttention-2 kernel (kernels/attention.cu) compiled at first use with
-// NVRTC for the device's architecture and cached on disk. On Hopper
-// (sm_90a) it runs on warpgroup MMA (wgmma) from swizzled shared memory;
-// on sm_80 and newer, and for plans with a λ filter, on mma.sync.
+// Package cuda runs attention plans on NVIDIA GPUs with block-sparse
+// FlashAttention kernels compiled at first use with NVRTC for the device's
+// architecture and cached on disk. On Hopper (sm_90a), 128-row query
+// blocks run on a warp-specialized persistent kernel
+// (kernels/attention_ws.cu, after FlashAttention-3: a TMA producer
+// warpgroup and two warpgroup-MMA consumer warpgroups); 64-row blocks, and
+// drivers without tensor maps, on a FlashAttention-2-style wgmma kernel
+// (kernels/attention.cu); sm_80 and newer, and plans with a λ filter, on
+// mma.sync (the same file).
 //
 // The Engine consumes the same plans as the CPU executor (package cpu) and
 // reports the same counters, read from the device. It needs no CUDA toolkit

@@ -45,6 +45,71 @@ func TestParamsLayout(t *testing.T) {
 	}
 }
 
+func TestWSParamsLayout(t *testing.T) {
+	// struct WSParams in kernels/attention_ws.cu: three 128-byte tensor
+	// maps, Params at 384, the three token flags, padded to 64 bytes; the
+	// Go value must cover the whole C struct, since the driver copies that
+	// many bytes from it.
+	if off := unsafe.Offsetof(wsParams{}.p); off != 384 {
+		t.Fatalf("wsParams.p at %d, want 384", off)
+	}
+	if off, want := unsafe.Offsetof(wsParams{}.tok1), 384+unsafe.Sizeof(kernelParams{}); off != want {
+		t.Fatalf("wsParams.tok1 at %d, want %d", off, want)
+	}
+	cSize := (384 + unsafe.Sizeof(kernelParams{}) + 12 + 63) / 64 * 64
+	if got := unsafe.Sizeof(wsParams{}); got < cSize {
+		t.Fatalf("wsParams is %d bytes, the C struct %d", got, cSize)
+	}
+}
+
+// TestChooseWarpSpecialized checks which plans the warp-specialized Hopper
+// kernel takes, and its tile width.
+func TestChooseWarpSpecialized(t *testing.T) {
+	g := tensor.Geometry{B: 1, Hq: 2, Hkv: 1, Nq: 300, Nk: 300, D: 128, Dv: 128}
+	kc := kernelChoice{warpRows: 32, tileK: 64, wgmma: true, ws: true, ctaRows: 128, minBlock: 2}
+	for _, tc := range []struct {
+		name    string
+		bq, bk  int
+		filter  bool
+		kc      func(*kernelChoice)
+		ws      bool
+		kt      int
+		threads int
+	}{
+		{"128×128", 128, 128, false, nil, true, 128, 384},
+		{"128×256", 128, 256, false, nil, true, 128, 384},
+		{"128×64 takes 64-key tiles", 128, 64, false, nil, true, 64, 384},
+		{"TileK 64 asked", 128, 128, false, func(k *kernelChoice) { k.wsTileK = 64 }, true, 64, 384},
+		{"64-row blocks stay on the FA2-style kernel", 64, 128, false, nil, false, 64, 128},
+		{"λ filter stays on mma.sync", 128, 128, true, nil, false, 128, 256},
+		{"no tensor maps", 128, 128, false, func(k *kernelChoice) { k.ws = false }, false, 64, 256},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := plan.Dense(plan.Tiling{Geometry: g, BlockQ: tc.bq, BlockK: tc.bk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.filter {
+				p.Filter = &plan.Filter{Lambda: -1, RowGroup: 32}
+			}
+			k := kc
+			if tc.kc != nil {
+				tc.kc(&k)
+			}
+			v, err := chooseVariant(p, tensor.BFloat16, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.ws != tc.ws || v.kt != tc.kt || v.threads() != tc.threads {
+				t.Fatalf("got %s (ws %v, %d keys, %d threads), want ws %v, %d keys, %d threads", v, v.ws, v.kt, v.threads(), tc.ws, tc.kt, tc.threads)
+			}
+			if v.ws && (!v.wgmma || v.stages != 2 || v.sharedBytes() > 227*1024) {
+				t.Fatalf("%s: wgmma %v, %d stages, %d bytes of shared memory", v, v.wgmma, v.stages, v.sharedBytes())
+			}
+		})
+	}
+}
+
 func TestSupports(t *testing.T) {
 	g := tensor.Geometry{B: 1, Hq: 2, Hkv: 1, Nq: 300, Nk: 300, D: 128, Dv: 128}
 	dense := func(mod func(*plan.Tiling)) *plan.Plan {
