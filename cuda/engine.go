@@ -116,12 +116,15 @@ type Config struct {
 type LaunchOrder int
 
 const (
-	// OrderAuto takes OrderLongest when one KV head's K and V are small
-	// (Nk·D ≤ 2^21, 8 MiB of 16-bit K and V: N ≤ 16K at D = 128) and
-	// OrderHead otherwise. On an H100, longest-first measured 4-11%
-	// faster for causal plans at 8K and 16K and 2-14% slower at 32K and
-	// 64K, where the blocks of one head, run together, share its K and V
-	// in L2 (bench/2026-11-22-h100-gpu2/run2.log).
+	// OrderAuto takes OrderHead for the warp-specialized persistent
+	// kernel: on an H100 it measured 0-9% faster than longest-first at
+	// 8K and 16K, dense and sparse (bench/2026-11-22-h100-gpu3/run6). For
+	// the other kernels it takes OrderLongest when one KV head's K and V
+	// are small (Nk·D ≤ 2^21, 8 MiB of 16-bit K and V: N ≤ 16K at D =
+	// 128) and OrderHead otherwise: longest-first measured 4-11% faster
+	// for causal plans at 8K and 16K and 2-14% slower at 32K and 64K,
+	// where the blocks of one head, run together, share its K and V in L2
+	// (bench/2026-11-22-h100-gpu2/run2.log).
 	OrderAuto LaunchOrder = iota
 	// OrderHead launches each head's query blocks together, last block
 	// first (the longest under causal masking).
@@ -147,13 +150,18 @@ func ParseLaunchOrder(s string) (LaunchOrder, error) {
 }
 
 // longestFirstFor reports whether order o launches plan geometry g's rows
-// longest first.
-func longestFirstFor(o LaunchOrder, g tensor.Geometry) bool {
+// longest first on the kernel v.
+func longestFirstFor(o LaunchOrder, g tensor.Geometry, v variant) bool {
 	switch o {
 	case OrderHead:
 		return false
 	case OrderLongest:
 		return true
+	}
+	if v.ws {
+		// The persistent kernel balances rows across its blocks itself;
+		// head by head keeps each head's K and V in L2.
+		return false
 	}
 	return int64(g.Nk)*int64(max(g.D, g.Dv)) <= 1<<21
 }
@@ -633,7 +641,7 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	for i, r := range p.RowStart {
 		j.rows[i] = int32(r)
 	}
-	if longestFirstFor(e.order, g) {
+	if longestFirstFor(e.order, g, vr) {
 		j.order = longestFirst(p.RowStart)
 	}
 	f := p.Filter

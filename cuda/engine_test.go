@@ -353,18 +353,21 @@ func TestLaunchOrder(t *testing.T) {
 	for _, tc := range []struct {
 		o      LaunchOrder
 		nk, d  int
+		ws     bool
 		expect bool
 	}{
-		{OrderAuto, 16384, 128, true},
-		{OrderAuto, 16385, 128, false},
-		{OrderAuto, 32768, 64, true},
-		{OrderAuto, 65536, 128, false},
-		{OrderHead, 1024, 128, false},
-		{OrderLongest, 1 << 20, 128, true},
+		{OrderAuto, 16384, 128, false, true},
+		{OrderAuto, 16385, 128, false, false},
+		{OrderAuto, 32768, 64, false, true},
+		{OrderAuto, 65536, 128, false, false},
+		{OrderAuto, 8192, 128, true, false},
+		{OrderHead, 1024, 128, false, false},
+		{OrderLongest, 1 << 20, 128, false, true},
+		{OrderLongest, 8192, 128, true, true},
 	} {
 		g := tensor.Geometry{B: 1, Hq: 1, Hkv: 1, Nq: tc.nk, Nk: tc.nk, D: tc.d, Dv: tc.d}
-		if got := longestFirstFor(tc.o, g); got != tc.expect {
-			t.Errorf("longestFirstFor(%v, Nk=%d, D=%d) = %v, want %v", tc.o, tc.nk, tc.d, got, tc.expect)
+		if got := longestFirstFor(tc.o, g, variant{ws: tc.ws}); got != tc.expect {
+			t.Errorf("longestFirstFor(%v, Nk=%d, D=%d, ws %v) = %v, want %v", tc.o, tc.nk, tc.d, tc.ws, got, tc.expect)
 		}
 	}
 }
