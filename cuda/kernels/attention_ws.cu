@@ -19,8 +19,9 @@
 //     tensor cores finish S_j and P̃_{j-1}·V_{j-1}.
 // Every copy and every wait is on an mbarrier; the only CTA-wide barrier is
 // the one after set-up. Dense attention is the plan that lists every
-// visible block. The KV lists are read from global memory (cached), as
-// both roles walk them at different times.
+// visible block. Only the producer reads the plan (from global memory);
+// it hands each row and each tile's first key to the consumers in shared
+// memory, published by the same mbarriers as the data.
 //
 // Compile-time configuration (set by the Go side with -D):
 //   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
@@ -111,6 +112,13 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	// Barriers: Q full, Q empty, then per slot K full, K empty, V full,
 	// V empty.
 	__shared__ __attribute__((aligned(8))) u64 bars[2 + 4 * STAGES];
+	// The schedule, handed from the producer to the consumers so that they
+	// never wait on global memory: the current row (batch, head, first
+	// query, whether it has a tile), published with its Q, and per K slot
+	// the tile's first key, its KV list entry, and whether it is the row's
+	// last tile, published with the K tile.
+	__shared__ int s_row[4];
+	__shared__ int s_tile[STAGES][3];
 	// Swizzle atoms must sit on 1024-byte boundaries.
 	const u32 pad = ((smem_addr(smem) + 1023) & ~1023u) - smem_addr(smem);
 	const u32 sQ = smem_addr(smem) + pad;
@@ -162,7 +170,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 
 	// tile_start returns the first key of tile t, or -1 when the tile holds
 	// no key any query of this block may see (past Nk, or all in the
-	// future). Producer and consumers walk the same tiles.
+	// future). The producer skips those.
 	auto tile_start = [&](int t) -> int {
 		int kb = p.kv_block[e0 + t / sub];
 		int k0 = kb * p.block_k + (t % sub) * KT;
@@ -184,21 +192,25 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 			// Q's slot is free once the consumers issued the last S MMA of
 			// the previous row and it retired.
 			mbar_wait(bar_q_empty, (li & 1) ^ 1);
-			mbar_expect(bar_q, BLOCK_Q * RB);
+			int t = next_tile(0);
+			s_row[0] = b, s_row[1] = h, s_row[2] = q0, s_row[3] = t < ntiles;
+			mbar_expect(bar_q, BLOCK_Q * RB); // releases s_row with Q
 #pragma unroll
 			for (int c = 0; c < CBLK; c++) tma_load(sQ + c * (BLOCK_Q * 128), &w.tq, w.tok1[0], bar_q, c * 64, q0, h, b);
-			for (int t = next_tile(0); t < ntiles; t = next_tile(t + 1), j++) {
+			while (t < ntiles) {
 				const int s = j % STAGES;
 				const u32 ph = ((j / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
-				const int k0 = tile_start(t);
+				const int k0 = tile_start(t), tn = next_tile(t + 1);
 				mbar_wait(EMPTY_K(s), ph);
-				mbar_expect(FULL_K(s), KT * RB);
+				s_tile[s][0] = k0, s_tile[s][1] = e0 + t / sub, s_tile[s][2] = tn >= ntiles;
+				mbar_expect(FULL_K(s), KT * RB); // releases s_tile[s] with K
 #pragma unroll
 				for (int c = 0; c < CBLK; c++) tma_load(sK + s * (KT * RB) + c * (KT * 128), &w.tk, w.tok1[1], FULL_K(s), c * 64, k0, kvh, b);
 				mbar_wait(EMPTY_V(s), ph);
 				mbar_expect(FULL_V(s), KT * RB);
 #pragma unroll
 				for (int c = 0; c < CBLK; c++) tma_load(sV + s * (KT * RB) + c * (KT * 128), &w.tv, w.tok1[2], FULL_V(s), c * 64, k0, kvh, b);
+				t = tn, j++;
 			}
 			}
 		}
@@ -261,8 +273,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	// safe to overwrite: its MMA retired, and the next S MMA writes it
 	// without reading it (wgmma_ss_*_first). P̃ is packed from S only
 	// after the P̃V MMA retired (pack_p), as in FlashAttention-3.
-	auto softmax = [&](int t, float (&alphas)[2]) -> bool {
-		const int k0 = tile_start(t);
+	auto softmax = [&](int k0, int entry, float (&alphas)[2]) -> bool {
 		const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + wg * 64 + off);
 		float (&x)[KT / 8][4] = s;
 		if (need_mask) mask_tile(x, k0, q0 + wrow0, lane, p.Nk, p.causal, off);
@@ -291,7 +302,6 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 			alphas[hf] = alpha;
 			rescale |= alpha != 1.f;
 		}
-		int entry = e0 + t / sub;
 		if (entry != last_entry) {
 			n_qk++;
 			n_pv++;
@@ -340,15 +350,16 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 #endif
 	int jb = 0, li = 0; // tiles and rows consumed so far
 	for (int it = blockIdx.x; it < items; it += gridDim.x, li++) {
-	set_item(it);
 	m[0] = m[1] = NEG_INF, l[0] = l[1] = 0.f;
 #pragma unroll
 	for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 	mbar_wait(bar_q, li & 1);
-	int t = next_tile(0);
-	if (t < ntiles) {
+	b = s_row[0], h = s_row[1], q0 = s_row[2];
+	if (s_row[3]) {
 		// The row's first tile: S only.
 		mbar_wait(FULL_K(jb % STAGES), (jb / STAGES) & 1);
+		int k0 = s_tile[jb % STAGES][0], entry = s_tile[jb % STAGES][1];
+		bool last = s_tile[jb % STAGES][2];
 		my_turn();
 		wg_fence();
 		issue_s(jb % STAGES);
@@ -358,14 +369,15 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		release(EMPTY_K(jb % STAGES));
 		{
 			float alphas[2];
-			softmax(t, alphas);
+			softmax(k0, entry, alphas);
 			pack_p();
 		}
 		int j = jb + 1;
 		// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
-		for (t = next_tile(t + 1); t < ntiles; t = next_tile(t + 1), j++) {
+		for (; !last; j++) {
 			const int slot = j % STAGES, prev = (j - 1) % STAGES;
 			mbar_wait(FULL_K(slot), (j / STAGES) & 1);
+			k0 = s_tile[slot][0], entry = s_tile[slot][1], last = s_tile[slot][2];
 			mbar_wait(FULL_V(prev), ((j - 1) / STAGES) & 1);
 			reg_fence(acc);
 			reg_fence(pprev);
@@ -378,7 +390,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 			reg_fence(s);
 			release(EMPTY_K(slot));
 			float alphas[2];
-			bool resc = softmax(t, alphas);
+			bool resc = softmax(k0, entry, alphas);
 			wg_wait0(); // O and P̃_{j-1} are free again
 			reg_fence(acc);
 			reg_fence(pprev);
