@@ -275,38 +275,8 @@ attn_fwd(const Params p) {
 #pragma unroll
 				for (int e = 0; e < 4; e++) x[jj][e] = s[0][jj][e];
 			if (need_mask) mask_tile(x, k0, q0 + wrow0, lane, p.Nk, p.causal, off);
-			bool rescale = false;
-#pragma unroll
-			for (int hf = 0; hf < 2; hf++) {
-				float mloc = NEG_INF;
-#pragma unroll
-				for (int jj = 0; jj < KT / 8; jj++) mloc = fmax_(mloc, fmax_(x[jj][2 * hf], x[jj][2 * hf + 1]));
-				mloc = fmax_(mloc, shfl_xor(mloc, 1));
-				mloc = fmax_(mloc, shfl_xor(mloc, 2));
-				mloc *= p.scale_log2;
-				float mnew = fmax_(m[0][hf], mloc);
-				float muse = mnew == NEG_INF ? 0.f : mnew;
-				float alpha = ex2(m[0][hf] - muse);
-				float sum = 0.f;
-#pragma unroll
-				for (int jj = 0; jj < KT / 8; jj++) {
-					float p0 = ex2(fma_(x[jj][2 * hf], p.scale_log2, -muse));
-					float p1 = ex2(fma_(x[jj][2 * hf + 1], p.scale_log2, -muse));
-					x[jj][2 * hf] = p0, x[jj][2 * hf + 1] = p1;
-					sum += p0 + p1;
-				}
-				l[0][hf] = l[0][hf] * alpha + sum;
-				m[0][hf] = mnew;
-				alphas[hf] = alpha;
-				rescale |= alpha != 1.f;
-			}
-#pragma unroll
-			for (int kk = 0; kk < KT / 16; kk++) {
-				pc[kk][0] = pack2(x[2 * kk][0], x[2 * kk][1]);
-				pc[kk][1] = pack2(x[2 * kk][2], x[2 * kk][3]);
-				pc[kk][2] = pack2(x[2 * kk + 1][0], x[2 * kk + 1][1]);
-				pc[kk][3] = pack2(x[2 * kk + 1][2], x[2 * kk + 1][3]);
-			}
+			const bool rescale = online_softmax(x, m[0], l[0], alphas, p.scale_log2);
+			pack_tile(x, pc);
 			int entry = e0 + t / sub;
 			if (entry != last_entry) {
 				n_qk++;

@@ -277,31 +277,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + wg * 64 + off);
 		float (&x)[KT / 8][4] = s;
 		if (need_mask) mask_tile(x, k0, q0 + wrow0, lane, p.Nk, p.causal, off);
-		bool rescale = false;
-#pragma unroll
-		for (int hf = 0; hf < 2; hf++) {
-			float mloc = NEG_INF;
-#pragma unroll
-			for (int jj = 0; jj < KT / 8; jj++) mloc = fmax_(mloc, fmax_(x[jj][2 * hf], x[jj][2 * hf + 1]));
-			mloc = fmax_(mloc, shfl_xor(mloc, 1));
-			mloc = fmax_(mloc, shfl_xor(mloc, 2));
-			mloc *= p.scale_log2; // the scale is positive: max commutes with it
-			float mnew = fmax_(m[hf], mloc);
-			float muse = mnew == NEG_INF ? 0.f : mnew;
-			float alpha = ex2(m[hf] - muse);
-			float sum = 0.f;
-#pragma unroll
-			for (int jj = 0; jj < KT / 8; jj++) {
-				float p0 = ex2(fma_(x[jj][2 * hf], p.scale_log2, -muse));
-				float p1 = ex2(fma_(x[jj][2 * hf + 1], p.scale_log2, -muse));
-				x[jj][2 * hf] = p0, x[jj][2 * hf + 1] = p1;
-				sum += p0 + p1;
-			}
-			l[hf] = l[hf] * alpha + sum;
-			m[hf] = mnew;
-			alphas[hf] = alpha;
-			rescale |= alpha != 1.f;
-		}
+		const bool rescale = online_softmax(x, m, l, alphas, p.scale_log2);
 		if (entry != last_entry) {
 			n_qk++;
 			n_pv++;
@@ -311,15 +287,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	};
 	// pack_p rounds the exponentials in S to P̃, the A operand of the next
 	// P̃V MMA.
-	auto pack_p = [&]() {
-#pragma unroll
-		for (int kk = 0; kk < KT / 16; kk++) {
-			pprev[kk][0] = pack2(s[2 * kk][0], s[2 * kk][1]);
-			pprev[kk][1] = pack2(s[2 * kk][2], s[2 * kk][3]);
-			pprev[kk][2] = pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-			pprev[kk][3] = pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-		}
-	};
+	auto pack_p = [&]() { pack_tile(s, pprev); };
 	auto rescale_o = [&](bool rescale, const float (&alphas)[2]) {
 		if (any_sync(rescale)) {
 #pragma unroll

@@ -229,6 +229,56 @@ __device__ __forceinline__ void mask_tile(float (&s)[NJ][4], int k0, int row0, i
 	}
 }
 
+// online_softmax folds one tile of logits x (this thread's two rows, in
+// the MMA accumulator layout, masked) into the running row maxima m (in
+// log2 units) and sums ℓ, replacing x by exp2(x·scale_log2 − m): the
+// FlashAttention-2 recurrence (Dao 2023, Alg. 1). alphas are the factors
+// by which the rows' O must be rescaled; it returns whether any differs
+// from 1. A row with no visible key so far keeps m = −∞ and gets zeros.
+template <int NJ>
+__device__ __forceinline__ bool online_softmax(float (&x)[NJ][4], float (&m)[2], float (&l)[2], float (&alphas)[2], float scale_log2) {
+	bool rescale = false;
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float mloc = NEG_INF;
+#pragma unroll
+		for (int j = 0; j < NJ; j++) mloc = fmax_(mloc, fmax_(x[j][2 * hf], x[j][2 * hf + 1]));
+		mloc = fmax_(mloc, shfl_xor(mloc, 1));
+		mloc = fmax_(mloc, shfl_xor(mloc, 2));
+		mloc *= scale_log2; // the scale is positive: max commutes with it
+		const float mnew = fmax_(m[hf], mloc);
+		const float muse = mnew == NEG_INF ? 0.f : mnew;
+		const float alpha = ex2(m[hf] - muse);
+		float sum = 0.f;
+#pragma unroll
+		for (int j = 0; j < NJ; j++) {
+			const float p0 = ex2(fma_(x[j][2 * hf], scale_log2, -muse));
+			const float p1 = ex2(fma_(x[j][2 * hf + 1], scale_log2, -muse));
+			x[j][2 * hf] = p0, x[j][2 * hf + 1] = p1;
+			sum += p0 + p1;
+		}
+		l[hf] = l[hf] * alpha + sum;
+		m[hf] = mnew;
+		alphas[hf] = alpha;
+		rescale |= alpha != 1.f;
+	}
+	return rescale;
+}
+
+// pack_tile rounds a tile of probabilities (accumulator layout, NJ 8-key
+// column groups) to the 16-bit A-operand fragments of the P̃V MMA, one
+// per 16 keys.
+template <int NJ>
+__device__ __forceinline__ void pack_tile(const float (&x)[NJ][4], u32 (&pc)[NJ / 2][4]) {
+#pragma unroll
+	for (int kk = 0; kk < NJ / 2; kk++) {
+		pc[kk][0] = pack2(x[2 * kk][0], x[2 * kk][1]);
+		pc[kk][1] = pack2(x[2 * kk][2], x[2 * kk][3]);
+		pc[kk][2] = pack2(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+		pc[kk][3] = pack2(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+	}
+}
+
 // store_rows normalizes one 16-row MMA atom of the output (rows row0 +
 // lane/4 and row0 + lane/4 + 8, in the mma.sync / wgmma accumulator
 // layout) by its softmax sums ℓ and writes the rows below Nq. Rows with no
