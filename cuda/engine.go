@@ -348,9 +348,6 @@ func chooseVariant(p *plan.Plan, dt tensor.DType, kc kernelChoice) (variant, err
 	if p.Filter == nil && p.BlockK%tileK == 0 {
 		v.kt = tileK
 	}
-	if g.B*g.Hq > 65535 {
-		return v, fmt.Errorf("%w: B·Hq = %d above 65535", ErrUnsupported, g.B*g.Hq)
-	}
 	if wgmma && kc.ws && !v.filter && p.BlockQ == 128 {
 		// Warp-specialized: two consumer warpgroups of 64 rows, tiles of
 		// 128 keys unless asked for 64 or the blocks are 64 wide.
@@ -360,6 +357,10 @@ func chooseVariant(p *plan.Plan, dt tensor.DType, kc kernelChoice) (variant, err
 			v.kt = 64
 		}
 		return v, nil
+	}
+	// The other kernels launch one grid row per batch and head.
+	if g.B*g.Hq > 65535 {
+		return v, fmt.Errorf("%w: B·Hq = %d above 65535", ErrUnsupported, g.B*g.Hq)
 	}
 	if wgmma && !v.filter {
 		// One warpgroup per 64 query rows, 16 rows a warp; tiles of 64 or

@@ -449,3 +449,21 @@ func TestCompileHopperKernels(t *testing.T) {
 		t.Logf("%s:\n%s", v, log)
 	}
 }
+
+// TestManyHeads checks that only the persistent warp-specialized kernel,
+// whose grid is one-dimensional, takes more than 65535 batch·heads.
+func TestManyHeads(t *testing.T) {
+	g := tensor.Geometry{B: 2, Hq: 40000, Hkv: 40000, Nq: 64, Nk: 64, D: 64, Dv: 64}
+	p, err := plan.Dense(plan.Tiling{Geometry: g, BlockQ: 128, BlockK: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := kernelChoice{warpRows: 32, tileK: 64, wgmma: true, ws: true, ctaRows: 128, minBlock: 2}
+	if v, err := chooseVariant(p, tensor.BFloat16, kc); err != nil || !v.ws {
+		t.Fatalf("warp-specialized: %v, %v", v, err)
+	}
+	kc.ws = false
+	if _, err := chooseVariant(p, tensor.BFloat16, kc); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("FA2-style kernel with B·Hq = 80000: err %v, want ErrUnsupported", err)
+	}
+}

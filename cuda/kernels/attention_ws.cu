@@ -188,30 +188,30 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		if (warp == 0 && lane == 0) {
 			int j = 0, li = 0; // tiles and rows loaded so far
 			for (int it = blockIdx.x; it < items; it += gridDim.x, li++) {
-			set_item(it);
-			// Q's slot is free once the consumers issued the last S MMA of
-			// the previous row and it retired.
-			mbar_wait(bar_q_empty, (li & 1) ^ 1);
-			int t = next_tile(0);
-			s_row[0] = b, s_row[1] = h, s_row[2] = q0, s_row[3] = t < ntiles;
-			mbar_expect(bar_q, BLOCK_Q * RB); // releases s_row with Q
+				set_item(it);
+				// Q's slot is free once the consumers issued the last S MMA of
+				// the previous row and it retired.
+				mbar_wait(bar_q_empty, (li & 1) ^ 1);
+				int t = next_tile(0);
+				s_row[0] = b, s_row[1] = h, s_row[2] = q0, s_row[3] = t < ntiles;
+				mbar_expect(bar_q, BLOCK_Q * RB); // releases s_row with Q
 #pragma unroll
-			for (int c = 0; c < CBLK; c++) tma_load(sQ + c * (BLOCK_Q * 128), &w.tq, w.tok1[0], bar_q, c * 64, q0, h, b);
-			while (t < ntiles) {
-				const int s = j % STAGES;
-				const u32 ph = ((j / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
-				const int k0 = tile_start(t), tn = next_tile(t + 1);
-				mbar_wait(EMPTY_K(s), ph);
-				s_tile[s][0] = k0, s_tile[s][1] = e0 + t / sub, s_tile[s][2] = tn >= ntiles;
-				mbar_expect(FULL_K(s), KT * RB); // releases s_tile[s] with K
+				for (int c = 0; c < CBLK; c++) tma_load(sQ + c * (BLOCK_Q * 128), &w.tq, w.tok1[0], bar_q, c * 64, q0, h, b);
+				while (t < ntiles) {
+					const int s = j % STAGES;
+					const u32 ph = ((j / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
+					const int k0 = tile_start(t), tn = next_tile(t + 1);
+					mbar_wait(EMPTY_K(s), ph);
+					s_tile[s][0] = k0, s_tile[s][1] = e0 + t / sub, s_tile[s][2] = tn >= ntiles;
+					mbar_expect(FULL_K(s), KT * RB); // releases s_tile[s] with K
 #pragma unroll
-				for (int c = 0; c < CBLK; c++) tma_load(sK + s * (KT * RB) + c * (KT * 128), &w.tk, w.tok1[1], FULL_K(s), c * 64, k0, kvh, b);
-				mbar_wait(EMPTY_V(s), ph);
-				mbar_expect(FULL_V(s), KT * RB);
+					for (int c = 0; c < CBLK; c++) tma_load(sK + s * (KT * RB) + c * (KT * 128), &w.tk, w.tok1[1], FULL_K(s), c * 64, k0, kvh, b);
+					mbar_wait(EMPTY_V(s), ph);
+					mbar_expect(FULL_V(s), KT * RB);
 #pragma unroll
-				for (int c = 0; c < CBLK; c++) tma_load(sV + s * (KT * RB) + c * (KT * 128), &w.tv, w.tok1[2], FULL_V(s), c * 64, k0, kvh, b);
-				t = tn, j++;
-			}
+					for (int c = 0; c < CBLK; c++) tma_load(sV + s * (KT * RB) + c * (KT * 128), &w.tv, w.tok1[2], FULL_V(s), c * 64, k0, kvh, b);
+					t = tn, j++;
+				}
 			}
 		}
 		return;
@@ -318,73 +318,73 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 #endif
 	int jb = 0, li = 0; // tiles and rows consumed so far
 	for (int it = blockIdx.x; it < items; it += gridDim.x, li++) {
-	m[0] = m[1] = NEG_INF, l[0] = l[1] = 0.f;
+		m[0] = m[1] = NEG_INF, l[0] = l[1] = 0.f;
 #pragma unroll
-	for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-	mbar_wait(bar_q, li & 1);
-	b = s_row[0], h = s_row[1], q0 = s_row[2];
-	if (s_row[3]) {
-		// The row's first tile: S only.
-		mbar_wait(FULL_K(jb % STAGES), (jb / STAGES) & 1);
-		int k0 = s_tile[jb % STAGES][0], entry = s_tile[jb % STAGES][1];
-		bool last = s_tile[jb % STAGES][2];
-		my_turn();
-		wg_fence();
-		issue_s(jb % STAGES);
-		hand_over();
-		wg_wait0();
-		reg_fence(s);
-		release(EMPTY_K(jb % STAGES));
-		{
-			float alphas[2];
-			softmax(k0, entry, alphas);
-			pack_p();
-		}
-		int j = jb + 1;
-		// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
-		for (; !last; j++) {
-			const int slot = j % STAGES, prev = (j - 1) % STAGES;
-			mbar_wait(FULL_K(slot), (j / STAGES) & 1);
-			k0 = s_tile[slot][0], entry = s_tile[slot][1], last = s_tile[slot][2];
+		for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+		mbar_wait(bar_q, li & 1);
+		b = s_row[0], h = s_row[1], q0 = s_row[2];
+		if (s_row[3]) {
+			// The row's first tile: S only.
+			mbar_wait(FULL_K(jb % STAGES), (jb / STAGES) & 1);
+			int k0 = s_tile[jb % STAGES][0], entry = s_tile[jb % STAGES][1];
+			bool last = s_tile[jb % STAGES][2];
+			my_turn();
+			wg_fence();
+			issue_s(jb % STAGES);
+			hand_over();
+			wg_wait0();
+			reg_fence(s);
+			release(EMPTY_K(jb % STAGES));
+			{
+				float alphas[2];
+				softmax(k0, entry, alphas);
+				pack_p();
+			}
+			int j = jb + 1;
+			// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
+			for (; !last; j++) {
+				const int slot = j % STAGES, prev = (j - 1) % STAGES;
+				mbar_wait(FULL_K(slot), (j / STAGES) & 1);
+				k0 = s_tile[slot][0], entry = s_tile[slot][1], last = s_tile[slot][2];
+				mbar_wait(FULL_V(prev), ((j - 1) / STAGES) & 1);
+				reg_fence(acc);
+				reg_fence(pprev);
+				my_turn();
+				wg_fence();
+				issue_s(slot);
+				issue_pv(prev);
+				hand_over();
+				wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
+				reg_fence(s);
+				release(EMPTY_K(slot));
+				float alphas[2];
+				bool resc = softmax(k0, entry, alphas);
+				wg_wait0(); // O and P̃_{j-1} are free again
+				reg_fence(acc);
+				reg_fence(pprev);
+				release(EMPTY_V(prev));
+				rescale_o(resc, alphas);
+				pack_p();
+			}
+			// Every S MMA of the row retired: Q's slot may take the next row.
+			release(bar_q_empty);
+			// The last tile's P̃·V.
+			const int prev = (j - 1) % STAGES;
 			mbar_wait(FULL_V(prev), ((j - 1) / STAGES) & 1);
 			reg_fence(acc);
 			reg_fence(pprev);
 			my_turn();
 			wg_fence();
-			issue_s(slot);
 			issue_pv(prev);
 			hand_over();
-			wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
-			reg_fence(s);
-			release(EMPTY_K(slot));
-			float alphas[2];
-			bool resc = softmax(k0, entry, alphas);
-			wg_wait0(); // O and P̃_{j-1} are free again
+			wg_wait0();
 			reg_fence(acc);
-			reg_fence(pprev);
 			release(EMPTY_V(prev));
-			rescale_o(resc, alphas);
-			pack_p();
+			jb = j;
+		} else {
+			release(bar_q_empty);
 		}
-		// Every S MMA of the row retired: Q's slot may take the next row.
-		release(bar_q_empty);
-		// The last tile's P̃·V.
-		const int prev = (j - 1) % STAGES;
-		mbar_wait(FULL_V(prev), ((j - 1) / STAGES) & 1);
-		reg_fence(acc);
-		reg_fence(pprev);
-		my_turn();
-		wg_fence();
-		issue_pv(prev);
-		hand_over();
-		wg_wait0();
-		reg_fence(acc);
-		release(EMPTY_V(prev));
-		jb = j;
-	} else {
-		release(bar_q_empty);
-	}
-	store_rows(p, acc, l, b, h, q0 + wrow0, lane);
+		store_rows(p, acc, l, b, h, q0 + wrow0, lane);
 	}
 #if PINGPONG
 	if (wg == 0) my_turn(); // warpgroup 1's last hand-over
