@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -116,9 +117,10 @@ type Config struct {
 type LaunchOrder int
 
 const (
-	// OrderAuto takes OrderHead for the warp-specialized persistent
-	// kernel: on an H100 it measured 0-9% faster than longest-first at
-	// 8K and 16K, dense and sparse (bench/2026-11-22-h100-gpu3/run6). For
+	// OrderAuto, for the warp-specialized persistent kernel, launches
+	// head by head, each head's rows longest first: the kernel's blocks
+	// draw rows as they finish, so each head's short rows fill the gaps,
+	// while the rows in flight share one or two heads' K and V in L2. For
 	// the other kernels it takes OrderLongest when one KV head's K and V
 	// are small (Nk·D ≤ 2^21, 8 MiB of 16-bit K and V: N ≤ 16K at D =
 	// 128) and OrderHead otherwise: longest-first measured 4-11% faster
@@ -149,21 +151,29 @@ func ParseLaunchOrder(s string) (LaunchOrder, error) {
 	return OrderAuto, fmt.Errorf("%w: launch order %q; use auto, head or longest", ErrUnsupported, s)
 }
 
-// longestFirstFor reports whether order o launches plan geometry g's rows
-// longest first on the kernel v.
-func longestFirstFor(o LaunchOrder, g tensor.Geometry, v variant) bool {
+// rowOrder returns the order in which the kernel v launches plan p's rows
+// under order o, or nil for head by head (each head's last query block
+// first), which the kernels take without an uploaded order.
+func rowOrder(o LaunchOrder, p *plan.Plan, v variant) []int32 {
+	n := len(p.RowStart) - 1
 	switch o {
 	case OrderHead:
-		return false
+		return nil
 	case OrderLongest:
-		return true
+		return longestFirst(p.RowStart, n)
 	}
+	g := p.Geometry
 	if v.ws {
-		// The persistent kernel balances rows across its blocks itself;
-		// head by head keeps each head's K and V in L2.
-		return false
+		// The persistent kernel's blocks draw rows as they finish: head by
+		// head keeps the rows in flight on one or two heads' K and V in
+		// L2, and longest first within each head lets its short rows
+		// fill the gaps.
+		return longestFirst(p.RowStart, max(p.QBlocks(), 1))
 	}
-	return int64(g.Nk)*int64(max(g.D, g.Dv)) <= 1<<21
+	if int64(g.Nk)*int64(max(g.D, g.Dv)) <= 1<<21 {
+		return longestFirst(p.RowStart, n)
+	}
+	return nil
 }
 
 // Engine runs plans on one GPU. It is safe for concurrent use; calls are
@@ -642,9 +652,7 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	for i, r := range p.RowStart {
 		j.rows[i] = int32(r)
 	}
-	if longestFirstFor(e.order, g, vr) {
-		j.order = longestFirst(p.RowStart)
-	}
+	j.order = rowOrder(e.order, p, vr)
 	f := p.Filter
 	j.params = &kernelParams{
 		qsb: j.q.sb, qsh: j.q.sh, qsn: j.q.sn,
@@ -687,7 +695,7 @@ func (e *Engine) upload(c *driver.Ctx, j *job) error {
 	if err := bs.o.ensure(c, int64(g.B*g.Hq*g.Nq*g.Dv)*j.v.outBytes()); err != nil {
 		return err
 	}
-	if err := bs.counters.ensure(c, 4*8); err != nil {
+	if err := bs.counters.ensure(c, counterBytes); err != nil {
 		return err
 	}
 	j.params.o, j.params.counters = uint64(bs.o.ptr), uint64(bs.counters.ptr)
@@ -730,19 +738,20 @@ func (e *Engine) uploadPlan(c *driver.Ctx, j *job) error {
 }
 
 // longestFirst returns the plan rows (one per batch, head and query block)
-// ordered by decreasing number of listed KV blocks; rows of equal length
-// keep their plan order.
-func longestFirst(rowStart []int) []int32 {
+// in windows of window consecutive rows, each window ordered by decreasing
+// number of listed KV blocks; rows of equal length keep their plan order.
+func longestFirst(rowStart []int, window int) []int32 {
 	n := len(rowStart) - 1
 	order := make([]int32, n)
 	for i := range order {
 		order[i] = int32(i)
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		la := rowStart[order[a]+1] - rowStart[order[a]]
-		lb := rowStart[order[b]+1] - rowStart[order[b]]
-		return la > lb
-	})
+	length := func(r int32) int { return rowStart[r+1] - rowStart[r] }
+	window = max(window, 1)
+	for lo := 0; lo < n; lo += window {
+		w := order[lo:min(lo+window, n)]
+		slices.SortStableFunc(w, func(a, b int32) int { return length(b) - length(a) })
+	}
 	return order
 }
 
@@ -763,11 +772,16 @@ func (e *Engine) launch(c *driver.Ctx, j *job) error {
 		// taking the plan rows gridDim.x apart.
 		grid = driver.Dim3{X: uint32(min(int(grid.X)*int(grid.Y), e.dev.SMs)), Y: 1, Z: 1}
 		var wp wsParams
-		wp.set(j.maps, j.params)
+		wp.set(j.maps, j.params, !rowsAlike(j.p.RowStart))
 		return c.Launch(fn, grid, block, j.v.sharedBytes(), driver.Arg(&wp))
 	}
 	return c.Launch(fn, grid, block, j.v.sharedBytes(), driver.Arg(j.params))
 }
+
+// counterBytes is the size of the device counters: four work counters
+// (Params.counters in kernels/common.cuh) and the persistent kernel's row
+// tickets, all zeroed before each launch.
+const counterBytes = 5 * 8
 
 // stats reads the device counters back as plan.Stats.
 func (e *Engine) stats(c *driver.Ctx, j *job) (plan.Stats, error) {
@@ -818,7 +832,7 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 		if err := e.upload(c, j); err != nil {
 			return err
 		}
-		if err := c.Memset(e.bufs.counters.ptr, 0, 4*8); err != nil {
+		if err := c.Memset(e.bufs.counters.ptr, 0, counterBytes); err != nil {
 			return err
 		}
 		// Poison the output (all-ones bits are NaN): an element the kernel
@@ -927,7 +941,7 @@ func (e *Engine) Benchmark(ctx context.Context, p *plan.Plan, q, k, v *tensor.Te
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := c.Memset(e.bufs.counters.ptr, 0, 4*8); err != nil {
+			if err := c.Memset(e.bufs.counters.ptr, 0, counterBytes); err != nil {
 				return err
 			}
 			if err := c.Record(ev[0]); err != nil {

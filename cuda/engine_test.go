@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"unsafe"
@@ -47,16 +48,19 @@ func TestParamsLayout(t *testing.T) {
 
 func TestWSParamsLayout(t *testing.T) {
 	// struct WSParams in kernels/attention_ws.cu: three 128-byte tensor
-	// maps, Params at 384, the three token flags, padded to 64 bytes; the
-	// Go value must cover the whole C struct, since the driver copies that
-	// many bytes from it.
+	// maps, Params at 384, the three token flags and the dynamic flag,
+	// padded to 64 bytes; the Go value must cover the whole C struct,
+	// since the driver copies that many bytes from it.
 	if off := unsafe.Offsetof(wsParams{}.p); off != 384 {
 		t.Fatalf("wsParams.p at %d, want 384", off)
 	}
 	if off, want := unsafe.Offsetof(wsParams{}.tok1), 384+unsafe.Sizeof(kernelParams{}); off != want {
 		t.Fatalf("wsParams.tok1 at %d, want %d", off, want)
 	}
-	cSize := (384 + unsafe.Sizeof(kernelParams{}) + 12 + 63) / 64 * 64
+	if off, want := unsafe.Offsetof(wsParams{}.dynamic), 384+unsafe.Sizeof(kernelParams{})+12; off != want {
+		t.Fatalf("wsParams.dynamic at %d, want %d", off, want)
+	}
+	cSize := (384 + unsafe.Sizeof(kernelParams{}) + 16 + 63) / 64 * 64
 	if got := unsafe.Sizeof(wsParams{}); got < cSize {
 		t.Fatalf("wsParams is %d bytes, the C struct %d", got, cSize)
 	}
@@ -319,20 +323,81 @@ func TestLongestFirst(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		rowStart []int
+		window   int
 		want     []int32
 	}{
-		{"empty plan", []int{0}, []int32{}},
-		{"one row", []int{0, 3}, []int32{0}},
-		{"ties keep plan order", []int{0, 2, 4, 6}, []int32{0, 1, 2}},
-		{"causal rows grow", []int{0, 1, 3, 6, 10}, []int32{3, 2, 1, 0}},
-		{"sparse", []int{0, 2, 7, 7, 10, 15}, []int32{1, 4, 3, 0, 2}},
+		{"empty plan", []int{0}, 4, []int32{}},
+		{"one row", []int{0, 3}, 1, []int32{0}},
+		{"ties keep plan order", []int{0, 2, 4, 6}, 3, []int32{0, 1, 2}},
+		{"causal rows grow", []int{0, 1, 3, 6, 10}, 4, []int32{3, 2, 1, 0}},
+		{"sparse", []int{0, 2, 7, 7, 10, 15}, 5, []int32{1, 4, 3, 0, 2}},
+		{"windows of two", []int{0, 1, 3, 6, 10, 11}, 2, []int32{1, 0, 3, 2, 4}},
+		{"window past the end", []int{0, 1, 3}, 8, []int32{1, 0}},
+		{"window of one keeps plan order", []int{0, 1, 3, 6}, 1, []int32{0, 1, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := longestFirst(tc.rowStart)
+			got := longestFirst(tc.rowStart, tc.window)
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Fatalf("longestFirst(%v) = %v, want %v", tc.rowStart, got, tc.want)
+				t.Fatalf("longestFirst(%v, %d) = %v, want %v", tc.rowStart, tc.window, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestLongestFirstRandom checks longestFirst's contract on random row
+// lengths: a permutation that keeps each window's rows in that window,
+// longest first, ties in plan order.
+func TestLongestFirstRandom(t *testing.T) {
+	r := testutil.Rand(t)
+	for range 50 {
+		n, window := r.IntN(300), 1+r.IntN(80)
+		rowStart := make([]int, n+1)
+		for i := range n {
+			rowStart[i+1] = rowStart[i] + r.IntN(6)
+		}
+		got := longestFirst(rowStart, window)
+		if len(got) != n {
+			t.Fatalf("n=%d window=%d: %d rows", n, window, len(got))
+		}
+		for i, row := range got {
+			if int(row)/window != i/window {
+				t.Fatalf("n=%d window=%d: row %d at %d, outside its window", n, window, row, i)
+			}
+			if i%window == 0 {
+				continue
+			}
+			prev := got[i-1]
+			lp, lr := rowStart[prev+1]-rowStart[prev], rowStart[row+1]-rowStart[row]
+			if lp < lr || (lp == lr && prev > row) {
+				t.Fatalf("n=%d window=%d: row %d (length %d) after row %d (length %d)", n, window, row, lr, prev, lp)
+			}
+		}
+		seen := make([]bool, n)
+		for _, row := range got {
+			if seen[row] {
+				t.Fatalf("n=%d window=%d: row %d twice", n, window, row)
+			}
+			seen[row] = true
+		}
+	}
+}
+
+func TestRowsAlike(t *testing.T) {
+	for _, tc := range []struct {
+		rowStart []int
+		want     bool
+	}{
+		{[]int{0}, true},
+		{[]int{0, 5}, true},
+		{[]int{0, 3, 6, 9}, true},
+		{[]int{0, 0, 0}, true},
+		{[]int{0, 3, 6, 8}, false},
+		{[]int{0, 1, 3, 6}, false},
+		{[]int{0, 2, 2, 4}, false},
+	} {
+		if got := rowsAlike(tc.rowStart); got != tc.want {
+			t.Errorf("rowsAlike(%v) = %v, want %v", tc.rowStart, got, tc.want)
+		}
 	}
 }
 
@@ -350,24 +415,43 @@ func TestLaunchOrder(t *testing.T) {
 			t.Errorf("ParseLaunchOrder(%q) error %v does not wrap ErrUnsupported", tc.in, err)
 		}
 	}
+	// window 0: head by head (no uploaded order); -1: one window of all
+	// rows.
 	for _, tc := range []struct {
 		o      LaunchOrder
 		nk, d  int
+		heads  int
 		ws     bool
-		expect bool
+		window int
 	}{
-		{OrderAuto, 16384, 128, false, true},
-		{OrderAuto, 16385, 128, false, false},
-		{OrderAuto, 32768, 64, false, true},
-		{OrderAuto, 65536, 128, false, false},
-		{OrderAuto, 8192, 128, true, false},
-		{OrderHead, 1024, 128, false, false},
-		{OrderLongest, 1 << 20, 128, false, true},
-		{OrderLongest, 8192, 128, true, true},
+		{OrderAuto, 16384, 128, 2, false, -1},
+		{OrderAuto, 16385, 128, 2, false, 0},
+		{OrderAuto, 32768, 64, 1, false, -1},
+		{OrderAuto, 65536, 128, 1, false, 0},
+		// Windows of one head: 64 rows at 8K, 512 at 64K.
+		{OrderAuto, 8192, 128, 8, true, 64},
+		{OrderAuto, 65536, 128, 2, true, 512},
+		{OrderHead, 1024, 128, 2, false, 0},
+		{OrderHead, 8192, 128, 2, true, 0},
+		{OrderLongest, 1 << 20, 128, 1, false, -1},
+		{OrderLongest, 8192, 128, 8, true, -1},
 	} {
-		g := tensor.Geometry{B: 1, Hq: 1, Hkv: 1, Nq: tc.nk, Nk: tc.nk, D: tc.d, Dv: tc.d}
-		if got := longestFirstFor(tc.o, g, variant{ws: tc.ws}); got != tc.expect {
-			t.Errorf("longestFirstFor(%v, Nk=%d, D=%d, ws %v) = %v, want %v", tc.o, tc.nk, tc.d, tc.ws, got, tc.expect)
+		g := tensor.Geometry{B: 1, Hq: tc.heads, Hkv: 1, Nq: tc.nk, Nk: tc.nk, D: tc.d, Dv: tc.d}
+		p, err := plan.Dense(plan.Tiling{Geometry: g, BlockQ: 128, BlockK: 128, Causal: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := rowOrder(tc.o, p, variant{ws: tc.ws})
+		var want []int32
+		switch tc.window {
+		case 0:
+		case -1:
+			want = longestFirst(p.RowStart, len(p.RowStart)-1)
+		default:
+			want = longestFirst(p.RowStart, tc.window)
+		}
+		if !slices.Equal(got, want) || (got == nil) != (want == nil) {
+			t.Errorf("rowOrder(%v, Nk=%d, D=%d, %d heads, ws %v) differs from the window of %d rows", tc.o, tc.nk, tc.d, tc.heads, tc.ws, tc.window)
 		}
 	}
 }

@@ -4,6 +4,8 @@
 # one table (ms and dense-equivalent TFLOPs). Stage with
 # scripts/gpu_bench_stage.sh DIR and copy this script there; on the device:
 # CONFIGS="fa2:--fa2-loop|ws:|..." bash DIR/gpu3_sweep.sh
+# A name of the form name@bin runs DIR/bin instead of DIR/sparseattn (to
+# compare builds of two commits in one run).
 set -uo pipefail
 dir=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/out}
@@ -15,13 +17,15 @@ res=/tmp/res
 mkdir -p "$res" "$out"
 B=$dir/sparseattn
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$res/gpu.txt"
-timeout 180 "$B" selftest $selftest > "$res/selftest.txt" 2>&1; echo "selftest $selftest rc=$?"; tail -4 "$res/selftest.txt"
+timeout 90 "$B" selftest $selftest > "$res/selftest.txt" 2>&1; echo "selftest $selftest rc=$?"; tail -4 "$res/selftest.txt"
 IFS='|' read -ra cfgs <<< "$configs"
 names=()
 for c in "${cfgs[@]}"; do
 	name=${c%%:*}; flags=${c#*:}
+	bin=$B
+	if [[ $name == *@* ]]; then bin=$dir/${name#*@}; name=${name%%@*}; fi
 	names+=("$name")
-	timeout 200 "$B" gpubench $flags --n "$ns" --densities "$dens" --repeat 5 --warmup 1 > "$res/$name.jsonl" 2> "$res/$name.err"
+	timeout ${CFG_TIMEOUT:-150} "$bin" gpubench $flags --n "$ns" --densities "$dens" --repeat 5 --warmup 1 > "$res/$name.jsonl" 2> "$res/$name.err"
 	echo "$name ($flags) rc=$?"; tail -2 "$res/$name.err"
 done
 python3 - "$res" "${names[@]}" <<'PY'

@@ -4,8 +4,12 @@
 // of its neighbours.
 //
 // The grid is persistent: each CTA of 384 threads takes the plan's rows
-// (128-row query blocks of one batch and head) gridDim.x apart, in launch
-// order, and walks each row's CSR list of KV blocks:
+// (128-row query blocks of one batch and head) in launch order, its block
+// index first. Where rows differ in length, it draws the next from a
+// ticket counter in global memory, so that CTAs that drew short rows take
+// more of them; where they are all alike, it takes them gridDim.x apart
+// (measured 3% faster for dense non-causal plans). It walks each row's
+// CSR list of KV blocks:
 //   - warpgroup 0 is the producer. Its registers go to the consumers
 //     (setmaxnreg), and one thread issues every copy: a row's Q, then each
 //     listed K and V tile, through the bulk tensor copy engine (TMA) into
@@ -52,6 +56,13 @@
 #define RB (HEAD_DIM * 2) // bytes per tile row
 #define CBLK (HEAD_DIM / 64) // 64-column blocks of a tile
 #define CONSUMER_THREADS 256
+// Registers per thread after setmaxnreg. The launch gives each thread 168
+// (65536 / 384, rounded down to a multiple of 8) and setmaxnreg.inc only
+// takes what setmaxnreg.dec gave back in the same CTA, so a larger split
+// waits forever.
+#define PRODUCER_REGS 32
+#define CONSUMER_REGS 232
+static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * CONSUMER_THREADS <= 168 * NTHREADS, "setmaxnreg split exceeds the CTA's registers");
 
 // TMap is an encoded CUtensorMap (cuda/driver.TensorMap).
 struct __align__(64) TMap {
@@ -61,11 +72,14 @@ struct __align__(64) TMap {
 // WSParams mirrors cuda.wsParams: the tensor maps of Q, K and V (4-D:
 // columns, tokens, heads, batch, or columns, heads, tokens, batch, the
 // dimensions in order of increasing stride), then the common parameters,
-// then per map 1 when tokens are its dimension 1, 0 when heads are.
+// then per map 1 when tokens are its dimension 1, 0 when heads are, then
+// 1 when the CTAs draw rows from the ticket counter, 0 when each takes
+// the rows gridDim.x apart (plans whose rows are all alike).
 struct WSParams {
 	TMap tq, tk, tv;
 	Params p;
 	int tok1[3];
+	int dynamic;
 };
 
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
@@ -114,7 +128,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	__shared__ __attribute__((aligned(8))) u64 bars[2 + 4 * STAGES];
 	// The schedule, handed from the producer to the consumers so that they
 	// never wait on global memory: the current row (batch, head, first
-	// query, whether it has a tile), published with its Q, and per K slot
+	// query, whether it has a tile, or -1 when no row is left), published
+	// with its Q, and per K slot
 	// the tile's first key, its KV list entry, and whether it is the row's
 	// last tile, published with the K tile.
 	__shared__ int s_row[4];
@@ -183,16 +198,25 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	};
 
 	if (warp < 4) {
-		// Producer warpgroup: keep 24 registers, give the rest away.
-		asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+		// Producer warpgroup: keep PRODUCER_REGS registers, give the rest away.
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS) : "memory");
 		if (warp == 0 && lane == 0) {
 			int j = 0, li = 0; // tiles and rows loaded so far
-			for (int it = blockIdx.x; it < items; it += gridDim.x, li++) {
-				set_item(it);
+			for (int it = blockIdx.x;; li++) {
+				// Read the row's schedule while the consumers finish the last.
+				int t = 0;
+				if (it < items) {
+					set_item(it);
+					t = next_tile(0);
+				}
 				// Q's slot is free once the consumers issued the last S MMA of
 				// the previous row and it retired.
 				mbar_wait(bar_q_empty, (li & 1) ^ 1);
-				int t = next_tile(0);
+				if (it >= items) {
+					s_row[3] = -1;
+					mbar_arrive(bar_q); // releases s_row: no row is left
+					break;
+				}
 				s_row[0] = b, s_row[1] = h, s_row[2] = q0, s_row[3] = t < ntiles;
 				mbar_expect(bar_q, BLOCK_Q * RB); // releases s_row with Q
 #pragma unroll
@@ -212,13 +236,17 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 					for (int c = 0; c < CBLK; c++) tma_load(sV + s * (KT * RB) + c * (KT * 128), &w.tv, w.tok1[2], FULL_V(s), c * 64, k0, kvh, b);
 					t = tn, j++;
 				}
+				// Draw the next row. The consumers are still a few tiles from
+				// the end of this one, so the atomic's latency overlaps their
+				// work. A launch draws one ticket per row.
+				it = w.dynamic ? gridDim.x + (int)atomicAdd(p.counters + 4, 1ull) : it + gridDim.x;
 			}
 		}
 		return;
 	}
 
-	// Consumer warpgroups: 240 registers each thread.
-	asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+	// Consumer warpgroups: CONSUMER_REGS registers each thread.
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS) : "memory");
 	const int cw = warp - 4;   // consumer warp, 0..7
 	const int wg = cw >> 2;    // consumer warpgroup: rows [64·wg, +64)
 	const int wrow0 = cw * 16; // first row of this warp in the block
@@ -316,12 +344,13 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 #if PINGPONG
 	if (wg == 1) hand_over();
 #endif
-	int jb = 0, li = 0; // tiles and rows consumed so far
-	for (int it = blockIdx.x; it < items; it += gridDim.x, li++) {
+	int jb = 0; // tiles consumed so far
+	for (int li = 0;; li++) {
+		mbar_wait(bar_q, li & 1);
+		if (s_row[3] < 0) break;
 		m[0] = m[1] = NEG_INF, l[0] = l[1] = 0.f;
 #pragma unroll
 		for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-		mbar_wait(bar_q, li & 1);
 		b = s_row[0], h = s_row[1], q0 = s_row[2];
 		if (s_row[3]) {
 			// The row's first tile: S only.

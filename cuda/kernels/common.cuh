@@ -17,7 +17,7 @@ struct Params {
 	float* o; // float32, or u16 bits of the input type under OUT16
 	const int* row_start;
 	const int* kv_block;
-	u64* counters; // [0] QK blocks, [1] PV blocks, [2] PV row groups in full q-blocks, [3] in the last partial q-block
+	u64* counters; // [0] QK blocks, [1] PV blocks, [2] PV row groups in full q-blocks, [3] in the last partial q-block, [4] row tickets drawn (attention_ws.cu)
 	long long q_sb, q_sh, q_sn;
 	long long k_sb, k_sh, k_sn;
 	long long v_sb, v_sh, v_sn;
