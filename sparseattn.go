@@ -102,7 +102,7 @@ type Options struct {
 	// Device is where the plan runs; "" means DeviceCPU. Under DeviceAuto
 	// a machine with no usable GPU runs on the CPU, and under DeviceCUDA
 	// and DeviceAuto a plan the GPU kernel does not support (see
-	// cuda.Supports) runs on the CPU; each fallback logs one line.
+	// cuda.Engine.Supports) runs on the CPU; each fallback logs one line.
 	Device Device
 	// GPU is the engine for DeviceCUDA and DeviceAuto; nil means
 	// cuda.Default(), device 0 opened on first use.

@@ -292,11 +292,27 @@ func (e *Engine) Close() error {
 	return errors.Join(err, e.dev.Close())
 }
 
-// Supports reports whether the GPU kernel runs p, with an error wrapping
-// ErrUnsupported that says why not.
+// Supports reports whether the GPU kernels run p on every GPU the engine
+// supports (the mma.sync kernel of sm_80 and newer), with an error
+// wrapping ErrUnsupported that says why not. Engine.Supports answers for
+// one engine's device, which may take more.
 func Supports(p *plan.Plan) error {
 	_, err := chooseVariant(p, tensor.BFloat16, kernelChoice{warpRows: 32, tileK: 64})
 	return err
+}
+
+// Supports reports whether e's kernels run p on its device, with an error
+// wrapping ErrUnsupported that says why not. On Hopper it accepts plans
+// the package-level Supports rejects: the warp-specialized kernel has no
+// limit of 65535 on B·Hq.
+func (e *Engine) Supports(p *plan.Plan) error {
+	_, err := chooseVariant(p, tensor.BFloat16, e.choice())
+	return err
+}
+
+// choice is the engine's configuration as chooseVariant takes it.
+func (e *Engine) choice() kernelChoice {
+	return kernelChoice{warpRows: e.warpRows, tileK: e.tileK, wgmma: e.wgmma, ws: e.ws, wsTileK: e.wsTileK, ctaRows: e.ctaRows, minBlock: e.minBlk}
 }
 
 // kernelChoice is the engine's configuration that chooseVariant applies.
@@ -613,7 +629,7 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	if dt == tensor.Float32 {
 		dt = tensor.BFloat16 // float32 inputs are rounded to bfloat16
 	}
-	vr, err := chooseVariant(p, dt, kernelChoice{warpRows: e.warpRows, tileK: e.tileK, wgmma: e.wgmma, ws: e.ws, wsTileK: e.wsTileK, ctaRows: e.ctaRows, minBlock: e.minBlk})
+	vr, err := chooseVariant(p, dt, e.choice())
 	if err != nil {
 		return nil, err
 	}

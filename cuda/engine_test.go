@@ -550,4 +550,17 @@ func TestManyHeads(t *testing.T) {
 	if _, err := chooseVariant(p, tensor.BFloat16, kc); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("FA2-style kernel with B·Hq = 80000: err %v, want ErrUnsupported", err)
 	}
+	// Engine.Supports answers for the engine's kernels; the package's
+	// Supports for every GPU.
+	hopper := &Engine{warpRows: 32, tileK: 64, wgmma: true, ws: true, ctaRows: 128, minBlk: 2}
+	if err := hopper.Supports(p); err != nil {
+		t.Fatalf("Engine.Supports with the warp-specialized kernel: %v", err)
+	}
+	ampere := &Engine{warpRows: 32, tileK: 64}
+	if err := ampere.Supports(p); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Engine.Supports with the mma.sync kernel: %v, want ErrUnsupported", err)
+	}
+	if err := Supports(p); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Supports: %v, want ErrUnsupported", err)
+	}
 }
