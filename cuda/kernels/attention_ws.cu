@@ -346,11 +346,11 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 #endif
 	int jb = 0; // tiles consumed so far
 	for (int li = 0;; li++) {
-		mbar_wait(bar_q, li & 1);
-		if (s_row[3] < 0) break;
 		m[0] = m[1] = NEG_INF, l[0] = l[1] = 0.f;
 #pragma unroll
 		for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+		mbar_wait(bar_q, li & 1);
+		if (s_row[3] < 0) break;
 		b = s_row[0], h = s_row[1], q0 = s_row[2];
 		if (s_row[3]) {
 			// The row's first tile: S only.
