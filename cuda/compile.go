@@ -59,6 +59,11 @@ type variant struct {
 	ws bool
 	// pingPong makes the warp-specialized kernel's consumers take turns.
 	pingPong bool
+	// dynamic makes the warp-specialized kernel's CTAs draw rows from a
+	// ticket counter; without it they take rows gridDim.x apart, which
+	// plans whose rows are all alike run 3-4% faster (the atomic's mere
+	// presence costs that).
+	dynamic bool
 }
 
 // outBytes is the size of one output element: 2 under out16, else 4.
@@ -112,6 +117,9 @@ func (v variant) String() string {
 	case v.wgmma:
 		name += fmt.Sprintf("_wgmma%d", v.minBlocks)
 	}
+	if v.ws && v.dynamic {
+		name += "_dyn"
+	}
 	if v.pipe {
 		name += "_pipe"
 	}
@@ -137,6 +145,7 @@ func (v variant) options(arch string) []string {
 			fmt.Sprintf("-DSTAGES=%d", v.stages),
 			fmt.Sprintf("-DOUT16=%d", b2i(v.out16)),
 			fmt.Sprintf("-DPINGPONG=%d", b2i(v.pingPong)),
+			fmt.Sprintf("-DDYNAMIC=%d", b2i(v.dynamic)),
 		}
 	}
 	return []string{

@@ -473,7 +473,9 @@ func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error
 		for _, bf := range []bool{true, false} {
 			for _, d := range []int{64, 128} {
 				for _, kt := range []int{64, 128} {
-					vs = append(vs, variant{headDim: d, blockQ: 128, kt: kt, mt: 1, bf16: bf, wgmma: true, ws: true, stages: 2})
+					for _, dyn := range []bool{false, true} {
+						vs = append(vs, variant{headDim: d, blockQ: 128, kt: kt, mt: 1, bf16: bf, wgmma: true, ws: true, stages: 2, dynamic: dyn})
+					}
 				}
 			}
 		}
@@ -635,6 +637,7 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	}
 	if vr.ws {
 		vr.pingPong = e.pingPong
+		vr.dynamic = !rowsAlike(p.RowStart)
 		if e.wsStages >= 2 {
 			vr.stages = e.wsStages
 		}
@@ -788,7 +791,7 @@ func (e *Engine) launch(c *driver.Ctx, j *job) error {
 		// taking the plan rows gridDim.x apart.
 		grid = driver.Dim3{X: uint32(min(int(grid.X)*int(grid.Y), e.dev.SMs)), Y: 1, Z: 1}
 		var wp wsParams
-		wp.set(j.maps, j.params, !rowsAlike(j.p.RowStart))
+		wp.set(j.maps, j.params)
 		return c.Launch(fn, grid, block, j.v.sharedBytes(), driver.Arg(&wp))
 	}
 	return c.Launch(fn, grid, block, j.v.sharedBytes(), driver.Arg(j.params))

@@ -48,8 +48,7 @@ func TestParamsLayout(t *testing.T) {
 
 func TestWSParamsLayout(t *testing.T) {
 	// struct WSParams in kernels/attention_ws.cu: three 128-byte tensor
-	// maps, Params at 384, the three token flags and the dynamic flag,
-	// padded to 64 bytes; the Go value must cover the whole C struct,
+	// maps, Params at 384, the three token flags, padded to 64 bytes; the Go value must cover the whole C struct,
 	// since the driver copies that many bytes from it.
 	if off := unsafe.Offsetof(wsParams{}.p); off != 384 {
 		t.Fatalf("wsParams.p at %d, want 384", off)
@@ -57,10 +56,7 @@ func TestWSParamsLayout(t *testing.T) {
 	if off, want := unsafe.Offsetof(wsParams{}.tok1), 384+unsafe.Sizeof(kernelParams{}); off != want {
 		t.Fatalf("wsParams.tok1 at %d, want %d", off, want)
 	}
-	if off, want := unsafe.Offsetof(wsParams{}.dynamic), 384+unsafe.Sizeof(kernelParams{})+12; off != want {
-		t.Fatalf("wsParams.dynamic at %d, want %d", off, want)
-	}
-	cSize := (384 + unsafe.Sizeof(kernelParams{}) + 16 + 63) / 64 * 64
+	cSize := (384 + unsafe.Sizeof(kernelParams{}) + 12 + 63) / 64 * 64
 	if got := unsafe.Sizeof(wsParams{}); got < cSize {
 		t.Fatalf("wsParams is %d bytes, the C struct %d", got, cSize)
 	}
@@ -519,7 +515,8 @@ func TestCompileHopperKernels(t *testing.T) {
 	}
 	for _, v := range []variant{
 		{headDim: 128, blockQ: 128, kt: 128, mt: 1, bf16: true, wgmma: true, ws: true, stages: 2},
-		{headDim: 64, blockQ: 128, kt: 64, mt: 1, wgmma: true, ws: true, stages: 2, out16: true},
+		{headDim: 128, blockQ: 128, kt: 128, mt: 1, bf16: true, wgmma: true, ws: true, stages: 2, dynamic: true},
+		{headDim: 64, blockQ: 128, kt: 64, mt: 1, wgmma: true, ws: true, stages: 2, out16: true, dynamic: true},
 		{headDim: 128, blockQ: 128, kt: 128, mt: 1, bf16: true, wgmma: true, ws: true, stages: 2, pingPong: true},
 		{headDim: 128, blockQ: 128, kt: 64, mt: 1, bf16: true, wgmma: true, ws: true, stages: 4, pingPong: true},
 		{headDim: 128, blockQ: 128, kt: 64, mt: 1, bf16: true, wgmma: true, minBlocks: 2, stages: 1},

@@ -14,24 +14,18 @@ type wsMaps struct {
 
 // wsParams mirrors struct WSParams in kernels/attention_ws.cu: the three
 // tensor maps (128 bytes each, at 64-byte-aligned offsets 0, 128 and 256),
-// the common parameters, the token-dimension flags, and whether the CTAs
-// draw rows from the ticket counter. The C struct is padded to a multiple
-// of 64 bytes; the tail here covers it, so the driver never reads past
-// this value.
+// the common parameters, and the token-dimension flags. The C struct is
+// padded to a multiple of 64 bytes; the tail here covers it, so the driver
+// never reads past this value.
 type wsParams struct {
 	q, k, v driver.TensorMap
 	p       kernelParams
 	tok1    [3]int32
-	dynamic int32
-	_       [64]byte
+	_       [68]byte
 }
 
-func (wp *wsParams) set(m *wsMaps, p *kernelParams, dynamic bool) {
+func (wp *wsParams) set(m *wsMaps, p *kernelParams) {
 	wp.q, wp.k, wp.v, wp.tok1, wp.p = m.q, m.k, m.v, m.tok1, *p
-	wp.dynamic = 0
-	if dynamic {
-		wp.dynamic = 1
-	}
 }
 
 // rowsAlike reports whether every row of a plan with these row starts

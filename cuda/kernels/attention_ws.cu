@@ -31,6 +31,9 @@
 //   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
 //   KT        keys per tile (64 or 128); the plan's BlockK is a multiple
 //   STAGES    K and V tile slots each (2 to 4, as shared memory allows)
+//   DYNAMIC   1 to draw rows from the ticket counter, 0 to take them
+//             gridDim.x apart (plans whose rows are all alike: the
+//             atomic's mere presence costs those 3-4%)
 //   PINGPONG  1 to make the two consumer warpgroups take turns issuing
 //             their MMAs (FlashAttention-3 §3.1), so that one's softmax
 //             runs while the other's MMAs do
@@ -50,6 +53,9 @@
 #endif
 #ifndef PINGPONG
 #define PINGPONG 0
+#endif
+#ifndef DYNAMIC
+#define DYNAMIC 1
 #endif
 #define BLOCK_Q 128
 #define NTHREADS 384
@@ -72,14 +78,11 @@ struct __align__(64) TMap {
 // WSParams mirrors cuda.wsParams: the tensor maps of Q, K and V (4-D:
 // columns, tokens, heads, batch, or columns, heads, tokens, batch, the
 // dimensions in order of increasing stride), then the common parameters,
-// then per map 1 when tokens are its dimension 1, 0 when heads are, then
-// 1 when the CTAs draw rows from the ticket counter, 0 when each takes
-// the rows gridDim.x apart (plans whose rows are all alike).
+// then per map 1 when tokens are its dimension 1, 0 when heads are.
 struct WSParams {
 	TMap tq, tk, tv;
 	Params p;
 	int tok1[3];
-	int dynamic;
 };
 
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
@@ -239,7 +242,11 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 				// Draw the next row. The consumers are still a few tiles from
 				// the end of this one, so the atomic's latency overlaps their
 				// work. A launch draws one ticket per row.
-				it = w.dynamic ? gridDim.x + (int)atomicAdd(p.counters + 4, 1ull) : it + gridDim.x;
+#if DYNAMIC
+				it = gridDim.x + (int)atomicAdd(p.counters + 4, 1ull);
+#else
+				it += gridDim.x;
+#endif
 			}
 		}
 		return;
