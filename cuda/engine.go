@@ -167,7 +167,10 @@ func rowOrder(o LaunchOrder, p *plan.Plan, v variant) []int32 {
 		// The persistent kernel's blocks draw rows as they finish: head by
 		// head keeps the rows in flight on one or two heads' K and V in
 		// L2, and longest first within each head lets its short rows
-		// fill the gaps.
+		// fill the gaps. Rows all alike need no order uploaded.
+		if rowsAlike(p.RowStart) {
+			return nil
+		}
 		return longestFirst(p.RowStart, max(p.QBlocks(), 1))
 	}
 	if int64(g.Nk)*int64(max(g.D, g.Dv)) <= 1<<21 {

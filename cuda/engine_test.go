@@ -450,6 +450,16 @@ func TestLaunchOrder(t *testing.T) {
 			t.Errorf("rowOrder(%v, Nk=%d, D=%d, %d heads, ws %v) differs from the window of %d rows", tc.o, tc.nk, tc.d, tc.heads, tc.ws, tc.window)
 		}
 	}
+	// Rows all alike (dense non-causal): the persistent kernel needs no
+	// uploaded order.
+	g := tensor.Geometry{B: 1, Hq: 4, Hkv: 1, Nq: 8192, Nk: 8192, D: 128, Dv: 128}
+	p, err := plan.Dense(plan.Tiling{Geometry: g, BlockQ: 128, BlockK: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rowOrder(OrderAuto, p, variant{ws: true}); got != nil {
+		t.Errorf("rowOrder(auto, dense non-causal, ws) = %d rows, want nil", len(got))
+	}
 }
 
 // TestOutput16 checks the 16-bit output path against the float64
