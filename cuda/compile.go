@@ -64,6 +64,10 @@ type variant struct {
 	// plans whose rows are all alike run 3-4% faster (the atomic's mere
 	// presence costs that).
 	dynamic bool
+	// tmaOut makes the warp-specialized kernel stage each row's output
+	// in shared memory and store it with the bulk tensor copy engine, so
+	// that its consumers go on to the next row at once.
+	tmaOut bool
 }
 
 // outBytes is the size of one output element: 2 under out16, else 4.
@@ -86,9 +90,13 @@ func (v variant) threads() int {
 // gaps (one float32 per 16 query rows).
 func (v variant) sharedBytes() int {
 	if v.ws {
-		// Q, stages K and V tiles each, and the 1024-byte realignment;
-		// the mbarriers are static.
-		return (v.blockQ+2*v.kt*v.stages)*v.headDim*2 + 1024
+		// Q, stages K and V tiles each, the output's staging buffer, and
+		// the 1024-byte realignment; the mbarriers are static.
+		n := (v.blockQ+2*v.kt*v.stages)*v.headDim*2 + 1024
+		if v.tmaOut {
+			n += v.blockQ * v.headDim * int(v.outBytes())
+		}
+		return n
 	}
 	n := (v.blockQ+2*v.kt*max(v.stages, 1))*v.headDim*2 + maxList*4 + v.blockQ/16*4
 	if v.wgmma {
@@ -120,6 +128,9 @@ func (v variant) String() string {
 	if v.ws && v.dynamic {
 		name += "_dyn"
 	}
+	if v.ws && v.tmaOut {
+		name += "_tso"
+	}
 	if v.pipe {
 		name += "_pipe"
 	}
@@ -146,6 +157,7 @@ func (v variant) options(arch string) []string {
 			fmt.Sprintf("-DOUT16=%d", b2i(v.out16)),
 			fmt.Sprintf("-DPINGPONG=%d", b2i(v.pingPong)),
 			fmt.Sprintf("-DDYNAMIC=%d", b2i(v.dynamic)),
+			fmt.Sprintf("-DTMA_OUT=%d", b2i(v.tmaOut)),
 		}
 	}
 	return []string{

@@ -78,11 +78,10 @@ type Config struct {
 	// warp-specialized kernel measured 505-556 TFLOPs dense against
 	// 391-413 (bench/2026-11-22-h100-gpu3/run3).
 	FA2Loop bool
-	// PingPong makes the consumer warpgroups of the warp-specialized
-	// kernel take turns issuing their MMAs (FlashAttention-3 §3.1). It
-	// measured within ±2% of the default on an H100 (faster at density
-	// 0.1, slower dense; bench/2026-11-22-h100-gpu3/run3), so it is off.
-	PingPong bool
+	// PingPong says when the consumer warpgroups of the warp-specialized
+	// kernel take turns issuing their MMAs (FlashAttention-3 §3.1); the
+	// zero value is PingPongAuto.
+	PingPong PingPongMode
 	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
 	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
 	// plans without a λ filter.
@@ -138,6 +137,50 @@ const (
 	OrderLongest
 )
 
+// PingPongMode says when the consumer warpgroups of the warp-specialized
+// kernel take turns issuing their MMAs, so that one's softmax and output
+// store run while the other's MMAs do.
+type PingPongMode int
+
+const (
+	// PingPongAuto takes turns for causal and block-sparse plans, not for
+	// dense non-causal ones. With the output stored through shared memory,
+	// turns measured 1-7% faster at densities 0.1-0.5 and within ±2% for
+	// dense plans on an H100 (bench/2026-11-22-h100-gpu5).
+	PingPongAuto PingPongMode = iota
+	// PingPongOn always takes turns.
+	PingPongOn
+	// PingPongOff never does.
+	PingPongOff
+)
+
+// ParsePingPong parses "auto", "on" or "off".
+func ParsePingPong(s string) (PingPongMode, error) {
+	switch s {
+	case "auto", "":
+		return PingPongAuto, nil
+	case "on":
+		return PingPongOn, nil
+	case "off":
+		return PingPongOff, nil
+	}
+	return PingPongAuto, fmt.Errorf("%w: ping-pong mode %q; use auto, on or off", ErrUnsupported, s)
+}
+
+// pingPong reports whether the warp-specialized kernel takes turns for
+// plan p under mode m.
+func pingPong(m PingPongMode, p *plan.Plan) bool {
+	switch m {
+	case PingPongOn:
+		return true
+	case PingPongOff:
+		return false
+	}
+	// Without causal masking every block is visible.
+	g := p.Geometry
+	return p.Causal || int64(len(p.KVBlock)) < int64(p.QBlocks())*int64(p.KBlocks())*int64(g.B*g.Hq)
+}
+
 // ParseLaunchOrder parses "auto", "head" or "longest".
 func ParseLaunchOrder(s string) (LaunchOrder, error) {
 	switch s {
@@ -191,7 +234,7 @@ type Engine struct {
 	ws       bool // the warp-specialized kernel runs 128-row blocks
 	wsTileK  int  // Config.TileK as given (0: default)
 	wsStages int  // Config.Stages as given (0: default)
-	pingPong bool
+	pingPong PingPongMode
 	ctaRows  int
 	minBlk   int
 	stages   int
@@ -477,7 +520,9 @@ func (e *Engine) Precompile(ctx context.Context) ([]string, time.Duration, error
 			for _, d := range []int{64, 128} {
 				for _, kt := range []int{64, 128} {
 					for _, dyn := range []bool{false, true} {
-						vs = append(vs, variant{headDim: d, blockQ: 128, kt: kt, mt: 1, bf16: bf, wgmma: true, ws: true, stages: 2, dynamic: dyn})
+						for _, pp := range []bool{false, true} {
+							vs = append(vs, variant{headDim: d, blockQ: 128, kt: kt, mt: 1, bf16: bf, wgmma: true, ws: true, stages: 2, dynamic: dyn, pingPong: pp, tmaOut: true})
+						}
 					}
 				}
 			}
@@ -638,14 +683,18 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
+	vr.out16 = e.out16
 	if vr.ws {
-		vr.pingPong = e.pingPong
+		vr.pingPong = pingPong(e.pingPong, p)
 		vr.dynamic = !rowsAlike(p.RowStart)
 		if e.wsStages >= 2 {
 			vr.stages = e.wsStages
 		}
 		for vr.stages > 2 && vr.sharedBytes() > e.dev.MaxSharedOptin {
 			vr.stages--
+		}
+		if vr.tmaOut = true; vr.sharedBytes() > e.dev.MaxSharedOptin {
+			vr.tmaOut = false
 		}
 	} else {
 		if vr.stages = min(e.stages, 2); vr.sharedBytes() > e.dev.MaxSharedOptin {
@@ -656,7 +705,6 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 		}
 		vr.skipFuture = vr.wgmma && !vr.pipe && e.skipFut && p.Causal
 	}
-	vr.out16 = e.out16
 	if len(p.KVBlock) > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d plan entries above 2^31", ErrUnsupported, len(p.KVBlock))
 	}

@@ -47,16 +47,20 @@ func TestParamsLayout(t *testing.T) {
 }
 
 func TestWSParamsLayout(t *testing.T) {
-	// struct WSParams in kernels/attention_ws.cu: three 128-byte tensor
-	// maps, Params at 384, the three token flags, padded to 64 bytes; the Go value must cover the whole C struct,
+	// struct WSParams in kernels/attention_ws.cu: four 128-byte tensor
+	// maps, Params at 512, the three token flags and the output-map flag,
+	// padded to 64 bytes; the Go value must cover the whole C struct,
 	// since the driver copies that many bytes from it.
-	if off := unsafe.Offsetof(wsParams{}.p); off != 384 {
-		t.Fatalf("wsParams.p at %d, want 384", off)
+	if off := unsafe.Offsetof(wsParams{}.p); off != 512 {
+		t.Fatalf("wsParams.p at %d, want 512", off)
 	}
-	if off, want := unsafe.Offsetof(wsParams{}.tok1), 384+unsafe.Sizeof(kernelParams{}); off != want {
+	if off, want := unsafe.Offsetof(wsParams{}.tok1), 512+unsafe.Sizeof(kernelParams{}); off != want {
 		t.Fatalf("wsParams.tok1 at %d, want %d", off, want)
 	}
-	cSize := (384 + unsafe.Sizeof(kernelParams{}) + 12 + 63) / 64 * 64
+	if off, want := unsafe.Offsetof(wsParams{}.tmaOut), 512+unsafe.Sizeof(kernelParams{})+12; off != want {
+		t.Fatalf("wsParams.tmaOut at %d, want %d", off, want)
+	}
+	cSize := (512 + unsafe.Sizeof(kernelParams{}) + 16 + 63) / 64 * 64
 	if got := unsafe.Sizeof(wsParams{}); got < cSize {
 		t.Fatalf("wsParams is %d bytes, the C struct %d", got, cSize)
 	}
@@ -462,6 +466,78 @@ func TestLaunchOrder(t *testing.T) {
 	}
 }
 
+func TestPingPong(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    PingPongMode
+		wantErr bool
+	}{{"auto", PingPongAuto, false}, {"", PingPongAuto, false}, {"on", PingPongOn, false}, {"off", PingPongOff, false}, {"yes", PingPongAuto, true}} {
+		got, err := ParsePingPong(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("ParsePingPong(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+		if err != nil && !errors.Is(err, ErrUnsupported) {
+			t.Errorf("ParsePingPong(%q) error %v does not wrap ErrUnsupported", tc.in, err)
+		}
+	}
+	// Nq ≠ Nk and a ragged last block: a dense non-causal plan still lists
+	// every block.
+	g := tensor.Geometry{B: 2, Hq: 4, Hkv: 2, Nq: 300, Nk: 1000, D: 128, Dv: 128}
+	tl := plan.Tiling{Geometry: g, BlockQ: 128, BlockK: 128}
+	dense, err := plan.Dense(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rows alike but sparse: every query block keeps key blocks 0 and 2.
+	alike, err := plan.FromMask(tl, func(b, h, qb, kb int) bool { return kb%2 == 0 && kb < 4 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.Causal = true
+	causal, err := plan.Dense(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		m    PingPongMode
+		p    *plan.Plan
+		want bool
+	}{
+		{"auto dense", PingPongAuto, dense, false},
+		{"auto sparse rows alike", PingPongAuto, alike, true},
+		{"auto causal", PingPongAuto, causal, true},
+		{"on dense", PingPongOn, dense, true},
+		{"off causal", PingPongOff, causal, false},
+		{"off sparse", PingPongOff, alike, false},
+	} {
+		if got := pingPong(tc.m, tc.p); got != tc.want {
+			t.Errorf("%s: pingPong = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestStagedOutputFits checks that the warp-specialized kernel's default
+// configurations keep the output staging buffer within an H100's 227 KiB
+// of shared memory per block.
+func TestStagedOutputFits(t *testing.T) {
+	for _, d := range []int{64, 128} {
+		for _, kt := range []int{64, 128} {
+			for _, out16 := range []bool{false, true} {
+				v := variant{headDim: d, blockQ: 128, kt: kt, mt: 1, bf16: true, wgmma: true, ws: true, stages: 2, out16: out16, tmaOut: true}
+				if n := v.sharedBytes(); n > 227*1024 {
+					t.Errorf("%s: %d bytes of shared memory", v, n)
+				}
+				plain := v
+				plain.tmaOut = false
+				if got, want := v.sharedBytes()-plain.sharedBytes(), 128*d*int(v.outBytes()); got != want {
+					t.Errorf("%s: staging buffer of %d bytes, want %d", v, got, want)
+				}
+			}
+		}
+	}
+}
+
 // TestOutput16 checks the 16-bit output path against the float64
 // reference: the result comes back in the inputs' type, and the extra
 // rounding (2^-9 relative for bfloat16, 2^-11 for float16) stays inside
@@ -527,6 +603,9 @@ func TestCompileHopperKernels(t *testing.T) {
 		{headDim: 128, blockQ: 128, kt: 128, mt: 1, bf16: true, wgmma: true, ws: true, stages: 2},
 		{headDim: 128, blockQ: 128, kt: 128, mt: 1, bf16: true, wgmma: true, ws: true, stages: 2, dynamic: true},
 		{headDim: 64, blockQ: 128, kt: 64, mt: 1, wgmma: true, ws: true, stages: 2, out16: true, dynamic: true},
+		{headDim: 128, blockQ: 128, kt: 128, mt: 1, bf16: true, wgmma: true, ws: true, stages: 2, dynamic: true, tmaOut: true},
+		{headDim: 128, blockQ: 128, kt: 64, mt: 1, bf16: true, wgmma: true, ws: true, stages: 4, out16: true, pingPong: true, tmaOut: true},
+		{headDim: 64, blockQ: 128, kt: 64, mt: 1, wgmma: true, ws: true, stages: 2, tmaOut: true},
 		{headDim: 128, blockQ: 128, kt: 128, mt: 1, bf16: true, wgmma: true, ws: true, stages: 2, pingPong: true},
 		{headDim: 128, blockQ: 128, kt: 64, mt: 1, bf16: true, wgmma: true, ws: true, stages: 4, pingPong: true},
 		{headDim: 128, blockQ: 128, kt: 64, mt: 1, bf16: true, wgmma: true, minBlocks: 2, stages: 1},

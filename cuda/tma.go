@@ -6,26 +6,30 @@ import (
 
 // wsMaps are the tensor maps of Q, K and V for the warp-specialized
 // kernel, and per map 1 when the token dimension is its dimension 1 (BHND
-// storage), 0 when the head dimension is (BNHD).
+// storage), 0 when the head dimension is (BNHD); then the output's map
+// and 1 when the kernel stores the output through it.
 type wsMaps struct {
 	q, k, v driver.TensorMap
 	tok1    [3]int32
+	o       driver.TensorMap
+	tmaOut  int32
 }
 
-// wsParams mirrors struct WSParams in kernels/attention_ws.cu: the three
-// tensor maps (128 bytes each, at 64-byte-aligned offsets 0, 128 and 256),
-// the common parameters, and the token-dimension flags. The C struct is
-// padded to a multiple of 64 bytes; the tail here covers it, so the driver
-// never reads past this value.
+// wsParams mirrors struct WSParams in kernels/attention_ws.cu: the four
+// tensor maps (128 bytes each, at 64-byte-aligned offsets 0 to 384), the
+// common parameters, the token-dimension flags and the output-map flag.
+// The C struct is padded to a multiple of 64 bytes; the tail here covers
+// it, so the driver never reads past this value.
 type wsParams struct {
-	q, k, v driver.TensorMap
-	p       kernelParams
-	tok1    [3]int32
-	_       [68]byte
+	q, k, v, o driver.TensorMap
+	p          kernelParams
+	tok1       [3]int32
+	tmaOut     int32
+	_          [24]byte
 }
 
 func (wp *wsParams) set(m *wsMaps, p *kernelParams) {
-	wp.q, wp.k, wp.v, wp.tok1, wp.p = m.q, m.k, m.v, m.tok1, *p
+	wp.q, wp.k, wp.v, wp.o, wp.tok1, wp.tmaOut, wp.p = m.q, m.k, m.v, m.o, m.tok1, m.tmaOut, *p
 }
 
 // rowsAlike reports whether every row of a plan with these row starts
@@ -74,6 +78,25 @@ func encodeMaps(c *driver.Ctx, j *job) (*wsMaps, error) {
 		if *t.dst, err = c.EncodeTiled(tm); err != nil {
 			return nil, err
 		}
+	}
+	// The output, [B, Hq, Nq, Dv] in its own buffer, is stored through a
+	// map in boxes of 128 bytes by 64 query rows (one consumer
+	// warpgroup's), where its rows are whole 16-byte units; otherwise the
+	// kernel stores it from registers.
+	eb := j.v.outBytes()
+	if j.v.tmaOut && int64(g.Dv)*eb%16 == 0 {
+		row := uint64(g.Dv) * uint64(eb)
+		tm := driver.TiledMap{
+			Addr: driver.Ptr(j.params.o), ElemBytes: int(eb),
+			Dims:    []uint64{uint64(g.Dv), uint64(g.Nq), uint64(g.Hq), uint64(g.B)},
+			Strides: []uint64{row, row * uint64(g.Nq), row * uint64(g.Nq) * uint64(g.Hq)},
+			Box:     []uint32{uint32(128 / eb), 64, 1, 1},
+		}
+		var err error
+		if m.o, err = c.EncodeTiled(tm); err != nil {
+			return nil, err
+		}
+		m.tmaOut = 1
 	}
 	return m, nil
 }

@@ -11,7 +11,7 @@ dir=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/out}
 ns=${NS:-8192,16384}
 dens=${DENS:-1,0.5,0.1}
-configs=${CONFIGS:-"fa2:--fa2-loop|ws:|wspp:--ping-pong|ws64s4:--tile-k 64 --stages 4|ws64s4pp:--tile-k 64 --stages 4 --ping-pong"}
+configs=${CONFIGS:-"fa2:--fa2-loop|ws:|wsoff:--ping-pong off|wson:--ping-pong on|ws64s4:--tile-k 64 --stages 4"}
 selftest=${SELFTEST:-""}
 res=/tmp/res
 mkdir -p "$res" "$out"

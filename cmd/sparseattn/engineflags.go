@@ -12,8 +12,7 @@ import (
 type engineFlags struct {
 	warpRows, tileK, ctaRows, minBlocks, stages *int
 	mmaSync, pipeline, skipFuture, out16, fa2   *bool
-	pingPong                                    *bool
-	order                                       *string
+	order, pingPong                             *string
 }
 
 // addEngineFlags registers the engine flags on fs.
@@ -27,7 +26,7 @@ func addEngineFlags(fs *flag.FlagSet) engineFlags {
 		minBlocks:  fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)"),
 		stages:     fs.Int("stages", 0, "K/V tile buffers: 1 or 2, 2 to 4 for --ws (0 = default)"),
 		pipeline:   fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)"),
-		pingPong:   fs.Bool("ping-pong", false, "warp-specialized kernel: consumer warpgroups take turns issuing MMAs"),
+		pingPong:   fs.String("ping-pong", "auto", "warp-specialized kernel: consumer warpgroups take turns issuing MMAs: auto (causal and sparse plans), on or off"),
 		order:      fs.String("launch-order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)"),
 		skipFuture: fs.Bool("skip-future", false, "skip causal tiles after all of a warpgroup's rows (wgmma kernel)"),
 		out16:      fs.Bool("out16", false, "write the output in the inputs' 16-bit type, not float32"),
@@ -41,5 +40,9 @@ func (f engineFlags) config() (cuda.Config, error) {
 	if err != nil {
 		return cuda.Config{}, fmt.Errorf("%w: --launch-order: %v", errUsage, err)
 	}
-	return cuda.Config{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, FA2Loop: *f.fa2, PingPong: *f.pingPong, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture, Output16: *f.out16}, nil
+	pp, err := cuda.ParsePingPong(*f.pingPong)
+	if err != nil {
+		return cuda.Config{}, fmt.Errorf("%w: --ping-pong: %v", errUsage, err)
+	}
+	return cuda.Config{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, FA2Loop: *f.fa2, PingPong: pp, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture, Output16: *f.out16}, nil
 }

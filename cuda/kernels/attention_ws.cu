@@ -39,11 +39,16 @@
 //             runs while the other's MMAs do
 //   IS_BF16   1 for bfloat16 inputs, 0 for float16
 //   OUT16     1 to write the output in the input type, else float32
+//   TMA_OUT   1 to stage each row's output in shared memory and store it
+//             with TMA (where WSParams.tma_out says the output's map is
+//             valid), so that the consumers go on to the next row at once
 //
 // Shared memory holds Q (128 rows), STAGES K tiles and STAGES V tiles, each
 // in the 128-byte-swizzled layout that TMA writes and wgmma reads (rows of
 // 64 elements, 16-byte chunk c of row r at c ^ (r & 7); a 128-wide head
-// dimension is two such column blocks).
+// dimension is two such column blocks), then under TMA_OUT the output
+// staging buffer: per consumer warpgroup 64 rows in column blocks of 128
+// bytes, in the same swizzle.
 
 #ifndef STAGES
 #define STAGES 2
@@ -57,6 +62,15 @@
 #ifndef DYNAMIC
 #define DYNAMIC 1
 #endif
+#ifndef TMA_OUT
+#define TMA_OUT 0
+#endif
+#if OUT16
+#define OUT_BYTES 2
+#else
+#define OUT_BYTES 4
+#endif
+#define OCOLS (128 / OUT_BYTES) // output columns per 128-byte staging row
 #define BLOCK_Q 128
 #define NTHREADS 384
 #define RB (HEAD_DIM * 2) // bytes per tile row
@@ -77,12 +91,15 @@ struct __align__(64) TMap {
 
 // WSParams mirrors cuda.wsParams: the tensor maps of Q, K and V (4-D:
 // columns, tokens, heads, batch, or columns, heads, tokens, batch, the
-// dimensions in order of increasing stride), then the common parameters,
-// then per map 1 when tokens are its dimension 1, 0 when heads are.
+// dimensions in order of increasing stride) and of the output (columns,
+// tokens, heads, batch), then the common parameters, then per input map 1
+// when tokens are its dimension 1, 0 when heads are, then 1 when the
+// output's map is valid.
 struct WSParams {
-	TMap tq, tk, tv;
+	TMap tq, tk, tv, to;
 	Params p;
 	int tok1[3];
+	int tma_out;
 };
 
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
@@ -123,6 +140,15 @@ __device__ __forceinline__ void tma_load(u32 dst, const TMap* map, int tok1, u32
 		tma_load4(dst, map, bar, col, h, row, b);
 }
 
+// tma_store4 copies the box at (c0, c1, c2, c3) of map from shared memory
+// at src, in the calling thread's bulk group.
+__device__ __forceinline__ void tma_store4(const TMap* map, u32 src, int c0, int c1, int c2, int c3) {
+	asm volatile(
+	    "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(reinterpret_cast<u64>(map)),
+	    "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+	    : "memory");
+}
+
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_constant__ WSParams w) {
 	const Params& p = w.p;
 	extern __shared__ __attribute__((aligned(128))) u16 smem[];
@@ -142,6 +168,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	const u32 sQ = smem_addr(smem) + pad;
 	const u32 sK = sQ + BLOCK_Q * RB;
 	const u32 sV = sK + STAGES * KT * RB;
+	const u32 sO = sV + STAGES * KT * RB; // TMA_OUT's staging buffer
 	const u32 bar0 = smem_addr(bars);
 	const u32 bar_q = bar0, bar_q_empty = bar0 + 8;
 #define FULL_K(s) (bar0 + 8 * (2 + (s)))
@@ -333,6 +360,51 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		}
 	};
 
+#if TMA_OUT
+	// store_staged normalizes the warpgroup's 64 rows of O by ℓ, writes
+	// them to its staging buffer and has one thread store them with TMA,
+	// which clips rows past Nq and columns past Dv. The buffer is reused
+	// once the previous row's copy has read it.
+	auto store_staged = [&](int ob, int oh, int oq0) {
+		const bool issuer = (cw & 3) == 0 && lane == 0;
+		const u32 buf = sO + wg * (64 * HEAD_DIM * OUT_BYTES);
+		if (issuer) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+		asm volatile("bar.sync %0, 128;\n" ::"r"(3 + wg) : "memory");
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			float lsum = l[hf];
+			lsum += shfl_xor(lsum, 1);
+			lsum += shfl_xor(lsum, 2);
+			const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+			const int r = (cw & 3) * 16 + (lane >> 2) + 8 * hf; // row in the warpgroup's 64
+#pragma unroll
+			for (int j = 0; j < HEAD_DIM / 8; j++) {
+				const int col = j * 8 + 2 * (lane & 3);
+				const int byte = (col % OCOLS) * OUT_BYTES;
+				const u32 a = buf + (col / OCOLS) * (64 * 128) + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
+				const float x0 = acc[j][2 * hf] * inv, x1 = acc[j][2 * hf + 1] * inv;
+#if OUT16
+				asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(pack2(x0, x1)) : "memory");
+#else
+				asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(x0), "f"(x1) : "memory");
+#endif
+			}
+		}
+		// The generic-proxy writes must be visible to the copy engine.
+		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+		asm volatile("bar.sync %0, 128;\n" ::"r"(3 + wg) : "memory");
+		if (issuer) {
+			const int row = oq0 + wg * 64;
+			if (row < p.Nq) {
+#pragma unroll
+				for (int c = 0; c < HEAD_DIM / OCOLS; c++)
+					if (c * OCOLS < p.Dv) tma_store4(&w.to, buf + c * (64 * 128), c * OCOLS, row, oh, ob);
+			}
+			asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+		}
+	};
+#endif
+
 	// Turn-taking (PINGPONG): warpgroup w waits on named barrier 1 + w
 	// before it issues MMAs and arrives on the other's after; warpgroup 1
 	// lets warpgroup 0 go first. Both walk the same tiles, so the turns
@@ -420,8 +492,17 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		} else {
 			release(bar_q_empty);
 		}
+#if TMA_OUT
+		if (w.tma_out) {
+			store_staged(b, h, q0);
+			continue;
+		}
+#endif
 		store_rows(p, acc, l, b, h, q0 + wrow0, lane);
 	}
+#if TMA_OUT
+	if (w.tma_out && (cw & 3) == 0 && lane == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
 #if PINGPONG
 	if (wg == 0) my_turn(); // warpgroup 1's last hand-over
 #endif
