@@ -106,9 +106,10 @@ type Config struct {
 	// type (bfloat16 for float32 inputs), as FlashAttention and
 	// flex_attention do, instead of float32: half the output bytes, and
 	// one more rounding (2^-9 relative for bfloat16). Run then returns a
-	// tensor of that type when out is nil. On an H100 it measured no
-	// faster at 8K and 16K, dense or sparse (bench/2026-11-22-h100-gpu2/
-	// run4.log): the output writes overlap with other blocks' work.
+	// tensor of that type when out is nil. On an H100 it measured the
+	// same dense and 1-6% faster at density 0.1 from 8K to 32K
+	// (bench/2026-11-22-h100-gpu5/sweep10): the output's stores overlap
+	// with the next rows' work.
 	Output16 bool
 }
 
@@ -145,8 +146,9 @@ type PingPongMode int
 const (
 	// PingPongAuto takes turns for causal and block-sparse plans, not for
 	// dense non-causal ones. With the output stored through shared memory,
-	// turns measured 1-7% faster at densities 0.1-0.5 and within ±2% for
-	// dense plans on an H100 (bench/2026-11-22-h100-gpu5).
+	// turns measured 0-6% faster for causal and sparse plans at 8K and
+	// 16K, and between 1% faster and 4% slower for dense non-causal ones,
+	// on an H100 (bench/2026-11-22-h100-gpu5, sweeps 4-6).
 	PingPongAuto PingPongMode = iota
 	// PingPongOn always takes turns.
 	PingPongOn
@@ -301,6 +303,10 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.Order < OrderAuto || cfg.Order > OrderLongest {
 		dev.Close()
 		return nil, fmt.Errorf("%w: launch order %d; use OrderAuto, OrderHead or OrderLongest", ErrUnsupported, cfg.Order)
+	}
+	if cfg.PingPong < PingPongAuto || cfg.PingPong > PingPongOff {
+		dev.Close()
+		return nil, fmt.Errorf("%w: ping-pong mode %d; use PingPongAuto, PingPongOn or PingPongOff", ErrUnsupported, cfg.PingPong)
 	}
 	if (cr != 64 && cr != 128) || mb < 1 || mb > 4 || st < 1 || st > 4 {
 		dev.Close()
