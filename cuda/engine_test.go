@@ -401,20 +401,33 @@ func TestRowsAlike(t *testing.T) {
 	}
 }
 
-func TestLaunchOrder(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		want    LaunchOrder
-		wantErr bool
-	}{{"auto", OrderAuto, false}, {"", OrderAuto, false}, {"head", OrderHead, false}, {"longest", OrderLongest, false}, {"random", OrderAuto, true}} {
-		got, err := ParseLaunchOrder(tc.in)
+// parseCase is one input of a flag-value parser and what it must give;
+// a zero want with wantErr is the value returned with the error.
+type parseCase[T comparable] struct {
+	in      string
+	want    T
+	wantErr bool
+}
+
+// checkParse runs parse over the cases; every error must wrap
+// ErrUnsupported.
+func checkParse[T comparable](t *testing.T, name string, parse func(string) (T, error), cases []parseCase[T]) {
+	t.Helper()
+	for _, tc := range cases {
+		got, err := parse(tc.in)
 		if (err != nil) != tc.wantErr || got != tc.want {
-			t.Errorf("ParseLaunchOrder(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+			t.Errorf("%s(%q) = %v, %v; want %v, error %v", name, tc.in, got, err, tc.want, tc.wantErr)
 		}
 		if err != nil && !errors.Is(err, ErrUnsupported) {
-			t.Errorf("ParseLaunchOrder(%q) error %v does not wrap ErrUnsupported", tc.in, err)
+			t.Errorf("%s(%q) error %v does not wrap ErrUnsupported", name, tc.in, err)
 		}
 	}
+}
+
+func TestLaunchOrder(t *testing.T) {
+	checkParse(t, "ParseLaunchOrder", ParseLaunchOrder, []parseCase[LaunchOrder]{
+		{"auto", OrderAuto, false}, {"", OrderAuto, false}, {"head", OrderHead, false}, {"longest", OrderLongest, false}, {"random", OrderAuto, true},
+	})
 	// window 0: head by head (no uploaded order); -1: one window of all
 	// rows.
 	for _, tc := range []struct {
@@ -467,19 +480,9 @@ func TestLaunchOrder(t *testing.T) {
 }
 
 func TestPingPong(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		want    PingPongMode
-		wantErr bool
-	}{{"auto", PingPongAuto, false}, {"", PingPongAuto, false}, {"on", PingPongOn, false}, {"off", PingPongOff, false}, {"yes", PingPongAuto, true}} {
-		got, err := ParsePingPong(tc.in)
-		if (err != nil) != tc.wantErr || got != tc.want {
-			t.Errorf("ParsePingPong(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
-		}
-		if err != nil && !errors.Is(err, ErrUnsupported) {
-			t.Errorf("ParsePingPong(%q) error %v does not wrap ErrUnsupported", tc.in, err)
-		}
-	}
+	checkParse(t, "ParsePingPong", ParsePingPong, []parseCase[PingPongMode]{
+		{"auto", PingPongAuto, false}, {"", PingPongAuto, false}, {"on", PingPongOn, false}, {"off", PingPongOff, false}, {"yes", PingPongAuto, true},
+	})
 	// Nq ≠ Nk and a ragged last block: a dense non-causal plan still lists
 	// every block.
 	g := tensor.Geometry{B: 2, Hq: 4, Hkv: 2, Nq: 300, Nk: 1000, D: 128, Dv: 128}
