@@ -215,23 +215,28 @@ func TestSelfTest(t *testing.T) {
 
 // TestAgainstReference checks the GPU on a few cases against the float64
 // naive attention, not only against the CPU executor.
+// runRandom draws fresh inputs and a plan for c and runs them on e.
+func runRandom(t *testing.T, e *Engine, r *rand.Rand, c Case) (q, k, v *tensor.Tensor, p *plan.Plan, got *tensor.Tensor) {
+	t.Helper()
+	q, k, v, err := RandomInputs(r, c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = c.Plan(r); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err = e.Run(context.Background(), p, q, k, v, nil); err != nil {
+		t.Fatal(err)
+	}
+	return q, k, v, p, got
+}
+
 func TestAgainstReference(t *testing.T) {
 	e := openOrSkip(t)
 	r := testutil.Rand(t)
 	for _, c := range []Case{Cases()[1], Cases()[5], Cases()[8]} {
 		t.Run(c.Name, func(t *testing.T) {
-			q, k, v, err := RandomInputs(r, c, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := c.Plan(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _, err := e.Run(context.Background(), p, q, k, v, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			q, k, v, p, got := runRandom(t, e, r, c)
 			want, err := reference.Attention(context.Background(), q, k, v, c.Causal, float64(p.SoftmaxScale()), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -557,18 +562,7 @@ func TestOutput16(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, c := range []Case{Cases()[1], Cases()[2], Cases()[8], Cases()[9]} {
 		t.Run(c.Name, func(t *testing.T) {
-			q, k, v, err := RandomInputs(r, c, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := c.Plan(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _, err := e.Run(context.Background(), p, q, k, v, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			q, k, v, p, got := runRandom(t, e, r, c)
 			if want := q.DType(); got.DType() != want && !(want == tensor.Float32 && got.DType() == tensor.BFloat16) {
 				t.Fatalf("output is %v for %v inputs", got.DType(), want)
 			}
