@@ -647,3 +647,39 @@ func TestManyHeads(t *testing.T) {
 		t.Fatalf("Supports: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestBenchmark checks that Benchmark times every launch it was asked for,
+// clears L2 before each, and reports the counters Run reports.
+func TestBenchmark(t *testing.T) {
+	e := openOrSkip(t)
+	r := testutil.Rand(t)
+	c := Cases()[12] // sparse 0.5 causal
+	q, k, v, err := RandomInputs(r, c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Plan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want, err := e.Run(context.Background(), p, q, k, v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := e.Benchmark(context.Background(), p, q, k, v, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tm.TimesMS) != 3 || !slices.Contains(tm.TimesMS, tm.MedianMS) || tm.MedianMS <= 0 {
+		t.Errorf("times %v, median %v", tm.TimesMS, tm.MedianMS)
+	}
+	if !tm.FlushedL2 {
+		t.Error("L2 was not cleared before the launches")
+	}
+	if tm.Stats != want {
+		t.Errorf("counters %+v, Run reports %+v", tm.Stats, want)
+	}
+	if _, err := e.Benchmark(context.Background(), p, q, k, v, 0, 0); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("0 timed launches: %v, want ErrUnsupported", err)
+	}
+}

@@ -39,6 +39,7 @@ type gpubenchRow struct {
 	Kernel       string  `json:"kernel"`
 	Sparsity     float64 `json:"sparsity"` // from the device counters
 	Device       string  `json:"device"`
+	FlushedL2    bool    `json:"flushed_l2"` // L2 overwritten before each launch
 }
 
 func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -117,7 +118,7 @@ func runGPUBench(ctx context.Context, args []string, stdout, stderr io.Writer) e
 				}
 				enc.Encode(gpubenchRow{Impl: impl, N: n, Heads: *heads, D: *d, Causal: c, Density: dn, MS: tm.MedianMS,
 					TFLOPs: flops / tm.MedianMS / 1e9, PlanUploadMS: tm.PlanUploadMS, Kernel: string(tm.Kernel),
-					Sparsity: tm.Stats.Sparsity(), Device: e.Info().Name})
+					Sparsity: tm.Stats.Sparsity(), Device: e.Info().Name, FlushedL2: tm.FlushedL2})
 			}
 		}
 	}
