@@ -1014,20 +1014,11 @@ func (e *Engine) Benchmark(ctx context.Context, p *plan.Plan, q, k, v *tensor.Te
 			defer c.DestroyEvent(ev[i])
 		}
 		// The plan upload alone, as a sparse caller pays it per call.
-		if err := c.Record(ev[0]); err != nil {
-			return err
-		}
-		if err := e.uploadPlan(c, j); err != nil {
-			return err
-		}
-		if err := c.Record(ev[1]); err != nil {
-			return err
-		}
-		ms, err := c.Elapsed(ev[0], ev[1])
+		ms, err := timeOn(c, ev, func() error { return e.uploadPlan(c, j) })
 		if err != nil {
 			return err
 		}
-		t.PlanUploadMS = float64(ms)
+		t.PlanUploadMS = ms
 		// Without room for the scratch buffer, time as before: launch
 		// latency included, a warm L2.
 		t.FlushedL2 = e.bufs.flush.ensure(c, flushBytes) == nil
@@ -1043,21 +1034,12 @@ func (e *Engine) Benchmark(ctx context.Context, p *plan.Plan, q, k, v *tensor.Te
 					return err
 				}
 			}
-			if err := c.Record(ev[0]); err != nil {
-				return err
-			}
-			if err := e.launch(c, j); err != nil {
-				return err
-			}
-			if err := c.Record(ev[1]); err != nil {
-				return err
-			}
-			ms, err := c.Elapsed(ev[0], ev[1])
+			ms, err := timeOn(c, ev, func() error { return e.launch(c, j) })
 			if err != nil {
 				return err
 			}
 			if i >= warmup {
-				t.TimesMS = append(t.TimesMS, float64(ms))
+				t.TimesMS = append(t.TimesMS, ms)
 			}
 		}
 		t.Stats, err = e.stats(c, j)
@@ -1071,4 +1053,20 @@ func (e *Engine) Benchmark(ctx context.Context, p *plan.Plan, q, k, v *tensor.Te
 	t.MedianMS = s[len(s)/2]
 	t.Wall = time.Since(start)
 	return t, nil
+}
+
+// timeOn records ev[0], runs enqueue, records ev[1] and returns the
+// milliseconds between the two events.
+func timeOn(c *driver.Ctx, ev []driver.Event, enqueue func() error) (float64, error) {
+	if err := c.Record(ev[0]); err != nil {
+		return 0, err
+	}
+	if err := enqueue(); err != nil {
+		return 0, err
+	}
+	if err := c.Record(ev[1]); err != nil {
+		return 0, err
+	}
+	ms, err := c.Elapsed(ev[0], ev[1])
+	return float64(ms), err
 }
