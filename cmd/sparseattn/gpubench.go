@@ -19,7 +19,8 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-const gpubenchSummary = `Times the GPU kernels alone (device events, inputs resident on the GPU):
+const gpubenchSummary = `Times the GPU kernels alone (device events, inputs resident on the GPU,
+L2 overwritten before each launch as triton.testing.do_bench does):
 dense attention and block-sparse attention over random block masks of the
 given densities, on random bf16 inputs. Prints one JSON object per line.
 With --mask-dir, writes each block mask as <dir>/mask_n<N>_c<0|1>_d<density>.u8
