@@ -135,37 +135,26 @@ func line(p, step vec, n int, emit func(vec)) {
 // rowMajor lists cells with w fastest, then h, then t: the native order of
 // video latents (workload.Grid, and most diffusion transformers).
 func rowMajor(t, h, w int) []Cell {
-	out := make([]Cell, 0, t*h*w)
-	for ti := range t {
-		for hi := range h {
-			for wi := range w {
-				out = append(out, Cell{ti, hi, wi})
-			}
-		}
-	}
-	return out
+	return nested(t, h, w, func(ti, hi, wi int) Cell { return Cell{ti, hi, wi} })
 }
 
 // columnMajor lists cells with h fastest, then w, then t.
 func columnMajor(t, h, w int) []Cell {
-	out := make([]Cell, 0, t*h*w)
-	for ti := range t {
-		for wi := range w {
-			for hi := range h {
-				out = append(out, Cell{ti, hi, wi})
-			}
-		}
-	}
-	return out
+	return nested(t, w, h, func(ti, wi, hi int) Cell { return Cell{ti, hi, wi} })
 }
 
 // timeMajor lists cells with t fastest, then w, then h.
 func timeMajor(t, h, w int) []Cell {
-	out := make([]Cell, 0, t*h*w)
-	for hi := range h {
-		for wi := range w {
-			for ti := range t {
-				out = append(out, Cell{ti, hi, wi})
+	return nested(h, w, t, func(hi, wi, ti int) Cell { return Cell{ti, hi, wi} })
+}
+
+// nested lists cell(a, b, c) for a < na, b < nb, c < nc, c fastest.
+func nested(na, nb, nc int, cell func(a, b, c int) Cell) []Cell {
+	out := make([]Cell, 0, na*nb*nc)
+	for a := range na {
+		for b := range nb {
+			for c := range nc {
+				out = append(out, cell(a, b, c))
 			}
 		}
 	}
