@@ -200,19 +200,6 @@ func TestOpenWithoutDriver(t *testing.T) {
 	}
 }
 
-// TestSelfTest runs the device self-test suite: GPU against the CPU
-// executor on fresh random inputs.
-func TestSelfTest(t *testing.T) {
-	e := openOrSkip(t)
-	r := testutil.Rand(t)
-	failed, err := SelfTest(context.Background(), e, r, Cases(), func(c Check) {
-		t.Logf("%-32s %-22s rel L1 %.2e (tol %.0e) QK %v PV %v/%v err=%v", c.Name, c.Kernel, c.Errors.RelL1, c.Tol, c.GPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Err)
-	})
-	if err != nil || failed > 0 {
-		t.Fatalf("%d cases failed (%v)", failed, err)
-	}
-}
-
 // TestAgainstReference checks the GPU on a few cases against the float64
 // naive attention, not only against the CPU executor.
 // runRandom draws fresh inputs and a plan for c and runs them on e.
@@ -519,7 +506,7 @@ func TestPingPong(t *testing.T) {
 		{"off causal", PingPongOff, causal, false},
 		{"off sparse", PingPongOff, alike, false},
 	} {
-		if got := pingPong(tc.m, tc.p); got != tc.want {
+		if got := pingPong(tc.m, tc.p.Causal, skipsBlocks(tc.p)); got != tc.want {
 			t.Errorf("%s: pingPong = %v, want %v", tc.name, got, tc.want)
 		}
 	}

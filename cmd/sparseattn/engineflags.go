@@ -44,5 +44,5 @@ func (f engineFlags) config() (cuda.Config, error) {
 	if err != nil {
 		return cuda.Config{}, fmt.Errorf("%w: --ping-pong: %v", errUsage, err)
 	}
-	return cuda.Config{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, FA2Loop: *f.fa2, PingPong: pp, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture, Output16: *f.out16}, nil
+	return cuda.Config{Output16: *f.out16, Tactics: cuda.Tactics{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, FA2Loop: *f.fa2, PingPong: pp, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture}}, nil
 }

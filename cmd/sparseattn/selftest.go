@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sparseattn/sparseattn/cuda"
+	"github.com/sparseattn/sparseattn/cuda/selftest"
 )
 
 const selftestSummary = `Checks the GPU engine against the CPU executor on fresh random inputs:
@@ -58,7 +59,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "case\tkernel\tdtype\trel L1\ttol\tQK gpu/cpu\tPV gpu/cpu\tresult")
 	r := rand.New(rand.NewPCG(*seed, 0x5e1f))
-	failed, err := cuda.SelfTest(ctx, e, r, cuda.Cases(), func(c cuda.Check) {
+	failed, err := selftest.Run(ctx, e, r, cuda.Cases(), func(c selftest.Check) {
 		res := "ok"
 		if c.Err != nil {
 			res = "FAIL: " + c.Err.Error()

@@ -1,13 +1,8 @@
 package cuda
 
 import (
-	"context"
-	"fmt"
-	"math"
 	"math/rand/v2"
 
-	"github.com/sparseattn/sparseattn/cpu"
-	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -65,94 +60,6 @@ func Cases() []Case {
 		{Name: "λ filter rows 64, ragged", B: 1, Hq: 2, Hkv: 1, Nq: 1000, Nk: 1000, D: 64, Dv: 64, DType: bf, Layout: bhnd, BlockQ: 128, BlockK: 128, Density: 0.6, Lambda: -1.5, RowGroup: 64, Sigma: 2},
 		{Name: "λ filter rows 32, Q64", B: 1, Hq: 2, Hkv: 2, Nq: 900, Nk: 900, D: 128, Dv: 128, DType: f16, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 128, Density: 1, Lambda: -2, RowGroup: 32, Sigma: 2},
 	}
-}
-
-// Check is the outcome of one case.
-type Check struct {
-	Case
-	Errors   metrics.Errors
-	Tol      float64
-	GPU, CPU plan.Stats
-	Kernel   Variant
-	Err      error // nil when the case passed
-}
-
-// SelfTest runs each case on the GPU and on the CPU executor over the same
-// fresh random inputs and compares outputs and counters. It calls report
-// after each case and returns the number that failed; err is set only when
-// the test could not run at all.
-func SelfTest(ctx context.Context, e *Engine, r *rand.Rand, cases []Case, report func(Check)) (failed int, err error) {
-	for _, c := range cases {
-		if err := ctx.Err(); err != nil {
-			return failed, err
-		}
-		chk := runCase(ctx, e, r, c)
-		if chk.Err != nil {
-			failed++
-		}
-		report(chk)
-	}
-	return failed, nil
-}
-
-func runCase(ctx context.Context, e *Engine, r *rand.Rand, c Case) (chk Check) {
-	chk = Check{Case: c, Tol: TolBF16}
-	if c.DType == tensor.Float16 {
-		chk.Tol = TolF16
-	}
-	sigma := c.Sigma
-	if sigma == 0 {
-		sigma = 1
-	}
-	q, k, v, err := RandomInputs(r, c, sigma)
-	if err != nil {
-		chk.Err = err
-		return chk
-	}
-	p, err := c.Plan(r)
-	if err != nil {
-		chk.Err = err
-		return chk
-	}
-	if j, err := e.prepare(p, q, k, v); err == nil {
-		chk.Kernel = Variant(j.v.String())
-	}
-	got, gs, err := e.Run(ctx, p, q, k, v, nil)
-	if err != nil {
-		chk.Err = fmt.Errorf("gpu: %w", err)
-		return chk
-	}
-	// The CPU runs on the inputs the GPU saw: float32 ones rounded to bf16.
-	if c.DType == tensor.Float32 {
-		for _, t := range []**tensor.Tensor{&q, &k, &v} {
-			if *t, err = (*t).Convert(tensor.BFloat16, (*t).Layout()); err != nil {
-				chk.Err = err
-				return chk
-			}
-		}
-	}
-	want, cs, err := cpu.Executor{}.Run(ctx, p, q, k, v, nil)
-	if err != nil {
-		chk.Err = fmt.Errorf("cpu: %w", err)
-		return chk
-	}
-	chk.GPU, chk.CPU = gs, cs
-	if chk.Errors, err = metrics.CompareTensors(want, got); err != nil {
-		chk.Err = err
-		return chk
-	}
-	switch {
-	case !(chk.Errors.RelL1 <= chk.Tol): // NaN fails too
-		chk.Err = fmt.Errorf("rel L1 %.3g above %.3g", chk.Errors.RelL1, chk.Tol)
-	case gs.DenseBlocks != cs.DenseBlocks || gs.QKBlocks != cs.QKBlocks:
-		chk.Err = fmt.Errorf("QK counters: GPU %v of %v, CPU %v of %v", gs.QKBlocks, gs.DenseBlocks, cs.QKBlocks, cs.DenseBlocks)
-	case c.Lambda == 0 && gs.PVBlocks != cs.PVBlocks:
-		chk.Err = fmt.Errorf("PV counters: GPU %v, CPU %v", gs.PVBlocks, cs.PVBlocks)
-	case c.Lambda != 0 && math.Abs(gs.PVBlocks-cs.PVBlocks) > 0.01*cs.DenseBlocks:
-		// A λ decision can flip where a gap rounds across the threshold.
-		chk.Err = fmt.Errorf("PV counters: GPU %v, CPU %v differ by more than 1%% of %v", gs.PVBlocks, cs.PVBlocks, cs.DenseBlocks)
-	}
-	return chk
 }
 
 // Geometry is the case's problem shape.

@@ -1,0 +1,32 @@
+package selftest
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sparseattn/sparseattn/cuda"
+	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/internal/testutil"
+)
+
+// TestRun runs the device self-test suite: GPU against the CPU executor
+// on fresh random inputs. Without a GPU it checks that opening fails
+// cleanly and skips.
+func TestRun(t *testing.T) {
+	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir()})
+	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
+		t.Skipf("no usable GPU: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r := testutil.Rand(t)
+	failed, err := Run(context.Background(), e, r, cuda.Cases(), func(c Check) {
+		t.Logf("%-32s %-22s rel L1 %.2e (tol %.0e) QK %v PV %v/%v err=%v", c.Name, c.Kernel, c.Errors.RelL1, c.Tol, c.GPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Err)
+	})
+	if err != nil || failed > 0 {
+		t.Fatalf("%d cases failed (%v)", failed, err)
+	}
+}
