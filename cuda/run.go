@@ -115,12 +115,17 @@ const counterBytes = 5 * 8
 
 // stats reads the device counters back as plan.Stats.
 func (e *Engine) stats(c *driver.Ctx, j *job) (plan.Stats, error) {
+	return readStats(c, e.bufs.counters.ptr, j.p, j.p.DenseBlocks())
+}
+
+// readStats reads the device counters at counters back as the stats of a
+// plan with p's tiling and filter, whose dense pass has dense blocks.
+func readStats(c *driver.Ctx, counters driver.Ptr, p *plan.Plan, dense int64) (plan.Stats, error) {
 	var n [4]uint64
-	if err := driver.CopyOut(c, n[:], e.bufs.counters.ptr); err != nil {
+	if err := driver.CopyOut(c, n[:], counters); err != nil {
 		return plan.Stats{}, err
 	}
-	p := j.p
-	s := plan.Stats{DenseBlocks: float64(p.DenseBlocks()), QKBlocks: float64(n[0]), PVBlocks: float64(n[1])}
+	s := plan.Stats{DenseBlocks: float64(dense), QKBlocks: float64(n[0]), PVBlocks: float64(n[1])}
 	if f := p.Filter; f != nil {
 		// A row group counts its share of its block's valid rows, as on
 		// the CPU: 1/⌈rows/RowGroup⌉ of a product.

@@ -79,17 +79,21 @@ func encodeMaps(c *driver.Ctx, j *job) (*wsMaps, error) {
 			return nil, err
 		}
 	}
-	// The output, [B, Hq, Nq, Dv] in its own buffer, is stored through a
-	// map in boxes of 128 bytes by 64 query rows (one consumer
-	// warpgroup's), where its rows are whole 16-byte units; otherwise the
-	// kernel stores it from registers.
+	// The output, [B, Hq, Nq, Dv] at the parameters' strides, is stored
+	// through a map in boxes of 128 bytes by 64 query rows (one consumer
+	// warpgroup's), where its address and strides are whole 16-byte
+	// units; otherwise the kernel stores it from registers.
 	eb := j.v.outBytes()
-	if j.v.tmaOut && int64(g.Dv)*eb%16 == 0 {
-		row := uint64(g.Dv) * uint64(eb)
+	pr := j.params
+	aligned := pr.o%16 == 0 && int64(g.Dv)*eb%16 == 0
+	for _, s := range []int64{pr.osn, pr.osh, pr.osb} {
+		aligned = aligned && s*eb%16 == 0
+	}
+	if j.v.tmaOut && aligned {
 		tm := driver.TiledMap{
-			Addr: driver.Ptr(j.params.o), ElemBytes: int(eb),
+			Addr: driver.Ptr(pr.o), ElemBytes: int(eb),
 			Dims:    []uint64{uint64(g.Dv), uint64(g.Nq), uint64(g.Hq), uint64(g.B)},
-			Strides: []uint64{row, row * uint64(g.Nq), row * uint64(g.Nq) * uint64(g.Hq)},
+			Strides: []uint64{uint64(pr.osn * eb), uint64(pr.osh * eb), uint64(pr.osb * eb)},
 			Box:     []uint32{uint32(128 / eb), 64, 1, 1},
 		}
 		var err error

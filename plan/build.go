@@ -30,6 +30,10 @@ func (l Tiling) SoftmaxScale() float32 {
 	return l.Scale
 }
 
+// Validate reports an error wrapping ErrInvalid unless the geometry is a
+// valid attention problem and the block sizes are in 1..MaxBlock.
+func (l Tiling) Validate() error { return l.check() }
+
 func (l Tiling) check() error {
 	g := l.Geometry
 	if g.B <= 0 || g.Hq <= 0 || g.Hkv <= 0 || g.Nq <= 0 || g.Nk <= 0 || g.D <= 0 || g.Dv <= 0 || g.Hq%g.Hkv != 0 {

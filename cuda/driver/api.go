@@ -30,6 +30,9 @@ type cudaAPI struct {
 	cuModuleGetFunction       func(f *uintptr, mod uintptr, name string) int32
 	cuFuncSetAttribute        func(f uintptr, attr int32, v int32) int32
 	cuLaunchKernel            func(f uintptr, gx, gy, gz, bx, by, bz, smem uint32, stream uintptr, params, extra unsafe.Pointer) int32
+	cuMemsetD8Async           func(dst uint64, b uint8, n uint64, stream uintptr) int32
+	cuMemcpyDtoDAsync         func(dst, src uint64, n uint64, stream uintptr) int32
+	cuStreamSynchronize       func(stream uintptr) int32
 	cuEventCreate             func(e *uintptr, flags uint32) int32
 	cuEventDestroy            func(e uintptr) int32
 	cuEventRecord             func(e uintptr, stream uintptr) int32
@@ -79,6 +82,9 @@ func loadCUDA() (*cudaAPI, error) {
 		"cuModuleGetFunction":          &a.cuModuleGetFunction,
 		"cuFuncSetAttribute":           &a.cuFuncSetAttribute,
 		"cuLaunchKernel":               &a.cuLaunchKernel,
+		"cuMemsetD8Async":              &a.cuMemsetD8Async,
+		"cuMemcpyDtoDAsync_v2":         &a.cuMemcpyDtoDAsync,
+		"cuStreamSynchronize":          &a.cuStreamSynchronize,
 		"cuEventCreate":                &a.cuEventCreate,
 		"cuEventDestroy_v2":            &a.cuEventDestroy,
 		"cuEventRecord":                &a.cuEventRecord,

@@ -210,9 +210,40 @@ func (d *Device) Close() error {
 	return nil
 }
 
+// Stream is a CUDA stream handle (CUstream) of the device's primary
+// context; 0 is the legacy default stream.
+type Stream uintptr
+
 // Ctx issues driver calls on the executor goroutine. It is valid only
-// inside the closure passed to Device.Do.
-type Ctx struct{ d *Device }
+// inside the closure passed to Device.Do. Launches, event records, device
+// copies and memsets go to its stream (the default stream unless
+// OnStream says otherwise); host copies are synchronous.
+type Ctx struct {
+	d      *Device
+	stream Stream
+}
+
+// OnStream returns a Ctx whose asynchronous work goes to stream s, a
+// stream the caller created in the device's primary context.
+func (c *Ctx) OnStream(s Stream) *Ctx { return &Ctx{d: c.d, stream: s} }
+
+// Stream is the stream c's asynchronous work goes to.
+func (c *Ctx) Stream() Stream { return c.stream }
+
+// SyncStream waits for the work queued on c's stream; it reports errors of
+// earlier asynchronous launches.
+func (c *Ctx) SyncStream() error {
+	return c.check("cuStreamSynchronize", c.d.api.cuStreamSynchronize(uintptr(c.stream)))
+}
+
+// CopyDevice copies n bytes from src to dst, both device memory, on c's
+// stream.
+func (c *Ctx) CopyDevice(dst, src Ptr, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	return c.check("cuMemcpyDtoDAsync_v2", c.d.api.cuMemcpyDtoDAsync(uint64(dst), uint64(src), uint64(n), uintptr(c.stream)))
+}
 
 func (c *Ctx) check(fn string, res int32) error { return c.d.api.check(fn, res) }
 
@@ -262,8 +293,11 @@ func CopyOut[T any](c *Ctx, dst []T, src Ptr) error {
 	return c.check("cuMemcpyDtoH_v2", c.d.api.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), uint64(src), n))
 }
 
-// Memset sets n bytes at p to b.
+// Memset sets n bytes at p to b, on c's stream.
 func (c *Ctx) Memset(p Ptr, b byte, n int64) error {
+	if c.stream != 0 {
+		return c.check("cuMemsetD8Async", c.d.api.cuMemsetD8Async(uint64(p), b, uint64(n), uintptr(c.stream)))
+	}
 	return c.check("cuMemsetD8_v2", c.d.api.cuMemsetD8(uint64(p), b, uint64(n)))
 }
 
@@ -292,7 +326,7 @@ func (c *Ctx) SetMaxDynamicShared(f Function, n int) error {
 	return c.check("cuFuncSetAttribute", c.d.api.cuFuncSetAttribute(uintptr(f), funcAttrMaxDynamicShmem, int32(n)))
 }
 
-// Launch starts f on the default stream. Each arg points to one kernel
+// Launch starts f on c's stream. Each arg points to one kernel
 // parameter's value; the parameter memory is pinned for the call, and the
 // driver copies it before Launch returns.
 func (c *Ctx) Launch(f Function, grid, block Dim3, sharedBytes int, args ...unsafe.Pointer) error {
@@ -305,7 +339,7 @@ func (c *Ctx) Launch(f Function, grid, block Dim3, sharedBytes int, args ...unsa
 	}
 	pin.Pin(&params[0])
 	return c.check("cuLaunchKernel", c.d.api.cuLaunchKernel(uintptr(f),
-		grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, uint32(sharedBytes), 0,
+		grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, uint32(sharedBytes), uintptr(c.stream),
 		unsafe.Pointer(&params[0]), nil))
 }
 
@@ -325,9 +359,9 @@ func (c *Ctx) DestroyEvent(e Event) error {
 	return c.check("cuEventDestroy_v2", c.d.api.cuEventDestroy(uintptr(e)))
 }
 
-// Record records e on the default stream.
+// Record records e on c's stream.
 func (c *Ctx) Record(e Event) error {
-	return c.check("cuEventRecord", c.d.api.cuEventRecord(uintptr(e), 0))
+	return c.check("cuEventRecord", c.d.api.cuEventRecord(uintptr(e), uintptr(c.stream)))
 }
 
 // Elapsed waits for end and returns the milliseconds between two events.

@@ -30,3 +30,23 @@ func TestRun(t *testing.T) {
 		t.Fatalf("%d cases failed (%v)", failed, err)
 	}
 }
+
+// TestRunPlanners checks every device planner against its CPU planner:
+// identical plans and counters, outputs within the 16-bit tolerance.
+func TestRunPlanners(t *testing.T) {
+	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir()})
+	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
+		t.Skipf("no usable GPU: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r := testutil.Rand(t)
+	failed, err := RunPlanners(context.Background(), e, r, PlannerCases(), func(c PlannerCheck) {
+		t.Logf("%-50s rows differ %d/%d QK %v/%v rel L1 %.2e plan %.3f ms err=%v", c.Name, c.RowsDiffer, c.Rows, c.GPU.QKBlocks, c.CPU.QKBlocks, c.Errors.RelL1, c.PlanMS, c.Err)
+	})
+	if err != nil || failed > 0 {
+		t.Fatalf("%d planner cases failed (%v)", failed, err)
+	}
+}

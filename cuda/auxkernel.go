@@ -1,0 +1,82 @@
+package cuda
+
+import (
+	"embed"
+	"fmt"
+	"strings"
+
+	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// auxSources are the planner and runtime kernels; device.cuh goes in front of
+// each.
+//
+//go:embed kernels/device.cuh kernels/runtime.cu kernels/plan_*.cu
+var auxSources embed.FS
+
+// auxKey names one compiled auxiliary kernel: a file, its compile-time
+// defines and the kernel's name.
+type auxKey struct {
+	file, defines, fn string
+}
+
+// auxFunction returns kernel fn of kernels/file compiled with defines
+// (each "NAME=VALUE"), compiling and loading it on first use. It runs on
+// the executor goroutine.
+func (e *Engine) auxFunction(c *driver.Ctx, file, fn string, defines ...string) (driver.Function, error) {
+	key := auxKey{file, strings.Join(defines, " "), fn}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if k, ok := e.aux[key]; ok {
+		return k.fn, k.ready
+	}
+	k := &kernel{}
+	k.fn, k.ready = e.loadAux(c, key, defines)
+	e.aux[key] = k
+	return k.fn, k.ready
+}
+
+func (e *Engine) loadAux(c *driver.Ctx, key auxKey, defines []string) (driver.Function, error) {
+	head, err := auxSources.ReadFile("kernels/device.cuh")
+	if err != nil {
+		return 0, err
+	}
+	body, err := auxSources.ReadFile("kernels/" + key.file)
+	if err != nil {
+		return 0, fmt.Errorf("%w: no kernel file %s", ErrUnsupported, key.file)
+	}
+	src := string(head) + "#line 1 \"" + key.file + "\"\n" + string(body)
+	opts := []string{"--gpu-architecture=" + e.dev.Arch(), "-std=c++17"}
+	for _, d := range defines {
+		opts = append(opts, "-D"+d)
+	}
+	cubin, _, err := e.cache.get(src, key.file, opts)
+	if err != nil {
+		return 0, fmt.Errorf("kernel %s for %s: %w", key.file, e.dev.Arch(), err)
+	}
+	m, err := c.LoadModule(cubin)
+	if err != nil {
+		return 0, fmt.Errorf("loading kernel %s: %w", key.file, err)
+	}
+	return c.Function(m, key.fn)
+}
+
+// view mirrors struct View in kernels/device.cuh: a device tensor as the
+// planner and runtime kernels read it.
+type view struct {
+	ptr        uint64
+	sb, sh, sn int64
+	dtype      int32
+	b, h, n, d int32
+}
+
+// viewOf describes t for the kernels.
+func viewOf(t *Tensor) view {
+	s := t.shape
+	return view{ptr: uint64(t.ptr), sb: t.stride.B, sh: t.stride.H, sn: t.stride.N, dtype: int32(t.dtype),
+		b: int32(s.B), h: int32(s.H), n: int32(s.N), d: int32(s.D)}
+}
+
+// dtypeCode is the kernels' code for dt (DT_* in kernels/device.cuh).
+func dtypeCode(dt tensor.DType) int32 { return int32(dt) }

@@ -1,0 +1,156 @@
+package selftest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/sparseattn/sparseattn/cpu"
+	"github.com/sparseattn/sparseattn/cuda"
+	"github.com/sparseattn/sparseattn/metrics"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+	"github.com/sparseattn/sparseattn/workload"
+)
+
+// PlannerCase is one device-planner check: a planner, a problem and where
+// its inputs come from.
+type PlannerCase struct {
+	Name    string
+	Planner plan.Planner
+	Case    cuda.Case // the shape, type and layout; Density and Lambda are ignored
+	// Workload, when set, draws the inputs from that synthetic workload
+	// (its N, heads and D must match Case) instead of N(0, 1) noise.
+	Workload workload.Kind
+}
+
+// PlannerCheck is the outcome of one PlannerCase.
+type PlannerCheck struct {
+	PlannerCase
+	// RowsDiffer is the number of plan rows whose KV blocks differ between
+	// the device planner and the CPU planner (0 when they agree).
+	RowsDiffer int
+	Rows       int
+	GPU, CPU   plan.Stats // counters of the device run and the CPU run of the CPU plan
+	Errors     metrics.Errors
+	PlanMS     float64
+	Err        error // nil when the case passed
+}
+
+// RunPlanners runs each case's planner on the device (cuda.Runner) and on
+// the CPU, and requires identical plans, identical work counters and
+// outputs within the 16-bit tolerance of the attention self-test.
+func RunPlanners(ctx context.Context, e *cuda.Engine, r *rand.Rand, cases []PlannerCase, report func(PlannerCheck)) (failed int, err error) {
+	for _, c := range cases {
+		if err := ctx.Err(); err != nil {
+			return failed, err
+		}
+		chk := runPlannerCase(ctx, e, r, c)
+		if chk.Err != nil {
+			failed++
+		}
+		report(chk)
+	}
+	return failed, nil
+}
+
+// inputs draws the case's q, k and v.
+func (c PlannerCase) inputs(ctx context.Context, r *rand.Rand) (q, k, v *tensor.Tensor, err error) {
+	if c.Workload == "" {
+		return cuda.RandomInputs(r, c.Case, 1)
+	}
+	w, err := workload.Generate(ctx, workload.Config{Kind: c.Workload, Seed: r.Uint64(), B: c.Case.B, Hq: c.Case.Hq, Hkv: c.Case.Hkv,
+		N: c.Case.Nq, D: c.Case.D, DType: c.Case.DType, Layout: c.Case.Layout})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return w.Q, w.K, w.V, nil
+}
+
+func runPlannerCase(ctx context.Context, e *cuda.Engine, r *rand.Rand, c PlannerCase) (chk PlannerCheck) {
+	chk = PlannerCheck{PlannerCase: c}
+	q, k, v, err := c.inputs(ctx, r)
+	if err != nil {
+		chk.Err = err
+		return chk
+	}
+	t := plan.Tiling{Geometry: c.Case.Geometry(), Causal: c.Case.Causal, BlockQ: c.Case.BlockQ, BlockK: c.Case.BlockK}
+	want, err := c.Planner.Plan(ctx, t, q, k, v)
+	if err != nil {
+		chk.Err = fmt.Errorf("cpu planner: %w", err)
+		return chk
+	}
+	run, err := e.NewRunner(ctx, t, q.DType(), c.Planner)
+	if err != nil {
+		chk.Err = fmt.Errorf("device runner: %w", err)
+		return chk
+	}
+	defer run.Close()
+	var dev [3]*cuda.Tensor
+	for i, h := range []*tensor.Tensor{q, k, v} {
+		if dev[i], err = e.Upload(ctx, h); err != nil {
+			chk.Err = err
+			return chk
+		}
+		defer dev[i].Free()
+	}
+	out, rep, err := run.Run(ctx, dev[0], dev[1], dev[2], nil)
+	if err != nil {
+		chk.Err = fmt.Errorf("device run: %w", err)
+		return chk
+	}
+	defer out.Free()
+	chk.PlanMS, chk.GPU = rep.PlanMS, rep.Stats
+	got, err := run.DownloadPlan(ctx)
+	if err != nil {
+		chk.Err = err
+		return chk
+	}
+	chk.Rows = want.Rows()
+	for row := range chk.Rows {
+		a, _ := want.Entries(row)
+		b, _ := got.Entries(row)
+		if !slices.Equal(a, b) {
+			chk.RowsDiffer++
+		}
+	}
+	// The CPU runs on the inputs the GPU saw: float32 ones rounded to bf16.
+	cq, ck, cv := q, k, v
+	if c.Case.DType == tensor.Float32 {
+		for _, x := range []**tensor.Tensor{&cq, &ck, &cv} {
+			if *x, err = (*x).Convert(tensor.BFloat16, (*x).Layout()); err != nil {
+				chk.Err = err
+				return chk
+			}
+		}
+	}
+	ref, cs, err := cpu.Executor{}.Run(ctx, want, cq, ck, cv, nil)
+	if err != nil {
+		chk.Err = fmt.Errorf("cpu run: %w", err)
+		return chk
+	}
+	chk.CPU = cs
+	host, err := out.Download(ctx)
+	if err != nil {
+		chk.Err = err
+		return chk
+	}
+	if chk.Errors, err = metrics.CompareTensors(ref, host); err != nil {
+		chk.Err = err
+		return chk
+	}
+	tol := cuda.TolBF16
+	if c.Case.DType == tensor.Float16 {
+		tol = cuda.TolF16
+	}
+	switch {
+	case chk.RowsDiffer > 0:
+		chk.Err = fmt.Errorf("%d of %d plan rows differ from the CPU planner's", chk.RowsDiffer, chk.Rows)
+	case chk.GPU.QKBlocks != chk.CPU.QKBlocks || chk.GPU.PVBlocks != chk.CPU.PVBlocks || chk.GPU.DenseBlocks != chk.CPU.DenseBlocks:
+		chk.Err = fmt.Errorf("counters: GPU QK %v PV %v of %v, CPU QK %v PV %v of %v", chk.GPU.QKBlocks, chk.GPU.PVBlocks, chk.GPU.DenseBlocks, chk.CPU.QKBlocks, chk.CPU.PVBlocks, chk.CPU.DenseBlocks)
+	case !(chk.Errors.RelL1 <= tol):
+		chk.Err = fmt.Errorf("rel L1 %.3g above %.3g", chk.Errors.RelL1, tol)
+	}
+	return chk
+}
