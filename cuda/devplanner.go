@@ -4,7 +4,13 @@ import (
 	"fmt"
 
 	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/method/flexprefill"
+	"github.com/sparseattn/sparseattn/method/minference"
+	"github.com/sparseattn/sparseattn/method/oracle"
+	"github.com/sparseattn/sparseattn/method/sparge"
+	"github.com/sparseattn/sparseattn/method/unisparse"
 	"github.com/sparseattn/sparseattn/method/window"
+	"github.com/sparseattn/sparseattn/method/xattn"
 	"github.com/sparseattn/sparseattn/plan"
 )
 
@@ -89,6 +95,30 @@ func devicePlannerFor(p plan.Planner) (devicePlanner, error) {
 		return windowPlanner{m}, nil
 	case *window.Planner:
 		return windowPlanner{*m}, nil
+	case sparge.Planner:
+		return newSpargePlanner(m)
+	case *sparge.Planner:
+		return newSpargePlanner(*m)
+	case unisparse.Planner:
+		return newUnisparsePlanner(m)
+	case *unisparse.Planner:
+		return newUnisparsePlanner(*m)
+	case xattn.Planner:
+		return newXattnPlanner(m)
+	case *xattn.Planner:
+		return newXattnPlanner(*m)
+	case flexprefill.Planner:
+		return newFlexprefillPlanner(m)
+	case *flexprefill.Planner:
+		return newFlexprefillPlanner(*m)
+	case minference.Planner:
+		return newMinferencePlanner(m)
+	case *minference.Planner:
+		return newMinferencePlanner(*m)
+	case oracle.Planner:
+		return newOraclePlanner(m)
+	case *oracle.Planner:
+		return newOraclePlanner(*m)
 	}
 	return nil, fmt.Errorf("%w: the %s planner runs on the CPU only", ErrUnsupported, p.Name())
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
@@ -207,7 +208,7 @@ func TestTuneMeetsBounds(t *testing.T) {
 	}
 	var sparsity float64
 	for i, x := range in {
-		dense, err := sparge.Attention(ctx, x.Q, x.K, x.V, sparge.Options{Causal: true, BlockQ: 64, BlockK: 32, Params: sparge.Params{CDF: 1}})
+		dense, err := sparseattn.Sparge(ctx, x.Q, x.K, x.V, sparge.Options{Causal: true, BlockQ: 64, BlockK: 32, Params: sparge.Params{CDF: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +223,7 @@ func TestTuneMeetsBounds(t *testing.T) {
 			opts  sparge.Options
 			bound float64
 		}{{maskOnly, c.L1}, {opts, c.L2}} {
-			res, err := sparge.Attention(ctx, x.Q, x.K, x.V, o.opts)
+			res, err := sparseattn.Sparge(ctx, x.Q, x.K, x.V, o.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,12 +351,12 @@ func ExampleTuneLayer() {
 		return
 	}
 	opts, _ := loaded.Options("layers.0.self_attn")
-	res, err := sparge.Attention(ctx, inputs[0].Q, inputs[0].K, inputs[0].V, opts)
+	res, err := sparseattn.Sparge(ctx, inputs[0].Q, inputs[0].K, inputs[0].V, opts)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	dense, _ := sparge.Attention(ctx, inputs[0].Q, inputs[0].K, inputs[0].V, sparge.Options{Causal: true, BlockQ: 64, BlockK: 32, Params: sparge.Params{CDF: 1}})
+	dense, _ := sparseattn.Sparge(ctx, inputs[0].Q, inputs[0].K, inputs[0].V, sparge.Options{Causal: true, BlockQ: 64, BlockK: 32, Params: sparge.Params{CDF: 1}})
 	e, _ := metrics.CompareTensors(dense.Out, res.Out)
 	fmt.Println("heads tuned:", len(layer.Heads))
 	fmt.Println("layer rel L1 below l2:", e.RelL1 < cfg.L2)

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -218,13 +219,13 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // heldOutErrors runs the tuned layer and dense attention on one input and
 // returns the rel L1 of each query head and of the whole layer.
 func heldOutErrors(ctx context.Context, opts sparge.Options, x tune.Input) ([]float64, float64, error) {
-	res, err := sparge.Attention(ctx, x.Q, x.K, x.V, opts)
+	res, err := sparseattn.Sparge(ctx, x.Q, x.K, x.V, opts)
 	if err != nil {
 		return nil, 0, err
 	}
 	dense := opts
 	dense.Heads, dense.Params = nil, sparge.Params{CDF: 1}
-	ref, err := sparge.Attention(ctx, x.Q, x.K, x.V, dense)
+	ref, err := sparseattn.Sparge(ctx, x.Q, x.K, x.V, dense)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -34,12 +34,15 @@ func PlannerCases() []PlannerCase {
 		plan.DensePlanner{},
 		window.Planner{Sink: 64, Window: 256},
 	}
+	for _, more := range [][]plan.Planner{spargePlanners(), unisparsePlanners(), xattnPlanners(), flexprefillPlanners(), minferencePlanners(), oraclePlanners()} {
+		planners = append(planners, more...)
+	}
 	var cs []PlannerCase
 	for _, p := range planners {
 		for _, s := range shapes() {
-			cs = append(cs, PlannerCase{Name: p.Name() + ": " + s.Name, Planner: p, Case: s})
+			cs = append(cs, PlannerCase{Name: p.Name() + "/" + s.Name, Planner: p, Case: s})
 		}
-		cs = append(cs, PlannerCase{Name: p.Name() + ": " + llmShape.Name, Planner: p, Case: llmShape, Workload: workload.LLM})
+		cs = append(cs, PlannerCase{Name: p.Name() + "/" + llmShape.Name, Planner: p, Case: llmShape, Workload: workload.LLM})
 	}
 	return cs
 }

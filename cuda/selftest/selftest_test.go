@@ -43,10 +43,17 @@ func TestRunPlanners(t *testing.T) {
 	}
 	defer e.Close()
 	r := testutil.Rand(t)
-	failed, err := RunPlanners(context.Background(), e, r, PlannerCases(), func(c PlannerCheck) {
-		t.Logf("%-50s rows differ %d/%d QK %v/%v rel L1 %.2e plan %.3f ms err=%v", c.Name, c.RowsDiffer, c.Rows, c.GPU.QKBlocks, c.CPU.QKBlocks, c.Errors.RelL1, c.PlanMS, c.Err)
-	})
-	if err != nil || failed > 0 {
-		t.Fatalf("%d planner cases failed (%v)", failed, err)
+	for _, c := range PlannerCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			_, err := RunPlanners(context.Background(), e, r, []PlannerCase{c}, func(c PlannerCheck) {
+				t.Logf("rows differ %d/%d QK %v/%v PV %v/%v rel L1 %.2e plan %.3f ms", c.RowsDiffer, c.Rows, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Errors.RelL1, c.PlanMS)
+				if c.Err != nil {
+					t.Error(c.Err)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

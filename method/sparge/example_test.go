@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/workload"
@@ -17,13 +18,13 @@ func ExampleAttention() {
 		return
 	}
 	// One call with the defaults (top-k 0.5, θ judge on), plus the λ filter.
-	res, err := sparge.Attention(ctx, w.Q, w.K, w.V, sparge.Options{Causal: true, Params: sparge.Params{Lambda: -8}})
+	res, err := sparseattn.Sparge(ctx, w.Q, w.K, w.V, sparge.Options{Causal: true, Params: sparge.Params{Lambda: -8}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	// τ = 1 is the dense limit.
-	dense, err := sparge.Attention(ctx, w.Q, w.K, w.V, sparge.Options{Causal: true, Params: sparge.Params{CDF: 1}})
+	dense, err := sparseattn.Sparge(ctx, w.Q, w.K, w.V, sparge.Options{Causal: true, Params: sparge.Params{CDF: 1}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -34,7 +35,7 @@ func ExampleAttention() {
 	fmt.Printf("sparsity %.2f, rel L1 %.2f\n", st.Sparsity(), e.RelL1)
 	// Per-head hyperparameters, as a tuned profile gives them.
 	heads := []sparge.Params{{CDF: 0.95}, {CDF: 0.9}, {TopK: 0.3, Lambda: -6}, {CDF: 1}}
-	res, err = sparge.Attention(ctx, w.Q, w.K, w.V, sparge.Options{Causal: true, Heads: heads})
+	res, err = sparseattn.Sparge(ctx, w.Q, w.K, w.V, sparge.Options{Causal: true, Heads: heads})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -102,7 +102,7 @@ type headRun struct {
 // dense and per-layer sparsity.
 func runHeads(t *testing.T, w *workload.Workload, dense *tensor.Tensor, p sparge.Params) ([]float64, plan.Stats) {
 	t.Helper()
-	res, err := sparge.Attention(context.Background(), w.Q, w.K, w.V, sparge.Options{Causal: w.Causal, Params: p})
+	res, err := sparseattn.Sparge(context.Background(), w.Q, w.K, w.V, sparge.Options{Causal: w.Causal, Params: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestResultCombined(t *testing.T) {
 			{fmt.Sprintf("only M_pv (λ=%v)", lambda), sparge.Params{CDF: 1, Lambda: lambda}},
 			{"M_g + M_pv", sparge.Params{CDF: tau, Lambda: lambda}},
 		} {
-			res, err := sparge.Attention(context.Background(), w.Q, w.K, w.V, sparge.Options{Causal: w.Causal, Params: s.p})
+			res, err := sparseattn.Sparge(context.Background(), w.Q, w.K, w.V, sparge.Options{Causal: w.Causal, Params: s.p})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +263,7 @@ func TestResultLength(t *testing.T) {
 			return taus[hi], bestSp, bestL1
 		}
 		tau, sp, l1 := search(func(x float64) (float64, float64) {
-			res, err := sparge.Attention(context.Background(), w.Q, w.K, w.V, sparge.Options{Causal: true, Params: sparge.Params{CDF: x}})
+			res, err := sparseattn.Sparge(context.Background(), w.Q, w.K, w.V, sparge.Options{Causal: true, Params: sparge.Params{CDF: x}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -676,35 +676,3 @@ func ExamplePlanner() {
 	fmt.Printf("computed %.0f of %.0f block products\n", st.QKBlocks, st.DenseBlocks)
 	// Output: computed 28 of 40 block products
 }
-
-// TestAttention: the one-call API uses the paper's 128×64 blocks, honours
-// per-head parameters and reports bad ones.
-func TestAttention(t *testing.T) {
-	r := testutil.Rand(t)
-	s := shape{plantest.Shape{B: 1, Hq: 2, Hkv: 1, Nq: 300, Nk: 300, D: 64, BlockQ: 128, BlockK: 64, Causal: true}, tensor.BHND, tensor.Float32, 1}
-	q, k, v := s.inputs(t, r)
-	res, err := Attention(context.Background(), q, k, v, Options{Causal: true, Heads: []Params{{CDF: 1}, {TopK: 0.3, Theta: -1, Lambda: -5}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Plan.BlockQ != DefaultBlockQ || res.Plan.BlockK != DefaultBlockK || res.Plan.Filter == nil {
-		t.Errorf("plan tiling %d×%d filter %+v", res.Plan.BlockQ, res.Plan.BlockK, res.Plan.Filter)
-	}
-	ref := plantest.Reference(t, q, k, v, true)
-	// Head 0 runs at τ = 1 with no filter: dense within float32 tolerance.
-	row := make([]float32, s.D)
-	for n := range s.Nq {
-		res.Out.ReadRow(0, 0, n, row)
-		for d, x := range ref.Row(0, 0, n) {
-			if math.Abs(float64(row[d])-x) > 2e-5 {
-				t.Fatalf("head 0 row %d: %v, reference %v", n, row[d], x)
-			}
-		}
-	}
-	if res.Stats.QKBlocks >= res.Stats.DenseBlocks {
-		t.Errorf("head 1's top-k 0.3 skipped nothing: %+v", res.Stats)
-	}
-	if _, err := Attention(context.Background(), q, k, v, Options{Params: Params{TopK: -1}}); !errors.Is(err, ErrParams) {
-		t.Errorf("bad TopK: %v, want ErrParams", err)
-	}
-}
