@@ -7,7 +7,6 @@ package tensor
 
 import (
 	"fmt"
-	"math"
 	"strings"
 )
 
@@ -270,24 +269,4 @@ func (t *Tensor) Convert(dtype DType, layout Layout) (*Tensor, error) {
 func (t *Tensor) Clone() *Tensor {
 	out, _ := t.Convert(t.dtype, t.layout) // t's header was validated when t was built
 	return out
-}
-
-// CheckFinite returns a *NonFiniteError naming the first NaN or Inf in
-// logical order, or nil. name labels the tensor in the message.
-func (t *Tensor) CheckFinite(name string) error {
-	s := t.shape
-	row := make([]float32, s.D)
-	for b := 0; b < s.B; b++ {
-		for h := 0; h < s.H; h++ {
-			for n := 0; n < s.N; n++ {
-				t.ReadRow(b, h, n, row)
-				for d, x := range row {
-					if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-						return &NonFiniteError{Name: name, B: b, H: h, N: n, D: d, Value: x}
-					}
-				}
-			}
-		}
-	}
-	return nil
 }

@@ -120,25 +120,6 @@ func TestConstructorsReject(t *testing.T) {
 	}
 }
 
-func TestCheckFinite(t *testing.T) {
-	for _, dt := range []DType{Float32, Float16, BFloat16} {
-		x, _ := New(dt, BNHD, Shape{B: 2, H: 2, N: 3, D: 4})
-		if err := x.CheckFinite("q"); err != nil {
-			t.Fatalf("zeros: %v", err)
-		}
-		x.Set(1, 0, 2, 3, float32(math.Inf(-1)))
-		x.Set(1, 1, 0, 0, float32(math.NaN()))
-		err := x.CheckFinite("q")
-		var nf *NonFiniteError
-		if !errors.As(err, &nf) || !errors.Is(err, ErrNonFinite) {
-			t.Fatalf("%v: got %v, want a NonFiniteError", dt, err)
-		}
-		if nf.B != 1 || nf.H != 0 || nf.N != 2 || nf.D != 3 || nf.Name != "q" {
-			t.Errorf("%v: first non-finite reported at %+v, want [1 0 2 3]", dt, nf)
-		}
-	}
-}
-
 func TestValidateGeometry(t *testing.T) {
 	mk := func(b, h, n, d int) *Tensor {
 		x, err := New(Float32, BHND, Shape{B: b, H: h, N: n, D: d})

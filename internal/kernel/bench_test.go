@@ -137,3 +137,18 @@ func BenchmarkBLAS1(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFirstNonFinite32 measures the scan's read rate on an array
+// larger than the caches. Run: go test ./internal/kernel -run '^$' -bench NonFinite
+func BenchmarkFirstNonFinite32(b *testing.B) {
+	x := make([]float32, 16<<20)
+	for i := range x {
+		x[i] = float32(i%977) - 400
+	}
+	b.SetBytes(int64(len(x)) * 4)
+	for b.Loop() {
+		if FirstNonFinite32(x) != -1 {
+			b.Fatal("found a non-finite element")
+		}
+	}
+}

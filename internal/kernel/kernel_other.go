@@ -19,3 +19,9 @@ func scale(x []float32, a float32) { scaleGeneric(x, a) }
 func dot(a, b []float32) float32 { return dotGeneric(a, b) }
 
 func axpy(a float32, x, y []float32) { axpyGeneric(a, x, y) }
+
+func firstNonFinite32(x []float32) int { return firstNonFinite32Generic(x) }
+
+func firstNonFinite16(x []uint16, expMask uint16) int {
+	return firstNonFinite16Generic(x, expMask)
+}
