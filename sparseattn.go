@@ -58,6 +58,9 @@ const (
 	DeviceCUDA Device = "cuda"
 	// DeviceAuto runs on the GPU when one is usable, else on the CPU.
 	DeviceAuto Device = "auto"
+	// DeviceCaller is reported in Result.Device when Options.Executor, an
+	// executor other than the CPU's and the GPU's, ran the plan.
+	DeviceCaller Device = "caller"
 )
 
 // ParseDevice parses "cpu", "cuda" or "auto".
@@ -104,9 +107,12 @@ type Options struct {
 	// and DeviceAuto a plan the GPU kernel does not support (see
 	// cuda.Engine.Supports) runs on the CPU; each fallback logs one line.
 	Device Device
-	// GPU is the engine for DeviceCUDA and DeviceAuto; nil means
-	// cuda.Default(), device 0 opened on first use.
-	GPU *cuda.Engine
+	// Executor, when set, runs the plan and Device is ignored: a
+	// *cuda.Engine of the caller's, a cpu.Executor with its own settings,
+	// or any other plan.Executor. Nil picks one by Device (the CPU
+	// executor with Workers, or cuda.Default(), device 0 opened on first
+	// use).
+	Executor plan.Executor
 	// Logf receives the fallback log lines; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -264,24 +270,35 @@ func execute(ctx context.Context, opts Options, p *plan.Plan, q, k, v *tensor.Te
 		out, stats, err := cpu.Executor{Workers: opts.Workers}.Run(ctx, p, q, k, v, nil)
 		return out, stats, DeviceCPU, err
 	}
-	if opts.Device == "" || opts.Device == DeviceCPU {
+	var ex plan.Executor
+	switch {
+	case opts.Executor != nil:
+		ex = opts.Executor
+	case opts.Device == "" || opts.Device == DeviceCPU:
 		return onCPU()
-	}
-	eng := opts.GPU
-	if eng == nil {
-		var err error
-		if eng, err = cuda.Default(); err != nil {
+	default:
+		eng, err := cuda.Default()
+		if err != nil {
 			if opts.Device == DeviceCUDA {
 				return nil, plan.Stats{}, DeviceCUDA, err
 			}
 			logf("sparseattn: no usable GPU, running on the CPU: %v", err)
 			return onCPU()
 		}
+		ex = eng
 	}
-	out, stats, err := eng.Run(ctx, p, q, k, v, nil)
+	dev := DeviceCUDA
+	switch ex.(type) {
+	case *cuda.Engine:
+	case cpu.Executor, *cpu.Executor:
+		dev = DeviceCPU
+	default:
+		dev = DeviceCaller
+	}
+	out, stats, err := ex.Run(ctx, p, q, k, v, nil)
 	if errors.Is(err, cuda.ErrUnsupported) {
 		logf("sparseattn: running on the CPU: %v", err)
 		return onCPU()
 	}
-	return out, stats, DeviceCUDA, err
+	return out, stats, dev, err
 }

@@ -28,3 +28,11 @@ func (DensePlanner) Name() string { return "dense" }
 func (DensePlanner) Plan(ctx context.Context, t Tiling, q, k, v *tensor.Tensor) (*Plan, error) {
 	return Dense(t)
 }
+
+// Executor runs plans: the CPU executor (package cpu) and the GPU engine
+// (package cuda) both implement it, with the same counters. Run computes
+// attention for p into out ([B, Hq, Nq, Dv], or nil for a new tensor) and
+// returns the output and the work it really did.
+type Executor interface {
+	Run(ctx context.Context, p *Plan, q, k, v, out *tensor.Tensor) (*tensor.Tensor, Stats, error)
+}
