@@ -12,6 +12,7 @@
 //	sparseattn info              CPU features, measured FMA peak, GPUs
 //	sparseattn selftest [flags] GPU engine against the CPU executor
 //	sparseattn gpubench [flags] GPU kernel timings, dense and block-sparse
+//	sparseattn e2e [flags]      every method end to end on the GPU, tensors resident
 //
 // Run "sparseattn <command> --help" for a command's flags.
 package main
@@ -41,6 +42,7 @@ Usage:
   sparseattn info     [flags]   report CPU features, the measured FMA peak and any GPUs
   sparseattn selftest [flags]   check the GPU engine against the CPU on random inputs
   sparseattn gpubench [flags]   time the GPU kernels alone (dense and block-sparse)
+  sparseattn e2e [flags]        time every method end to end on the GPU (plan and run, tensors resident)
 
 With no flags, "sparseattn eval" runs the embedded default workload
 (an 8-head, 4096-token causal LLM layer with a planted needle).
@@ -78,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runSelftest(ctx, args[1:], stdout, stderr)
 	case "gpubench":
 		err = runGPUBench(ctx, args[1:], stdout, stderr)
+	case "e2e":
+		err = runE2E(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

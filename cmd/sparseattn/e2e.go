@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sparseattn/sparseattn/cuda"
+	"github.com/sparseattn/sparseattn/metrics"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+	"github.com/sparseattn/sparseattn/workload"
+)
+
+const e2eSummary = "end to end on the GPU: plan and run with tensors resident, every method"
+
+// e2eRow is one line of `sparseattn e2e` output (JSON).
+type e2eRow struct {
+	Method   string  `json:"method"`
+	Knob     string  `json:"knob,omitempty"` // "default" or "name=value"
+	N        int     `json:"n"`
+	Causal   bool    `json:"causal"`
+	PlanMS   float64 `json:"plan_ms"`
+	RunMS    float64 `json:"run_ms"`
+	TotalMS  float64 `json:"total_ms"`
+	Sparsity float64 `json:"sparsity"`
+	RelL1    float64 `json:"rel_l1"`
+	Cosine   float64 `json:"cosine"`
+	// PlanShare is PlanMS over the dense kernel's time at the same N.
+	PlanShare float64 `json:"plan_share"`
+	// DenseMS is our dense kernel's end-to-end time at the same N.
+	DenseMS   float64 `json:"dense_ms"`
+	Kernel    string  `json:"kernel,omitempty"`
+	Device    string  `json:"device"`
+	FlushedL2 bool    `json:"flushed_l2"`
+	Workload  string  `json:"workload"`
+	Skipped   string  `json:"skipped,omitempty"` // why a method did not run on the device
+}
+
+// runE2E times every selected method end to end on the device: the inputs
+// (a synthetic workload) are uploaded once per length, and each call plans
+// on the device and runs the plan there. Errors are measured on the host
+// against our dense output of the same inputs.
+func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("e2e", e2eSummary, stderr)
+	ns := fs.String("n", "8192,16384,32768,65536,131072", "comma-separated sequence lengths")
+	hq := fs.Int("hq", 32, "query heads")
+	hkv := fs.Int("hkv", 8, "key/value heads")
+	d := fs.Int("d", 128, "head dim")
+	bq := fs.Int("block-q", 128, "query block size")
+	bk := fs.Int("block-k", 64, "key block size")
+	causal := fs.String("causal", "both", "true, false or both")
+	kind := fs.String("workload", "llm", "input generator: "+fmt.Sprint(workload.Kinds()))
+	reps := fs.Int("repeat", 5, "timed calls; the median is reported")
+	warmup := fs.Int("warmup", 2, "untimed calls first")
+	sweep := fs.Bool("sweep", true, "also run each method's knob sweep (compare's values)")
+	seed := fs.Uint64("seed", 1, "workload seed")
+	engine := addEngineFlags(fs)
+	var mf methodFlags
+	mf.register(fs, "dense,sparge,unisparse,xattn,flexprefill,minference,window")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	lengths, err := parseInts(*ns)
+	if err != nil {
+		return fmt.Errorf("%w: --n: %v", errUsage, err)
+	}
+	causals, err := parseCausal(*causal)
+	if err != nil {
+		return err
+	}
+	wk, err := workload.ParseKind(*kind)
+	if err != nil {
+		return fmt.Errorf("%w: --workload: %v", errUsage, err)
+	}
+	methods, err := mf.selected()
+	if err != nil {
+		return err
+	}
+	cfg, err := engine.config()
+	if err != nil {
+		return err
+	}
+	e, err := cuda.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	enc := json.NewEncoder(stdout)
+	for _, n := range lengths {
+		w, err := workload.Generate(ctx, workload.Config{Kind: wk, Seed: *seed, B: 1, Hq: *hq, Hkv: *hkv, N: n, D: *d, DType: tensor.BFloat16, Layout: tensor.BHND})
+		if err != nil {
+			return err
+		}
+		var dev [3]*cuda.Tensor
+		for i, h := range []*tensor.Tensor{w.Q, w.K, w.V} {
+			if dev[i], err = e.Upload(ctx, h); err != nil {
+				return err
+			}
+			defer dev[i].Free()
+		}
+		g := tensor.Geometry{B: 1, Hq: *hq, Hkv: *hkv, Nq: n, Nk: n, D: *d, Dv: *d}
+		for _, c := range causals {
+			s := e2eSession{e: e, q: dev[0], k: dev[1], v: dev[2], warmup: *warmup, reps: *reps,
+				t: plan.Tiling{Geometry: g, Causal: c, BlockQ: *bq, BlockK: *bk}, base: e2eRow{N: n, Causal: c, Device: e.Info().Name, Workload: string(wk)}}
+			dense, err := s.run(ctx, nil)
+			if err != nil {
+				return fmt.Errorf("dense N=%d causal=%v: %w", n, c, err)
+			}
+			s.dense, s.denseMS = dense.out, dense.row.TotalMS
+			for _, m := range methods {
+				configs, err := e2eConfigs(m, *sweep)
+				if err != nil {
+					return err
+				}
+				for _, cf := range configs {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+					res, err := s.run(ctx, cf.planner)
+					row := res.row
+					row.Method, row.Knob = m.name, cf.knob
+					if errors.Is(err, cuda.ErrUnsupported) {
+						row.Skipped = err.Error()
+						enc.Encode(row)
+						break
+					}
+					if err != nil {
+						return fmt.Errorf("%s %s N=%d causal=%v: %w", m.name, cf.knob, n, c, err)
+					}
+					enc.Encode(row)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// parseCausal parses --causal.
+func parseCausal(s string) ([]bool, error) {
+	switch s {
+	case "true":
+		return []bool{true}, nil
+	case "false":
+		return []bool{false}, nil
+	case "both":
+		return []bool{false, true}, nil
+	}
+	return nil, fmt.Errorf("%w: --causal must be true, false or both", errUsage)
+}
+
+// e2eConfig is one planner configuration of a method.
+type e2eConfig struct {
+	knob    string
+	planner plan.Planner
+}
+
+// e2eConfigs returns m's default configuration and, with sweep, its knob
+// values.
+func e2eConfigs(m *method, sweep bool) ([]e2eConfig, error) {
+	p, err := m.planner()
+	if err != nil {
+		return nil, err
+	}
+	out := []e2eConfig{{knob: "default", planner: p}}
+	if !sweep || m.knob == nil {
+		return out, nil
+	}
+	for _, x := range m.knob.values {
+		kp, err := m.knob.planner(x)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e2eConfig{knob: fmt.Sprintf("%s=%g", m.knob.name, x), planner: kp})
+	}
+	return out, nil
+}
+
+// e2eSession holds one problem's device inputs and dense reference.
+type e2eSession struct {
+	e            *cuda.Engine
+	q, k, v      *cuda.Tensor
+	t            plan.Tiling
+	warmup, reps int
+	base         e2eRow
+	dense        *tensor.Tensor
+	denseMS      float64
+}
+
+type e2eResult struct {
+	row e2eRow
+	out *tensor.Tensor
+}
+
+// run times planner p (nil: dense) end to end and measures its error
+// against the dense output.
+func (s *e2eSession) run(ctx context.Context, p plan.Planner) (e2eResult, error) {
+	res := e2eResult{row: s.base}
+	r, err := s.e.NewRunner(ctx, s.t, s.q.DType(), p)
+	if err != nil {
+		return res, err
+	}
+	defer r.Close()
+	g := s.t.Geometry
+	out, err := s.e.Alloc(ctx, s.q.DType(), tensor.BHND, tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.Dv})
+	if err != nil {
+		return res, err
+	}
+	defer out.Free()
+	tm, err := r.Benchmark(ctx, s.q, s.k, s.v, out, s.warmup, s.reps)
+	if err != nil {
+		return res, err
+	}
+	row := &res.row
+	row.PlanMS, row.RunMS, row.TotalMS = tm.PlanMS, tm.RunMS, tm.TotalMS
+	row.Sparsity, row.Kernel, row.FlushedL2 = tm.Last.Stats.Sparsity(), string(tm.Last.Kernel), tm.FlushedL2
+	if res.out, err = out.Download(ctx); err != nil {
+		return res, err
+	}
+	if s.dense != nil {
+		m, err := metrics.CompareTensors(s.dense, res.out)
+		if err != nil {
+			return res, err
+		}
+		row.RelL1, row.Cosine = m.RelL1, m.Cosine
+		row.DenseMS = s.denseMS
+		if s.denseMS > 0 {
+			row.PlanShare = row.PlanMS / s.denseMS
+		}
+	} else {
+		row.Method, row.Knob, row.Cosine, row.DenseMS = "dense", "default", 1, row.TotalMS
+	}
+	return res, nil
+}
