@@ -91,6 +91,10 @@ func devicePlannerFor(p plan.Planner) (devicePlanner, error) {
 	switch m := p.(type) {
 	case nil, plan.DensePlanner, *plan.DensePlanner:
 		return densePlanner{}, nil
+	case plan.Fixed:
+		return fixedPlanner{m.P}, nil
+	case *plan.Fixed:
+		return fixedPlanner{m.P}, nil
 	case window.Planner:
 		return windowPlanner{m}, nil
 	case *window.Planner:
@@ -185,4 +189,40 @@ func (p windowPlanner) plan(c *driver.Ctx, in *planInput) error {
 	win := int32(min(p.w.Window, g.Nk+g.Nq))
 	grid, block := grid1(int(a.rows), 128)
 	return c.Launch(fn, grid, block, 0, driver.Arg(&a), driver.Arg(&sink), driver.Arg(&win))
+}
+
+// fixedPlanner uploads a plan made on the host: its rows are copied into
+// the runner's CSR arrays, and the kernel runs it as any device plan.
+type fixedPlanner struct{ p *plan.Plan }
+
+func (f fixedPlanner) header(t plan.Tiling) (*plan.Plan, error) {
+	if f.p == nil {
+		return nil, fmt.Errorf("%w: Fixed planner without a plan", plan.ErrInvalid)
+	}
+	if f.p.Tiling != t {
+		return nil, fmt.Errorf("%w: a fixed plan for %+v asked for %+v", plan.ErrInvalid, f.p.Tiling, t)
+	}
+	if err := f.p.Validate(); err != nil {
+		return nil, err
+	}
+	// The whole plan, for the kernel choice to see its levels and orders.
+	return f.p, nil
+}
+
+func (f fixedPlanner) sparse() bool { return skipsBlocks(f.p) }
+
+// plan writes each row's length and blocks from the host plan.
+func (f fixedPlanner) plan(c *driver.Ctx, in *planInput) error {
+	rows := in.rows()
+	lens := make([]int32, rows)
+	lists := make([]int32, rows*in.stride)
+	for r := range rows {
+		kb, _ := f.p.Entries(r)
+		lens[r] = int32(len(kb))
+		copy(lists[r*in.stride:], kb)
+	}
+	if err := driver.CopyIn(c, in.rowLen, lens); err != nil {
+		return err
+	}
+	return driver.CopyIn(c, in.lists, lists)
 }

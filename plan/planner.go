@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -35,4 +36,25 @@ func (DensePlanner) Plan(ctx context.Context, t Tiling, q, k, v *tensor.Tensor) 
 // returns the output and the work it really did.
 type Executor interface {
 	Run(ctx context.Context, p *Plan, q, k, v, out *tensor.Tensor) (*tensor.Tensor, Stats, error)
+}
+
+// Fixed is a planner that returns one precomputed plan, whatever the
+// inputs: a plan made once (on the CPU, say) and run many times, or on
+// another executor. Its Plan fails unless the tiling is the plan's.
+type Fixed struct {
+	P *Plan
+}
+
+// Name returns "fixed".
+func (f Fixed) Name() string { return "fixed" }
+
+// Plan returns f.P after checking that it was made for t.
+func (f Fixed) Plan(ctx context.Context, t Tiling, q, k, v *tensor.Tensor) (*Plan, error) {
+	if f.P == nil {
+		return nil, fmt.Errorf("%w: Fixed planner without a plan", ErrInvalid)
+	}
+	if f.P.Tiling != t {
+		return nil, fmt.Errorf("%w: a fixed plan for %+v asked for %+v", ErrInvalid, f.P.Tiling, t)
+	}
+	return f.P, nil
 }

@@ -379,7 +379,12 @@ func checkRun(rf *runFlags, scale float64, stderr io.Writer) error {
 		return err
 	}
 	rf.logTo(stderr)
-	return checkScale(scale)
+	if err := checkScale(scale); err != nil {
+		return err
+	}
+	var err error
+	rf.gpu, err = openGPUSession(rf.device, rf.logf)
+	return err
 }
 
 func checkScale(scale float64) error {

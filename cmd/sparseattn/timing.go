@@ -18,6 +18,9 @@ type runFlags struct {
 	repeat, warmup, workers, blockQ, blockK int
 	device                                  string
 	logf                                    func(format string, args ...any)
+	// gpu keeps the inputs on the GPU under --device cuda or auto (see
+	// gpuSession); nil on the CPU.
+	gpu *gpuSession
 }
 
 func (f *runFlags) check() error {
@@ -63,6 +66,9 @@ type timing struct {
 func timeMethod(ctx context.Context, f runFlags, bar *progress.Bar, label string, q, k, v *tensor.Tensor, opts sparseattn.Options) (timing, error) {
 	opts.Workers, opts.BlockQ, opts.BlockK = f.workers, f.blockQ, f.blockK
 	opts.Device, opts.Logf = sparseattn.Device(f.device), f.logf
+	if f.gpu.handles(opts) {
+		return f.gpu.time(ctx, f, bar, label, q, k, v, opts)
+	}
 	var plans, runs, totals []float64
 	var res *sparseattn.Result
 	for i := range f.warmup + f.repeat {
