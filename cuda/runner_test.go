@@ -3,11 +3,17 @@ package cuda
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
+	"github.com/sparseattn/sparseattn/cuda/driver"
 	"github.com/sparseattn/sparseattn/internal/testutil"
+	"github.com/sparseattn/sparseattn/method/window"
 	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -253,4 +259,112 @@ func sameBits(a, b *tensor.Tensor) bool {
 		return slices.Equal(a.Float32s(), b.Float32s())
 	}
 	return slices.Equal(a.Bits16(), b.Bits16())
+}
+
+// TestAllocPastMemory: asking for more than the card has is a clear
+// error, and the engine keeps working afterwards.
+func TestAllocPastMemory(t *testing.T) {
+	e := openOrSkip(t)
+	ctx := context.Background()
+	n := e.Info().TotalMem/2 + 1 // float32 elements: twice the card
+	_, err := e.Alloc(ctx, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 1, N: int(n / 1024), D: 1024})
+	if !errors.Is(err, driver.ErrOutOfMemory) {
+		t.Fatalf("allocating twice the card: %v, want ErrOutOfMemory", err)
+	}
+	t.Logf("past memory: %v", err)
+	c := Cases()[1]
+	q, k, v, err := RandomInputs(testutil.Rand(t), c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := plan.Tiling{Geometry: c.Geometry(), Causal: c.Causal, BlockQ: c.BlockQ, BlockK: c.BlockK}
+	r, err := e.NewRunner(ctx, tl, q.DType(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dq, dk, dv := upload3(t, e, q, k, v)
+	out, _, err := r.Run(ctx, dq, dk, dv, nil)
+	if err != nil {
+		t.Fatalf("after the failed allocation: %v", err)
+	}
+	out.Free()
+}
+
+// TestRunnerConcurrent runs mixed shapes and planners from 32 goroutines
+// on one engine and requires every output to equal, bit for bit, its
+// serial run. SPARSEATTN_SOAK (a duration, e.g. 5m) makes it run that
+// long; by default it runs each goroutine a few times.
+func TestRunnerConcurrent(t *testing.T) {
+	e := openOrSkip(t)
+	ctx := context.Background()
+	r := testutil.Rand(t)
+	soak, _ := time.ParseDuration(os.Getenv("SPARSEATTN_SOAK"))
+	type job struct {
+		run     *Runner
+		q, k, v *Tensor
+		want    *tensor.Tensor
+	}
+	var jobs []job
+	for i, c := range []Case{Cases()[1], Cases()[4], Cases()[9], Cases()[12]} {
+		for _, pl := range []plan.Planner{nil, window.Planner{Sink: 64, Window: 256}} {
+			q, k, v, err := RandomInputs(r, c, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tl := plan.Tiling{Geometry: c.Geometry(), Causal: c.Causal, BlockQ: c.BlockQ, BlockK: c.BlockK}
+			run, err := e.NewRunner(ctx, tl, q.DType(), pl)
+			if err != nil {
+				t.Fatalf("case %d: %v", i, err)
+			}
+			defer run.Close()
+			dq, dk, dv := upload3(t, e, q, k, v)
+			out, _, err := run.Run(ctx, dq, dk, dv, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := out.Download(ctx)
+			out.Free()
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs = append(jobs, job{run, dq, dk, dv, want})
+		}
+	}
+	deadline := time.Now().Add(soak)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var calls int
+	errs := make(chan error, 32)
+	for w := range 32 {
+		wg.Go(func() {
+			for i := 0; i < 4 || time.Now().Before(deadline); i++ {
+				j := jobs[(w+i)%len(jobs)]
+				out, _, err := j.run.Run(ctx, j.q, j.k, j.v, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := out.Download(ctx)
+				out.Free()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !sameBits(got, j.want) {
+					errs <- fmt.Errorf("goroutine %d call %d: output differs from the serial run", w, i)
+					return
+				}
+				mu.Lock()
+				calls++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("%d concurrent calls over %d problems, all equal to their serial runs", calls, len(jobs))
 }
