@@ -74,6 +74,27 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if failed > 0 {
 		return fmt.Errorf("%d of %d cases failed", failed, len(cuda.Cases()))
 	}
-	fmt.Fprintf(stdout, "\nPASS: %d cases\n", len(cuda.Cases()))
+	fmt.Fprintf(stdout, "\nPASS: %d cases\n\n", len(cuda.Cases()))
+
+	// Every device planner against its CPU planner.
+	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "planner/case\trows differ\tQK gpu/cpu\tPV gpu/cpu\trel L1\tplan ms\tresult")
+	pcs := selftest.PlannerCases()
+	pfailed, err := selftest.RunPlanners(ctx, e, r, pcs, func(c selftest.PlannerCheck) {
+		res := "ok"
+		if c.Err != nil {
+			res = "FAIL: " + c.Err.Error()
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%.0f/%.0f\t%.1f/%.1f\t%.2e\t%.3f\t%s\n", c.Name, c.RowsDiffer, c.Rows,
+			c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Errors.RelL1, c.PlanMS, res)
+	})
+	tw.Flush()
+	if err != nil {
+		return err
+	}
+	if pfailed > 0 {
+		return fmt.Errorf("%d of %d planner cases failed", pfailed, len(pcs))
+	}
+	fmt.Fprintf(stdout, "\nPASS: %d planner cases\n", len(pcs))
 	return nil
 }
