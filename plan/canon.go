@@ -1,0 +1,122 @@
+package plan
+
+import "math"
+
+// Canonical float64 arithmetic shared by the CPU planners and their device
+// versions (cuda/kernels/plan_*.cu), so that both compute the same bits:
+// every helper here is a fixed sequence of IEEE-754 double operations with
+// no fused multiply-add (explicit conversions forbid fusion), which the
+// device code repeats operation for operation.
+
+// Sum64 returns the canonical sum of x: 32 partial sums, partial l adding
+// the x[i] with i ≡ l (mod 32) in increasing i, combined by xor butterflies
+// 16, 8, 4, 2, 1 exactly as warp_sum in cuda/kernels/device.cuh does.
+func Sum64(x []float64) float64 {
+	var p [32]float64
+	for i, v := range x {
+		p[i%32] += v
+	}
+	for o := 16; o > 0; o >>= 1 {
+		var q [32]float64
+		for l := range p {
+			q[l] = p[l] + p[l^o]
+		}
+		p = q
+	}
+	return p[0]
+}
+
+// Constants of Exp64: log2(e), ln 2 split into a 33-bit head (so n·ln2Hi is
+// exact for |n| < 2¹¹) and a tail, and the Taylor coefficients 1/k! for
+// k = 2..13, all as hexadecimal literals that the device code repeats.
+const (
+	exp64Log2E = 0x1.71547652b82fep+00
+	exp64Ln2Hi = 0x1.62e42feep-01
+	exp64Ln2Lo = 0x1.a39ef35793c76p-33
+)
+
+var exp64Coef = [...]float64{ // 1/13!, 1/12!, …, 1/2!
+	0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29, 0x1.ae64567f544e4p-26, 0x1.27e4fb7789f5cp-22,
+	0x1.71de3a556c734p-19, 0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-13, 0x1.6c16c16c16c17p-10,
+	0x1.1111111111111p-07, 0x1.5555555555555p-05, 0x1.5555555555555p-03, 0x1p-01,
+}
+
+// Exp64 is the canonical e^x: x = n·ln 2 + r with n = ⌊x·log2 e + ½⌋ and
+// |r| ≤ ln2/2 + ε, a degree-13 Taylor polynomial for e^r in Horner form
+// (relative error about 1e-16) and 2ⁿ built in the exponent field. It
+// returns 0 below −708 (where e^x would be near or below the smallest
+// normal double), +Inf above 709 and NaN for NaN. cuda/kernels/plan_*.cu
+// repeat it as exp64_canon.
+func Exp64(x float64) float64 {
+	switch {
+	case x != x:
+		return x
+	case x < -708:
+		return 0
+	case x > 709:
+		return math.Inf(1)
+	}
+	n := math.Floor(float64(x*exp64Log2E) + 0.5)
+	r := x - float64(n*exp64Ln2Hi)
+	r -= float64(n * exp64Ln2Lo)
+	p := exp64Coef[0]
+	for _, c := range exp64Coef[1:] {
+		p = float64(p*r) + c
+	}
+	p = float64(p*r) + 1
+	p = float64(p*r) + 1
+	return p * math.Float64frombits(uint64(int64(n)+1023)<<52)
+}
+
+// Dot64 is the canonical dot product of two float32 vectors (b at least as
+// long as a): products in float64 (exact), added in increasing index
+// order from +0. A fused multiply-add gives the same bits, the product
+// being exact.
+func Dot64(a, b []float32) float64 {
+	b = b[:len(a)]
+	var s float64
+	for i, x := range a {
+		s += float64(x) * float64(b[i])
+	}
+	return s
+}
+
+// AddBlockSoftmax adds to mass[kb] the canonical softmax weight of the
+// logits l of one query row, grouped in consecutive blocks of per logits
+// (kb = j/per): each block's logits are shifted by the block's own maximum
+// mb and their Exp64 summed in increasing j; the block sums are rescaled
+// by Exp64(mb − m) with m the row maximum, normalised by their Sum64, and
+// each added to its block's mass. Mathematically the weight is
+// Σ_{j in kb} softmax(l)_j. mb and eb are scratch of at least ⌈len(l)/per⌉
+// values. A row without logits adds nothing.
+func AddBlockSoftmax(mass, l []float64, per int, mb, eb []float64) {
+	nb := (len(l) + per - 1) / per
+	if nb == 0 {
+		return
+	}
+	m := math.Inf(-1)
+	for kb := range nb {
+		blk := l[kb*per : min(len(l), (kb+1)*per)]
+		bm := math.Inf(-1)
+		for _, v := range blk {
+			if v > bm {
+				bm = v
+			}
+		}
+		var e float64
+		for _, v := range blk {
+			e += Exp64(v - bm)
+		}
+		mb[kb], eb[kb] = bm, e
+		if bm > m {
+			m = bm
+		}
+	}
+	for kb := range nb {
+		eb[kb] *= Exp64(mb[kb] - m)
+	}
+	sum := Sum64(eb[:nb])
+	for kb := range nb {
+		mass[kb] += eb[kb] / sum
+	}
+}
