@@ -37,6 +37,10 @@ func newTile(p *plan.Plan) *tile {
 	}
 }
 
+// mulAddRowsMax is the most query rows of a tile for which P·V runs on
+// kernel.MulAddRows, which reads V once per two rows, rather than MatMul.
+const mulAddRowsMax = 8
+
 // keyBlock is one KV block as the kernels read it.
 type keyBlock struct {
 	kT   []float32 // D×n keys, row stride ldk; nil when k is set
@@ -237,13 +241,8 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 	// S = (scale·Q)·Kᵀ
 	if blk.kT != nil {
 		kernel.MatMul(nq, n, g.D, t.qt, g.D, blk.kT, blk.ldk, t.s, bk, false)
-	} else { // few queries: dot products against the keys in place
-		for i := range nq {
-			q := t.qt[i*g.D : (i+1)*g.D]
-			for j := range n {
-				t.s[i*bk+j] = kernel.Dot(q, blk.k[j*blk.ldk:j*blk.ldk+g.D])
-			}
-		}
+	} else { // few queries: dot products against the keys in place, each key loaded once for all rows
+		kernel.DotRows(nq, n, g.D, t.qt, g.D, blk.k, blk.ldk, t.s, bk)
 	}
 	negInf := float32(math.Inf(-1))
 	off := g.QueryOffset()
@@ -306,7 +305,12 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 	// O += P̃·V, by row group when the λ filter is on.
 	f := p.Filter
 	if f == nil {
-		kernel.MatMul(nq, g.Dv, n, t.s, bk, blk.v, blk.ldv, t.acc, g.Dv, true)
+		if nq <= mulAddRowsMax {
+			// Few rows (decode): stream V's rows once, in order.
+			kernel.MulAddRows(nq, n, g.Dv, t.s, bk, blk.v, blk.ldv, t.acc, g.Dv)
+		} else {
+			kernel.MatMul(nq, g.Dv, n, t.s, bk, blk.v, blk.ldv, t.acc, g.Dv, true)
+		}
 		t.stats.PVBlocks += work
 		return small
 	}

@@ -65,6 +65,15 @@
 // lanes instead of 8, so the two give bit-identical results (the tests
 // check every float32 argument when KERNEL_EXHAUSTIVE is set).
 //
+// DotRows and MulAddRows serve decode, where a tile has a few query rows
+// and each key and value row is read from memory once: DotRows takes four
+// keys at a time, one after the other in ascending addresses, against one
+// or four query rows, and reduces the four keys' accumulators together;
+// MulAddRows streams the value rows in order into one or two rows of
+// output held in registers. FirstNonFinite32 and FirstNonFinite16 test the
+// exponent bits of 128 bytes per step with AVX2 (AVX-512 machines run it
+// too: it is memory-bound).
+//
 // GODEBUG settings read by golang.org/x/sys/cpu select the code on amd64,
 // for testing: cpu.avx2=off (or cpu.fma=off) forces the portable code,
 // whatever the AVX-512 support, and cpu.avx512f=off the AVX2 code.

@@ -72,6 +72,17 @@ func scale(x []float32, a float32) {
 	}
 }
 
+func dotRows(m, n, d int, q []float32, ldq int, k []float32, ldk int, s []float32, lds int) {
+	switch {
+	case hasAVX512:
+		dotRowsAVX512(m, n, d, q, ldq, k, ldk, s, lds)
+	case hasAVX2:
+		dotRowsWith(dotAVX2, m, n, d, q, ldq, k, ldk, s, lds)
+	default:
+		dotRowsGeneric(m, n, d, q, ldq, k, ldk, s, lds)
+	}
+}
+
 func dot(a, b []float32) float32 {
 	switch {
 	case hasAVX512:
@@ -314,4 +325,73 @@ func axpyAVX512(a float32, x, y []float32) {
 	}
 	y = y[:len(x)]
 	axpyZ(&x[0], &y[0], len(x), a)
+}
+
+// The DotRows kernels (dotrows_avx512_amd64.s): 4 (dotRows4Z) or 1
+// (dotRows1Z) query rows against n4·4 keys, d a positive multiple of 16.
+// Strides and dBytes are in bytes; kStep is 4·ldk in bytes.
+
+//go:noescape
+func dotRows4Z(q *float32, ldq int, k *float32, ldk int, s *float32, lds int, n4, dBytes int)
+
+//go:noescape
+func dotRows1Z(q *float32, k *float32, ldk int, s *float32, n4, dBytes int)
+
+// dotRowsAVX512 runs the assembly on groups of four keys and of four rows
+// (a ragged row count in single rows), and dot products on what is left:
+// the last n mod 4 keys, and every key when d is not a multiple of 16.
+func dotRowsAVX512(m, n, d int, q []float32, ldq int, k []float32, ldk int, s []float32, lds int) {
+	n4 := n / 4
+	if d%16 != 0 || n4 == 0 {
+		dotRowsWith(dotAVX512, m, n, d, q, ldq, k, ldk, s, lds)
+		return
+	}
+	i := 0
+	for ; i+4 <= m; i += 4 {
+		dotRows4Z(&q[i*ldq], ldq*4, &k[0], ldk*4, &s[i*lds], lds*4, n4, d*4)
+	}
+	for ; i < m; i++ {
+		dotRows1Z(&q[i*ldq], &k[0], ldk*4, &s[i*lds], n4, d*4)
+	}
+	if r := n4 * 4; r < n {
+		dotRowsWith(dotAVX512, m, n-r, d, q, ldq, k[r*ldk:], ldk, s[r:], lds)
+	}
+}
+
+// The MulAddRows kernels (mulrows_avx512_amd64.s): 1 or 2 rows of acc,
+// 4 or 8 chunks of 16 columns, n ≥ 1 keys; strides in bytes.
+
+//go:noescape
+func pvRows1x4Z(p *float32, ldp int, v *float32, ldv int, acc *float32, ldacc int, n int)
+
+//go:noescape
+func pvRows1x8Z(p *float32, ldp int, v *float32, ldv int, acc *float32, ldacc int, n int)
+
+//go:noescape
+func pvRows2x4Z(p *float32, ldp int, v *float32, ldv int, acc *float32, ldacc int, n int)
+
+//go:noescape
+func pvRows2x8Z(p *float32, ldp int, v *float32, ldv int, acc *float32, ldacc int, n int)
+
+func mulAddRows(m, n, dv int, p []float32, ldp int, v []float32, ldv int, acc []float32, ldacc int) {
+	if hasAVX512 && (dv == 64 || dv == 128) {
+		mulAddRowsAVX512(m, n, dv, p, ldp, v, ldv, acc, ldacc)
+		return
+	}
+	matMul(m, dv, n, p, ldp, v, ldv, acc, ldacc, true)
+}
+
+// mulAddRowsAVX512 takes rows two at a time, dv 64 or 128.
+func mulAddRowsAVX512(m, n, dv int, p []float32, ldp int, v []float32, ldv int, acc []float32, ldacc int) {
+	two, one := pvRows2x8Z, pvRows1x8Z
+	if dv == 64 {
+		two, one = pvRows2x4Z, pvRows1x4Z
+	}
+	i := 0
+	for ; i+2 <= m; i += 2 {
+		two(&p[i*ldp], ldp*4, &v[0], ldv*4, &acc[i*ldacc], ldacc*4, n)
+	}
+	if i < m {
+		one(&p[i*ldp], ldp*4, &v[0], ldv*4, &acc[i*ldacc], ldacc*4, n)
+	}
 }

@@ -25,3 +25,11 @@ func firstNonFinite32(x []float32) int { return firstNonFinite32Generic(x) }
 func firstNonFinite16(x []uint16, expMask uint16) int {
 	return firstNonFinite16Generic(x, expMask)
 }
+
+func dotRows(m, n, d int, q []float32, ldq int, k []float32, ldk int, s []float32, lds int) {
+	dotRowsGeneric(m, n, d, q, ldq, k, ldk, s, lds)
+}
+
+func mulAddRows(m, n, dv int, p []float32, ldp int, v []float32, ldv int, acc []float32, ldacc int) {
+	matMulGeneric(m, dv, n, p, ldp, v, ldv, acc, ldacc, true)
+}
