@@ -48,55 +48,61 @@ func CosSim(rows [][]float64) float64 {
 	}
 	sum := make([]float64, len(rows[0]))
 	for _, x := range rows {
-		var nn float64
-		for _, v := range x {
-			nn += v * v
-		}
+		nn := dot64(x, x)
 		if nn == 0 {
 			continue
 		}
 		inv := 1 / math.Sqrt(nn)
 		for d, v := range x {
-			sum[d] += v * inv
+			sum[d] += float64(v * inv)
 		}
 	}
-	var s float64
-	for _, v := range sum {
-		s += v * v
-	}
 	n := float64(len(rows))
-	return s / (n * n)
+	return dot64(sum, sum) / (n * n)
+}
+
+// dot64 is Σ a[i]·b[i] in the canonical warp order of plan.Sum64 (32
+// partial sums over i ≡ l mod 32 in increasing i, combined by the xor
+// butterfly), each product rounded before it is added. It is how the
+// estimate sums over the head dimension, so that the device planner
+// (cuda/kernels/plan_sparge.cu) gets the same bits: a warp's lane l holds
+// partial l.
+func dot64(a, b []float64) float64 {
+	var p [32]float64
+	b = b[:len(a)]
+	for i, x := range a {
+		p[i&31] += float64(x * b[i])
+	}
+	return plan.Sum64(p[:])
 }
 
 // blockStats reads tokens [lo, hi) of head h in batch b of x and returns the
 // block's mean token (SpargeAttn Alg. 1 line 4: mean over axis 0) and its
-// CosSim. row is scratch of length D.
-func blockStats(x *tensor.Tensor, b, h, lo, hi int, row []float32, mean, unit []float64) float64 {
+// CosSim. row and f are scratch of length D. Sums over tokens run in
+// increasing token order, sums over d in dot64's canonical order.
+func blockStats(x *tensor.Tensor, b, h, lo, hi int, row []float32, f, mean, unit []float64) float64 {
 	clear(mean)
 	clear(unit)
 	for n := lo; n < hi; n++ {
 		x.ReadRow(b, h, n, row)
-		var nn float64
 		for d, v := range row {
-			f := float64(v)
-			mean[d] += f
-			nn += f * f
+			f[d] = float64(v)
+			mean[d] += f[d]
 		}
+		nn := dot64(f, f)
 		if nn == 0 {
 			continue
 		}
 		inv := 1 / math.Sqrt(nn)
-		for d, v := range row {
-			unit[d] += float64(v) * inv
+		for d, v := range f {
+			unit[d] += float64(v * inv)
 		}
 	}
 	cnt := float64(hi - lo)
-	var s float64
 	for d := range mean {
 		mean[d] /= cnt
-		s += unit[d] * unit[d]
 	}
-	return s / (cnt * cnt)
+	return dot64(unit, unit) / (cnt * cnt)
 }
 
 // EstimateGroup computes the estimates of the query heads that share KV head
@@ -109,12 +115,13 @@ func EstimateGroup(t plan.Tiling, q, k *tensor.Tensor, b, kvh int) []*HeadEstima
 	p := plan.Plan{Tiling: t} // for block ranges and causal visibility
 	nqb, nkb := p.QBlocks(), p.KBlocks()
 	row := make([]float32, g.D)
+	f := make([]float64, g.D)
 	unit := make([]float64, g.D)
 	kMean := make([]float64, nkb*g.D)
 	kSim := make([]float64, nkb)
 	for j := range nkb {
 		lo, hi := p.KeyRange(j)
-		kSim[j] = blockStats(k, b, kvh, lo, hi, row, kMean[j*g.D:(j+1)*g.D], unit)
+		kSim[j] = blockStats(k, b, kvh, lo, hi, row, f, kMean[j*g.D:(j+1)*g.D], unit)
 	}
 	visible := make([]int, nqb)
 	diag := make([]int, nqb)
@@ -144,6 +151,7 @@ func EstimateGroup(t plan.Tiling, q, k *tensor.Tensor, b, kvh int) []*HeadEstima
 		go func() {
 			defer wg.Done()
 			row := make([]float32, g.D)
+			f := make([]float64, g.D)
 			unit := make([]float64, g.D)
 			qMean := make([]float64, g.D)
 			h := kvh*g.Group() + gi
@@ -154,7 +162,7 @@ func EstimateGroup(t plan.Tiling, q, k *tensor.Tensor, b, kvh int) []*HeadEstima
 			}
 			for i := range nqb {
 				lo, hi := p.QueryRange(i)
-				e.QSim[i] = blockStats(q, b, h, lo, hi, row, qMean, unit)
+				e.QSim[i] = blockStats(q, b, h, lo, hi, row, f, qMean, unit)
 				for d := range qMean {
 					qMean[d] *= scale
 				}
@@ -162,12 +170,7 @@ func EstimateGroup(t plan.Tiling, q, k *tensor.Tensor, b, kvh int) []*HeadEstima
 				// stay 0.
 				lg := e.Logits[i*nkb : i*nkb+visible[i]]
 				for j := range lg {
-					km := kMean[j*g.D : (j+1)*g.D]
-					var s float64
-					for d, x := range qMean {
-						s += x * km[d]
-					}
-					lg[j] = s
+					lg[j] = dot64(qMean, kMean[j*g.D:(j+1)*g.D])
 				}
 			}
 			out[gi] = e

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/sparseattn/sparseattn/plan"
 )
 
 // HeadMask is M_g for one query head: for each query block, the key blocks
@@ -32,10 +34,13 @@ type MaskOptions struct {
 //  1. a key block is non-self-similar when KSim < θ, a query block when
 //     QSim < θ (θ ≤ 0 switches the judge off: CosSim is never negative);
 //  2. Ŝ[:, j] = −∞ for non-self-similar key blocks and for causally invisible
-//     ones, and P̂[i] = softmax(Ŝ[i]);
-//  3. row i keeps the fewest top blocks of P̂[i] whose cumulative mass
-//     reaches τ·ΣP̂[i] (TopCdf; τ = 1 keeps every block), or, in top-k
-//     mode, the ⌈k·V_i⌉ most probable of its V_i causally visible blocks;
+//     ones, and P̂[i] = softmax(Ŝ[i]), unnormalized: e^(Ŝ[i,j] − max Ŝ[i])
+//     with plan.Exp64, the exponential the device planner repeats;
+//  3. the row's blocks are ordered by P̂[i] descending, ties by block index;
+//     row i keeps the fewest top blocks whose cumulative mass reaches
+//     τ·ΣP̂[i] (TopCdf; τ = 1 keeps every block; masses in fixed point, see
+//     mass), or, in top-k mode, the ⌈k·V_i⌉ most probable of its V_i
+//     causally visible blocks;
 //  4. fix blocks: every visible block of a non-self-similar query row and
 //     every visible non-self-similar key column is kept (Eq. 5);
 //  5. at least one block per row; under causal masking the diagonal blocks
@@ -55,6 +60,17 @@ func (e *HeadEstimate) Mask(p Params, o MaskOptions) *HeadMask {
 	}
 	return m
 }
+
+// massBits is the fixed-point precision of TopCdf's masses: see mass.
+const massBits = 44
+
+// mass is a probability p in [0, 1] of the compressed softmax (whose row
+// maximum is exactly Exp64(0) = 1) in fixed point, ⌊p·2^44⌋. TopCdf sums
+// masses as integers: the sums are exact in any order, so the device
+// planner reduces them in parallel and gets the CPU's bits, and a row of
+// up to 2^20 blocks cannot overflow. Truncation moves each mass by less
+// than 2^-44 of the row's top probability.
+func mass(p float64) uint64 { return uint64(p * (1 << massBits)) }
 
 // maskScratch is reusable per-row working space.
 type maskScratch struct {
@@ -96,22 +112,23 @@ func (s *maskScratch) row(e *HeadEstimate, i int, p Params, o MaskOptions, dst [
 	}
 	if len(order) > 0 {
 		prob := s.prob
-		var total float64
+		var total uint64
 		for _, j := range order {
-			prob[j] = math.Exp(lg[j] - top)
-			total += prob[j]
+			prob[j] = plan.Exp64(lg[j] - top)
+			total += mass(prob[j])
 		}
 		sort.SliceStable(order, func(a, b int) bool { return prob[order[a]] > prob[order[b]] })
 		var n int
 		switch {
 		case p.CDF >= 1 || p.TopK >= 1:
 			n = len(order)
-		case p.CDF > 0: // TopCdf(P̂[i], τ)
-			var cum float64
+		case p.CDF > 0: // TopCdf(P̂[i], τ), in fixed point (see mass)
+			thr := p.CDF * float64(total)
+			var cum uint64
 			for n < len(order) {
-				cum += prob[order[n]]
+				cum += mass(prob[order[n]])
 				n++
-				if cum >= p.CDF*total {
+				if float64(cum) >= thr {
 					break
 				}
 			}

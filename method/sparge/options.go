@@ -21,4 +21,3 @@ type Options struct {
 	// Workers is the number of CPU goroutines; 0 means GOMAXPROCS.
 	Workers int
 }
-
