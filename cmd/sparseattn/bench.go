@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/internal/cpuinfo"
+	"github.com/sparseattn/sparseattn/internal/kernel"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -21,7 +24,15 @@ import (
 const benchSummary = `Sweeps the sequence length and times each method on a generated workload
 (median of --repeat runs after --warmup, planning included). Reports
 dense-equivalent GFLOPS and the percentage of the machine's measured FMA
-peak on all threads (see "sparseattn info").`
+peak on all threads (see "sparseattn info"), and what the default call's
+NaN/Inf check of q, k and v costs on top ("check ms", "check %": its share
+of check plus call; the timed runs themselves skip it).
+
+--nq Q times chunked prefill: the last Q tokens of each length N query all
+N keys (causal masking treats them as the last Q tokens). --decode is
+--nq 1. With fewer queries than keys the table also gives the rate at which
+K and V are read and its percentage of the machine's plain read bandwidth,
+measured in the same run: decode reads K and V once.`
 
 type benchRow struct {
 	N        int     `json:"n"`
@@ -30,6 +41,17 @@ type benchRow struct {
 	GFLOPS   float64 `json:"dense_equivalent_gflops"`
 	PeakPct  float64 `json:"percent_of_peak"`
 	Sparsity float64 `json:"sparsity"`
+	// NQ is the number of queries (N unless --nq or --decode).
+	NQ int `json:"nq"`
+	// CheckMS is the median time of the input check (NaN/Inf) of q, k and
+	// v that a default call runs before planning; CheckPct is its share of
+	// CheckMS + MS.
+	CheckMS  float64 `json:"check_ms"`
+	CheckPct float64 `json:"check_percent"`
+	// KVGBs is the K and V bytes over the time (Nq < N only), ReadPct its
+	// percentage of the measured read bandwidth.
+	KVGBs   float64 `json:"kv_gb_per_s,omitempty"`
+	ReadPct float64 `json:"percent_of_read_bandwidth,omitempty"`
 }
 
 type benchReport struct {
@@ -41,7 +63,9 @@ type benchReport struct {
 	D        int          `json:"d"`
 	Causal   bool         `json:"causal"`
 	Repeat   int          `json:"repeat"`
-	Rows     []benchRow   `json:"rows"`
+	// ReadGBs is the plain read bandwidth on all threads (Nq < N only).
+	ReadGBs float64    `json:"read_gb_per_s,omitempty"`
+	Rows    []benchRow `json:"rows"`
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -52,6 +76,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	kvHeads := fs.Int("kv-heads", 8, "KV heads")
 	d := fs.Int("d", 128, "head dim")
 	causal := fs.String("causal", "auto", "true, false, or auto (the workload's own)")
+	nq := fs.Int("nq", 0, "queries per problem: the last nq tokens query all N keys (chunked prefill); 0 = N")
+	decode := fs.Bool("decode", false, "decode: one query token against N keys (--nq 1)")
 	var mf methodFlags
 	mf.register(fs, "dense")
 	fs.Lookup("methods").Usage += " (bench times each; dense need not be among them)"
@@ -72,6 +98,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := rf.check(); err != nil {
 		return err
 	}
+	if *nq < 0 {
+		return fmt.Errorf("%w: --nq must be ≥ 0", errUsage)
+	}
+	if *decode {
+		if *nq > 1 {
+			return fmt.Errorf("%w: --decode is --nq 1; give one of them", errUsage)
+		}
+		*nq = 1
+	}
 	rf.logTo(stderr)
 	if *causal != "auto" && *causal != "true" && *causal != "false" {
 		return fmt.Errorf("%w: --causal must be true, false or auto, not %q", errUsage, *causal)
@@ -86,6 +121,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	report := benchReport{CPU: cpuinfo.Model(), Workload: *kind, Heads: *heads, KVHeads: *kvHeads, D: *d, Repeat: rf.repeat}
 	report.Peak = cpuinfo.MeasurePeak(ctx, 300*time.Millisecond)
+	if *nq > 0 {
+		report.ReadGBs = measureReadBandwidth(ctx)
+	}
 	bar := progress.New(stderr, len(lengths)*len(planners)*(rf.repeat+rf.warmup))
 	defer bar.Finish()
 	for _, n := range lengths {
@@ -105,16 +143,36 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			isCausal = *causal == "true"
 		}
 		report.Causal = isCausal
-		g, _ := tensor.Validate(w.Q, w.K, w.V)
+		q := w.Q
+		if *nq > 0 && *nq < q.Shape().N {
+			if q, err = lastQueries(q, *nq); err != nil {
+				return err
+			}
+		}
+		g, err := tensor.Validate(q, w.K, w.V)
+		if err != nil {
+			return err
+		}
+		checkMS, err := timeCheck(ctx, rf, q, w.K, w.V)
+		if err != nil {
+			return err
+		}
 		for _, pl := range planners {
-			tm, err := timeMethod(ctx, rf, bar, fmt.Sprintf("N=%d %s", n, pl.Name()), w.Q, w.K, w.V,
+			tm, err := timeMethod(ctx, rf, bar, fmt.Sprintf("N=%d %s", n, pl.Name()), q, w.K, w.V,
 				sparseattn.Options{Causal: isCausal, Planner: pl})
 			if err != nil {
 				return err
 			}
 			t, res := tm.totalMS, tm.last
 			gf := metrics.TOPS(g, isCausal, t/1e3) * 1e3
-			report.Rows = append(report.Rows, benchRow{N: w.Q.Shape().N, Method: pl.Name(), MS: t, GFLOPS: gf, PeakPct: 100 * gf / report.Peak.AllCores, Sparsity: res.Stats.Sparsity()})
+			row := benchRow{N: g.Nk, NQ: g.Nq, Method: pl.Name(), MS: t, GFLOPS: gf, PeakPct: 100 * gf / report.Peak.AllCores,
+				Sparsity: res.Stats.Sparsity(), CheckMS: checkMS, CheckPct: 100 * checkMS / (checkMS + t)}
+			if g.Nq < g.Nk {
+				kv := float64(g.B*g.Hkv*g.Nk*(g.D*w.K.DType().Size()+g.Dv*w.V.DType().Size())) / 1e9
+				row.KVGBs = kv / (t / 1e3)
+				row.ReadPct = 100 * row.KVGBs / report.ReadGBs
+			}
+			report.Rows = append(report.Rows, row)
 		}
 	}
 	bar.Finish()
@@ -124,11 +182,22 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return enc.Encode(report)
 	}
 	fmt.Fprintf(stdout, "%s; FMA peak %.1f GFLOPS on %d threads (%s)\n", report.CPU, report.Peak.AllCores, report.Peak.Goroutines, report.Peak.Kind)
-	fmt.Fprintf(stdout, "%s workload, Hq=%d Hkv=%d D=%d causal=%v; medians of %d runs\n\n", *kind, *heads, *kvHeads, *d, report.Causal, rf.repeat)
+	fmt.Fprintf(stdout, "%s workload, Hq=%d Hkv=%d D=%d causal=%v; medians of %d runs\n", *kind, *heads, *kvHeads, *d, report.Causal, rf.repeat)
+	if *nq > 0 {
+		fmt.Fprintf(stdout, "Nq=%d; plain reads %.1f GB/s on %d threads\n", *nq, report.ReadGBs, runtime.GOMAXPROCS(0))
+	}
+	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\tmethod\tms\tGFLOPS\t% peak\tsparsity\t")
+	if *nq > 0 {
+		fmt.Fprintln(tw, "N\tNq\tmethod\tms\tKV GB/s\t% read BW\tGFLOPS\tsparsity\tcheck ms\tcheck %\t")
+		for _, r := range report.Rows {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t%.1f\t\n", r.N, r.NQ, r.Method, r.MS, r.KVGBs, r.ReadPct, r.GFLOPS, r.Sparsity, r.CheckMS, r.CheckPct)
+		}
+		return tw.Flush()
+	}
+	fmt.Fprintln(tw, "N\tmethod\tms\tGFLOPS\t% peak\tsparsity\tcheck ms\tcheck %\t")
 	for _, r := range report.Rows {
-		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.1f\t%.3f\t\n", r.N, r.Method, r.MS, r.GFLOPS, r.PeakPct, r.Sparsity)
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.1f\t%.3f\t%.2f\t%.1f\t\n", r.N, r.Method, r.MS, r.GFLOPS, r.PeakPct, r.Sparsity, r.CheckMS, r.CheckPct)
 	}
 	return tw.Flush()
 }
@@ -144,4 +213,77 @@ func gridFor(k workload.Kind, n int) (frames, height, width int) {
 		side++
 	}
 	return 1, side, side
+}
+
+// lastQueries returns the last nq query tokens of q, for chunked prefill
+// and decode.
+func lastQueries(q *tensor.Tensor, nq int) (*tensor.Tensor, error) {
+	s := q.Shape()
+	out, err := tensor.New(q.DType(), q.Layout(), tensor.Shape{B: s.B, H: s.H, N: nq, D: s.D})
+	if err != nil {
+		return nil, err
+	}
+	row := make([]float32, s.D)
+	for b := range s.B {
+		for h := range s.H {
+			for i := range nq {
+				q.ReadRow(b, h, s.N-nq+i, row)
+				out.WriteRow(b, h, i, row)
+			}
+		}
+	}
+	return out, nil
+}
+
+// timeCheck is the median time of the NaN/Inf check of q, k and v that a
+// default Attention call runs, over --warmup then --repeat runs.
+func timeCheck(ctx context.Context, f runFlags, q, k, v *tensor.Tensor) (float64, error) {
+	var times []float64
+	for i := range f.warmup + f.repeat {
+		start := time.Now()
+		if err := tensor.CheckFiniteAll(ctx, tensor.Named{Name: "q", T: q}, tensor.Named{Name: "k", T: k}, tensor.Named{Name: "v", T: v}); err != nil {
+			return 0, err
+		}
+		if i >= f.warmup {
+			times = append(times, ms(time.Since(start)))
+		}
+	}
+	return median(times), nil
+}
+
+// measureReadBandwidth is the plain read rate of this machine in GB/s:
+// the median of 7 passes, after one untimed, over 256 MiB of non-zero
+// float32 split over GOMAXPROCS goroutines that each take the maximum of
+// their share with the vectorized kernel.
+func measureReadBandwidth(ctx context.Context) float64 {
+	x := make([]float32, 64<<20)
+	for i := range x {
+		x[i] = float32(i%1021) + 1
+	}
+	workers := runtime.GOMAXPROCS(0)
+	var rates []float64
+	for i := range 8 {
+		if ctx.Err() != nil {
+			break
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if kernel.Max(x[w*len(x)/workers:(w+1)*len(x)/workers]) <= 0 {
+					panic("bench: read-bandwidth buffer lost its values")
+				}
+			}()
+		}
+		wg.Wait()
+		if i > 0 {
+			rates = append(rates, float64(len(x)*4)/time.Since(start).Seconds()/1e9)
+		}
+	}
+	if len(rates) == 0 {
+		return 0
+	}
+	return median(rates)
 }
