@@ -97,13 +97,14 @@ func (s *gpuSession) time(ctx context.Context, f runFlags, bar *progress.Bar, la
 	r, err := s.e.NewRunner(ctx, t, q.DType(), pl)
 	if errors.Is(err, cuda.ErrUnsupported) {
 		// Plan on the CPU, run the plan on the device.
+		why := err
 		start := time.Now()
 		if hostPlan, err = pl.Plan(ctx, t, q, k, v); err != nil {
 			return timing{}, fmt.Errorf("planning with %s: %w", pl.Name(), err)
 		}
 		hostMS = ms(time.Since(start))
 		if f.logf != nil {
-			f.logf("sparseattn: %s plans on the CPU (%v); its plan runs on the GPU", pl.Name(), err)
+			f.logf("sparseattn: %s plans on the CPU (%v); its plan runs on the GPU", pl.Name(), why)
 		}
 		r, err = s.e.NewRunner(ctx, t, q.DType(), plan.Fixed{P: hostPlan})
 	}
