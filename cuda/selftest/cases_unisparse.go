@@ -1,7 +1,19 @@
 package selftest
 
-import "github.com/sparseattn/sparseattn/plan"
+import (
+	"github.com/sparseattn/sparseattn/method/unisparse"
+	"github.com/sparseattn/sparseattn/plan"
+)
 
-// unisparsePlanners are the unisparse configurations the device planner is checked
-// with.
-func unisparsePlanners() []plan.Planner { return nil }
+// unisparsePlanners are the unisparse configurations the device planner is
+// checked with: the defaults (average pooling, c_q 16, c_k 4, Top-P 0.95),
+// a lower Top-P with max pooling and balanced 8×8 compression, head
+// compression over two heads, and seeded stochastic pooling.
+func unisparsePlanners() []plan.Planner {
+	return []plan.Planner{
+		unisparse.Planner{},
+		unisparse.Planner{TopP: 0.7, CQ: 8, CK: 8, Pooling: unisparse.Max},
+		unisparse.Planner{TopP: 0.9, CQ: 4, CK: 2, CH: 2},
+		unisparse.Planner{TopP: 0.8, CQ: 4, CK: 4, Pooling: unisparse.Stochastic, Seed: 7},
+	}
+}

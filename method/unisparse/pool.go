@@ -22,7 +22,8 @@ func newPooler(c config, b, h0 int) *pooler {
 }
 
 // pool writes the composite of rows (n tokens of d values, n ≥ 1) into out;
-// stream selects the query (0) or key (1) random stream.
+// stream selects the query (0) or key (1) random stream. The order of
+// operations is canonical (see scorer): the device planner repeats it.
 func (p *pooler) pool(out, rows []float32, d, stream int) {
 	n := len(rows) / d
 	switch p.kind {
@@ -37,11 +38,13 @@ func (p *pooler) pool(out, rows []float32, d, stream int) {
 		for i := range out {
 			out[i] *= inv
 		}
-	case Max:
+	case Max: // by comparison, as the device planner does
 		copy(out, rows[:d])
 		for t := 1; t < n; t++ {
 			for i, x := range rows[t*d : (t+1)*d] {
-				out[i] = max(out[i], x)
+				if x > out[i] {
+					out[i] = x
+				}
 			}
 		}
 	case Stochastic:
@@ -50,7 +53,9 @@ func (p *pooler) pool(out, rows []float32, d, stream int) {
 }
 
 // pickByNorm draws a token index with probability proportional to its L2
-// norm, uniformly when every token is zero.
+// norm, uniformly when every token is zero. Each call takes one Float64
+// from r (an IntN when every token is zero); the device planner walks the
+// same PCG stream.
 func pickByNorm(r *rand.Rand, rows []float32, d int) int {
 	n := len(rows) / d
 	norms := make([]float64, n)

@@ -11,10 +11,8 @@ package unisparse
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 
-	"github.com/sparseattn/sparseattn/internal/kernel"
 	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -91,6 +89,23 @@ type config struct {
 	cq, ck, ch int
 	pooling    Pooling
 	seed       uint64
+}
+
+// Config is a Planner's configuration resolved for one tiling: defaults
+// filled in and every value checked. The device planner (package cuda)
+// reads it.
+type Config struct {
+	TopP       float64
+	CQ, CK, CH int
+	Pooling    Pooling
+	Seed       uint64
+}
+
+// Resolve returns u's configuration for tiling t, or an error wrapping
+// plan.ErrInvalid.
+func (u Planner) Resolve(t plan.Tiling) (Config, error) {
+	c, err := u.config(t)
+	return Config{TopP: c.topP, CQ: c.cq, CK: c.ck, CH: c.ch, Pooling: c.pooling, Seed: c.seed}, err
 }
 
 func (u Planner) config(t plan.Tiling) (config, error) {
@@ -187,13 +202,12 @@ func (u Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 
 // topP marks in kept the fewest blocks, heaviest first, whose mass reaches
 // p of the row's total (UniSparse §4.3, Eq. 6); ties keep key order. p = 1
-// keeps every block; a row without mass keeps none (it sees no key).
+// keeps every block; a row without mass keeps none (it sees no key). The
+// total is plan.Sum64's and the running sum adds in the sorted order, as
+// the device planner does.
 func topP(mass []float64, p float64, kept []bool) {
 	clear(kept)
-	var total float64
-	for _, m := range mass {
-		total += m
-	}
+	total := plan.Sum64(mass)
 	if total == 0 {
 		return
 	}
@@ -227,18 +241,26 @@ func topP(mass []float64, p float64, kept []bool) {
 }
 
 // scorer is one worker's compressed-attention state.
+//
+// Every value is computed in a canonical order that the device planner
+// (cuda/kernels/plan_unisparse.cu) repeats operation for operation, so that
+// both give the same plans: composite tokens in float32 with separately
+// rounded multiplies and adds in increasing token (and head) order, logits
+// as plan.Dot64 of the float32 composites, the softmax and its per-block
+// sums as plan.AddBlockSoftmax.
 type scorer struct {
 	p    *plan.Plan
 	c    config
 	g    tensor.Geometry
 	q, k *tensor.Tensor
 
-	nq, nk  int       // composite queries and keys
-	cq, ckT []float32 // composite queries (nq×D, scaled) and keys transposed (D×nk)
-	rows    []float32 // tokens of one composite group, head-averaged (c×D)
-	buf     []float32 // one token row
-	logits  []float32
-	mass    []float64
+	nq, nk int       // composite queries and keys
+	cq, ck []float32 // composite queries (nq×D, scaled) and keys (nk×D)
+	rows   []float32 // tokens of one composite group, head-averaged (c×D)
+	buf    []float32 // one token row
+	logits []float64 // one composite query's logits
+	mass   []float64
+	mb, eb []float64 // plan.AddBlockSoftmax scratch
 }
 
 func newScorer(p *plan.Plan, c config, q, k *tensor.Tensor) *scorer {
@@ -246,11 +268,13 @@ func newScorer(p *plan.Plan, c config, q, k *tensor.Tensor) *scorer {
 	s := &scorer{p: p, c: c, g: g, q: q, k: k}
 	s.nq, s.nk = (g.Nq+c.cq-1)/c.cq, (g.Nk+c.ck-1)/c.ck
 	s.cq = make([]float32, s.nq*g.D)
-	s.ckT = make([]float32, g.D*s.nk)
+	s.ck = make([]float32, s.nk*g.D)
 	s.rows = make([]float32, max(c.cq, c.ck)*g.D)
 	s.buf = make([]float32, g.D)
-	s.logits = make([]float32, (p.BlockQ/c.cq)*s.nk)
+	s.logits = make([]float64, s.nk)
 	s.mass = make([]float64, p.KBlocks())
+	s.mb = make([]float64, p.KBlocks())
+	s.eb = make([]float64, p.KBlocks())
 	return s
 }
 
@@ -272,15 +296,13 @@ func (s *scorer) compress(b, h0 int) {
 	for j := range s.nk {
 		lo, hi := j*c.ck, min((j+1)*c.ck, g.Nk)
 		s.gather(s.k, b, h0, lo, hi, true)
-		pool.pool(out, s.rows[:(hi-lo)*g.D], g.D, 1)
-		for d, x := range out {
-			s.ckT[d*s.nk+j] = x
-		}
+		pool.pool(s.ck[j*g.D:(j+1)*g.D], s.rows[:(hi-lo)*g.D], g.D, 1)
 	}
 }
 
 // gather fills s.rows with tokens lo..hi−1, each averaged over the head
-// group's c_h query heads (their KV heads, for keys).
+// group's c_h query heads (their KV heads, for keys): row += (1/c_h)·x head
+// by head in increasing head order, the product rounded before the add.
 func (s *scorer) gather(x *tensor.Tensor, b, h0, lo, hi int, keys bool) {
 	g, ch := s.g, s.c.ch
 	rows := s.rows[:(hi-lo)*g.D]
@@ -297,24 +319,26 @@ func (s *scorer) gather(x *tensor.Tensor, b, h0, lo, hi int, keys bool) {
 				continue
 			}
 			x.ReadRow(b, src, t, s.buf)
-			kernel.Axpy(inv, s.buf, rows[(t-lo)*g.D:])
+			dst := rows[(t-lo)*g.D : (t-lo+1)*g.D]
+			for i, v := range s.buf {
+				dst[i] += float32(inv * v)
+			}
 		}
 	}
 }
 
 // blockMass returns, for each of query block qb's visible KV blocks, the
 // compressed attention mass its composite queries put on the block's
-// composite keys (UniSparse Eq. 4–5), the softmax running over every
-// composite key in the query's valid causal range.
+// composite keys (UniSparse Eq. 4–5), the softmax of each composite query
+// running over the composite keys in its valid causal range: those whose
+// first token its last token sees.
 func (s *scorer) blockMass(qb int, blocks []int32) []float64 {
 	p, g, c := s.p, s.g, s.c
 	a0 := qb * p.BlockQ / c.cq
 	a1 := min(a0+p.BlockQ/c.cq, s.nq)
-	na := a1 - a0
 	clear(s.mass)
-	// Valid range: composite key j is visible to composite query a when
-	// its first token is visible to a's last token. Visible blocks are a
-	// prefix in causal plans, so every composite up to the last one counts.
+	// Visible blocks are a prefix in causal plans, so every composite up to
+	// the last visible block's counts.
 	last := 0
 	for _, kb := range blocks {
 		last = max(last, int(kb))
@@ -323,27 +347,22 @@ func (s *scorer) blockMass(qb int, blocks []int32) []float64 {
 	if len(blocks) == 0 || cols == 0 {
 		return s.mass[:0]
 	}
-	kernel.MatMul(na, cols, g.D, s.cq[a0*g.D:], g.D, s.ckT, s.nk, s.logits, cols, false)
-	negInf := float32(math.Inf(-1))
-	perBlock := p.BlockK / c.ck
-	for i := range na {
-		row := s.logits[i*cols : (i+1)*cols]
+	off := g.QueryOffset()
+	for a := a0; a < a1; a++ {
+		vis := cols
 		if p.Causal {
-			lastTok := min((a0+i+1)*c.cq, g.Nq) - 1
-			for j := range row {
-				if !p.Visible(lastTok, j*c.ck) {
-					row[j] = negInf
-				}
+			lastTok := min((a+1)*c.cq, g.Nq) - 1 + off // composite key j is visible when j·c_k ≤ lastTok
+			vis = 0
+			if lastTok >= 0 {
+				vis = min(cols, lastTok/c.ck+1)
 			}
 		}
-		m := kernel.Max(row)
-		if m == negInf {
-			continue
+		l := s.logits[:vis]
+		qa := s.cq[a*g.D : (a+1)*g.D]
+		for j := range l {
+			l[j] = plan.Dot64(qa, s.ck[j*g.D:(j+1)*g.D])
 		}
-		sum := float64(kernel.ExpShift(row, row, m))
-		for j, w := range row {
-			s.mass[j/perBlock] += float64(w) / sum
-		}
+		plan.AddBlockSoftmax(s.mass, l, p.BlockK/c.ck, s.mb, s.eb)
 	}
 	out := s.mass[:len(blocks)]
 	if len(blocks) == p.KBlocks() || blocks[0] == 0 && int(blocks[len(blocks)-1]) == len(blocks)-1 {

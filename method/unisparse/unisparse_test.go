@@ -245,10 +245,7 @@ func TestTopPDefinition(t *testing.T) {
 			}
 			return 0
 		})
-		var total, cum float64
-		for _, m := range mass {
-			total += m
-		}
+		total, cum := plan.Sum64(mass), 0.0
 		want := make([]bool, n)
 		for _, i := range idx {
 			if total == 0 || (p < 1 && cum >= p*total) {
@@ -302,7 +299,7 @@ func TestStochasticPooling(t *testing.T) {
 		for tk := j * 4; tk < min(j*4+4, g.Nk) && !found; tk++ {
 			match := true
 			for d := range g.D {
-				match = match && sc.ckT[d*sc.nk+j] == pr.K.At(0, g.KVHead(1), tk, d)
+				match = match && sc.ck[j*g.D+d] == pr.K.At(0, g.KVHead(1), tk, d)
 			}
 			found = match
 		}
