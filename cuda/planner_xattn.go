@@ -3,10 +3,72 @@ package cuda
 import (
 	"fmt"
 
+	"github.com/sparseattn/sparseattn/cuda/driver"
 	"github.com/sparseattn/sparseattn/method/xattn"
+	"github.com/sparseattn/sparseattn/plan"
 )
+
+// xattnPlanner is xattn.Planner on the device (kernels/plan_xattn.cu). It
+// repeats the CPU planner's canonical arithmetic operation for operation,
+// so its plans are the CPU planner's.
+type xattnPlanner struct{ x xattn.Planner }
 
 // newXattnPlanner returns the device planner of p.
 func newXattnPlanner(p xattn.Planner) (devicePlanner, error) {
-	return nil, fmt.Errorf("%w: the %s planner runs on the CPU only", ErrUnsupported, p.Name())
+	return xattnPlanner{p}, nil
+}
+
+// xattnArgs mirrors struct XattnArgs in kernels/plan_xattn.cu.
+type xattnArgs struct {
+	q, k      view
+	scratch   uint64
+	s, per    int32
+	tk, pad   int32
+	threshold float64
+}
+
+func (p xattnPlanner) header(t plan.Tiling) (*plan.Plan, error) {
+	if err := p.x.Check(t); err != nil {
+		return nil, err
+	}
+	if per := t.BlockK / p.x.Stride; per > 512 {
+		return nil, fmt.Errorf("%w: the xattn device planner takes at most 512 key groups per KV block, got BlockK/Stride = %d", ErrUnsupported, per)
+	}
+	return &plan.Plan{Tiling: t}, nil
+}
+
+func (xattnPlanner) sparse() bool { return true }
+
+func (p xattnPlanner) plan(c *driver.Ctx, in *planInput) error {
+	if err := p.x.Check(in.t); err != nil {
+		return err
+	}
+	a := in.args()
+	g := in.t.Geometry
+	per := in.t.BlockK / p.x.Stride
+	tk := per * (512 / per)
+	kb := kBlocks(in.t)
+	work := g.B * g.Hq * qBlocks(in.t)
+	ctas := max(1, min(work, 2*in.e.Info().SMs))
+	scratch, err := in.scratch.get(c, "xattn.mass", int64(ctas*kb*(2*uniRows+1))*8)
+	if err != nil {
+		return err
+	}
+	p2 := 1
+	for p2 < kb {
+		p2 <<= 1
+	}
+	gemm := uniDimTile*uniRows*8 + uniRows*(tk+tk/per)*8 + uniDimTile*(tk+1)*4
+	shared := max(gemm, p2*13)
+	fn, err := in.e.auxFunction(c, "plan_xattn.cu", "xattn_mass")
+	if err != nil {
+		return err
+	}
+	if shared > 48<<10 {
+		if err := c.SetMaxDynamicShared(fn, shared); err != nil {
+			return err
+		}
+	}
+	x := xattnArgs{q: in.q, k: in.k, scratch: uint64(scratch), s: int32(p.x.Stride), per: int32(per), tk: int32(tk), threshold: p.x.Threshold}
+	return c.Launch(fn, driver.Dim3{X: uint32(ctas), Y: 1, Z: 1}, driver.Dim3{X: uniThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&x))
 }

@@ -16,11 +16,16 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// TestUniArgsLayout checks uniArgs against struct UniArgs in
-// kernels/plan_unisparse.cu: 3 pointers, 10 int32, 1 double.
+// TestUniArgsLayout checks uniArgs and xattnArgs against struct UniArgs in
+// kernels/plan_unisparse.cu (3 pointers, 10 int32, 1 double) and struct
+// XattnArgs in kernels/plan_xattn.cu.
 func TestUniArgsLayout(t *testing.T) {
 	if got := unsafe.Sizeof(uniArgs{}); got != 72 {
 		t.Errorf("uniArgs is %d bytes, struct UniArgs 72", got)
+	}
+	// struct XattnArgs: 2 views, 1 pointer, 4 int32, 1 double.
+	if got := unsafe.Sizeof(xattnArgs{}); got != 144 {
+		t.Errorf("xattnArgs is %d bytes, struct XattnArgs 144", got)
 	}
 }
 

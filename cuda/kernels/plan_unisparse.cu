@@ -282,16 +282,16 @@ extern "C" __global__ void __launch_bounds__(UT) uni_mass(PlanArgs a, UniArgs u)
 					for (int dd = 0; dd < dn; dd++) {
 						const double kA = (double)ks[dd * (TK + 1) + tid];
 						const double kB = tid + 256 < TK ? (double)ks[dd * (TK + 1) + tid + 256] : 0.0;
-						const double2* qd = (const double2*)(qs + (d0 + dd) * UR);
+						const double* qd = qs + (d0 + dd) * UR;
 #pragma unroll
 						for (int r2 = 0; r2 < UR / 2; r2++) {
-							double2 qv = qd[r2];
+							const double qx = qd[2 * r2], qy = qd[2 * r2 + 1];
 							// Products of float32 values are exact in float64, so
 							// the FMA rounds as plan.Dot64's add does.
-							accA[2 * r2] = __fma_rn(qv.x, kA, accA[2 * r2]);
-							accB[2 * r2] = __fma_rn(qv.x, kB, accB[2 * r2]);
-							accA[2 * r2 + 1] = __fma_rn(qv.y, kA, accA[2 * r2 + 1]);
-							accB[2 * r2 + 1] = __fma_rn(qv.y, kB, accB[2 * r2 + 1]);
+							accA[2 * r2] = __fma_rn(qx, kA, accA[2 * r2]);
+							accB[2 * r2] = __fma_rn(qx, kB, accB[2 * r2]);
+							accA[2 * r2 + 1] = __fma_rn(qy, kA, accA[2 * r2 + 1]);
+							accB[2 * r2 + 1] = __fma_rn(qy, kB, accB[2 * r2 + 1]);
 						}
 					}
 				}

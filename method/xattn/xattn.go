@@ -16,10 +16,8 @@ package xattn
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 
-	"github.com/sparseattn/sparseattn/internal/kernel"
 	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -39,7 +37,9 @@ type Planner struct {
 // Name returns "xattn".
 func (x Planner) Name() string { return "xattn" }
 
-func (x Planner) check(t plan.Tiling) error {
+// Check returns an error wrapping plan.ErrInvalid when x's options do not
+// suit tiling t. The device planner (package cuda) calls it.
+func (x Planner) Check(t plan.Tiling) error {
 	if x.Stride <= 0 || t.BlockQ%x.Stride != 0 || t.BlockK%x.Stride != 0 {
 		return fmt.Errorf("%w: xattn stride %d must be positive and divide BlockQ=%d and BlockK=%d", plan.ErrInvalid, x.Stride, t.BlockQ, t.BlockK)
 	}
@@ -51,7 +51,7 @@ func (x Planner) check(t plan.Tiling) error {
 
 // Plan scores every block by antidiagonals and applies the threshold.
 func (x Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
-	if err := x.check(t); err != nil {
+	if err := x.Check(t); err != nil {
 		return nil, err
 	}
 	if err := heads.CheckInputs(t, q, k, "xattn"); err != nil {
@@ -64,7 +64,10 @@ func (x Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 }
 
 // blockMass returns, for head h of batch b, the antidiagonal attention
-// estimate summed per block: mass[qb][kb].
+// estimate summed per block: mass[qb][kb]. Its arithmetic is canonical, as
+// the device planner (cuda/kernels/plan_xattn.cu) repeats it: logits are
+// plan.Dot64 of the float32 rows times the float64 scale, and the softmax
+// and its block sums are plan.AddBlockSoftmax's.
 func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int) [][]float64 {
 	g := p.Geometry
 	s, d := x.Stride, g.D
@@ -89,6 +92,7 @@ func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int) [][]floa
 		mass[qb] = make([]float64, p.KBlocks())
 	}
 	row := make([]float64, kg)
+	mb, eb := make([]float64, p.KBlocks()), make([]float64, p.KBlocks())
 	for i := range qg {
 		// Key group j is visible to query group i when its first key is
 		// visible to the group's first query.
@@ -101,20 +105,10 @@ func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int) [][]floa
 		if visible == 0 {
 			continue
 		}
-		mx := math.Inf(-1)
 		for j := range visible {
-			row[j] = float64(kernel.Dot(rq[i*s*d:(i+1)*s*d], rk[j*s*d:(j+1)*s*d])) * scale
-			mx = max(mx, row[j])
+			row[j] = plan.Dot64(rq[i*s*d:(i+1)*s*d], rk[j*s*d:(j+1)*s*d]) * scale
 		}
-		var sum float64
-		for j := range visible {
-			row[j] = math.Exp(row[j] - mx)
-			sum += row[j]
-		}
-		qb := i * s / p.BlockQ
-		for j := range visible {
-			mass[qb][j*s/p.BlockK] += row[j] / sum
-		}
+		plan.AddBlockSoftmax(mass[i*s/p.BlockQ], row[:visible], p.BlockK/s, mb, eb)
 	}
 	return mass
 }
@@ -128,10 +122,12 @@ func Select(p *plan.Plan, qb int, visible []int32, mass []float64, threshold flo
 	if len(visible) == 0 {
 		return nil
 	}
-	var total, have float64
-	for _, kb := range visible {
-		total += mass[kb]
+	var have float64
+	vm := make([]float64, len(visible))
+	for i, kb := range visible {
+		vm[i] = mass[kb]
 	}
+	total := plan.Sum64(vm) // canonical, as the device planner sums
 	need := threshold * total
 	keep := make([]int32, 0, len(visible))
 	rest := make([]int32, 0, len(visible))
