@@ -1,7 +1,18 @@
 package selftest
 
-import "github.com/sparseattn/sparseattn/plan"
+import (
+	"github.com/sparseattn/sparseattn/method/minference"
+	"github.com/sparseattn/sparseattn/plan"
+)
 
-// minferencePlanners are the minference configurations the device planner is checked
-// with.
-func minferencePlanners() []plan.Planner { return nil }
+// minferencePlanners are the minference configurations the device planner
+// is checked with: MInference's defaults, a tight budget (so that the
+// top-k cut falls inside the scored lines, and fewer verticals than
+// sinks), and more probe rows than one logits block (100 > 64).
+func minferencePlanners() []plan.Planner {
+	return []plan.Planner{
+		minference.Planner{LastQ: 64, Vertical: 1000, Slash: 6096},
+		minference.Planner{LastQ: 16, Vertical: 20, Slash: 150},
+		minference.Planner{LastQ: 100, Vertical: 200, Slash: 300},
+	}
+}

@@ -30,6 +30,10 @@ const (
 	RecentSlashes = 100 // the diagonals nearest the main one, kept as slashes
 )
 
+// ProbeTile is the number of keys per softmax tile of the probe
+// (probe.Last's canonical order), which the device planner repeats.
+const ProbeTile = probe.Tile
+
 // Planner plans the vertical-slash pattern.
 type Planner struct {
 	LastQ    int // probe queries, ≥ 1; MInference uses 64
