@@ -155,13 +155,8 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 		return nil, fmt.Errorf("%w: workers %d must be ≥ 0", ErrOptions, opts.Workers)
 	}
 	if !opts.SkipFiniteCheck {
-		for _, in := range []struct {
-			name string
-			t    *tensor.Tensor
-		}{{"q", q}, {"k", k}, {"v", v}} {
-			if err := in.t.CheckFinite(in.name); err != nil {
-				return nil, err
-			}
+		if err := tensor.CheckFiniteAll(ctx, tensor.Named{Name: "q", T: q}, tensor.Named{Name: "k", T: k}, tensor.Named{Name: "v", T: v}); err != nil {
+			return nil, err
 		}
 	}
 	t := plan.Tiling{Geometry: g, Causal: opts.Causal, BlockQ: opts.BlockQ, BlockK: opts.BlockK, Scale: opts.Scale}
