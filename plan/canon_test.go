@@ -79,3 +79,22 @@ func TestAddBlockSoftmax(t *testing.T) {
 		}
 	}
 }
+
+// TestDot64x4 checks that Dot64x4 gives Dot64's bits.
+func TestDot64x4(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 100 {
+		n := r.IntN(300)
+		v := make([][]float32, 5)
+		for i := range v {
+			v[i] = make([]float32, n)
+			for j := range v[i] {
+				v[i][j] = float32(r.NormFloat64())
+			}
+		}
+		s0, s1, s2, s3 := Dot64x4(v[0], v[1], v[2], v[3], v[4])
+		if s0 != Dot64(v[0], v[1]) || s1 != Dot64(v[0], v[2]) || s2 != Dot64(v[0], v[3]) || s3 != Dot64(v[0], v[4]) {
+			t.Fatal("Dot64x4 differs from Dot64")
+		}
+	}
+}

@@ -359,8 +359,12 @@ func (s *scorer) blockMass(qb int, blocks []int32) []float64 {
 		}
 		l := s.logits[:vis]
 		qa := s.cq[a*g.D : (a+1)*g.D]
-		for j := range l {
-			l[j] = plan.Dot64(qa, s.ck[j*g.D:(j+1)*g.D])
+		j, D := 0, g.D
+		for ; j+4 <= len(l); j += 4 {
+			l[j], l[j+1], l[j+2], l[j+3] = plan.Dot64x4(qa, s.ck[j*D:], s.ck[(j+1)*D:], s.ck[(j+2)*D:], s.ck[(j+3)*D:])
+		}
+		for ; j < len(l); j++ {
+			l[j] = plan.Dot64(qa, s.ck[j*D:(j+1)*D])
 		}
 		plan.AddBlockSoftmax(s.mass, l, p.BlockK/c.ck, s.mb, s.eb)
 	}

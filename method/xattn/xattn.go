@@ -105,8 +105,14 @@ func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int) [][]floa
 		if visible == 0 {
 			continue
 		}
-		for j := range visible {
-			row[j] = plan.Dot64(rq[i*s*d:(i+1)*s*d], rk[j*s*d:(j+1)*s*d]) * scale
+		qi, L := rq[i*s*d:(i+1)*s*d], s*d
+		j := 0
+		for ; j+4 <= visible; j += 4 {
+			s0, s1, s2, s3 := plan.Dot64x4(qi, rk[j*L:], rk[(j+1)*L:], rk[(j+2)*L:], rk[(j+3)*L:])
+			row[j], row[j+1], row[j+2], row[j+3] = s0*scale, s1*scale, s2*scale, s3*scale
+		}
+		for ; j < visible; j++ {
+			row[j] = plan.Dot64(qi, rk[j*L:(j+1)*L]) * scale
 		}
 		plan.AddBlockSoftmax(mass[i*s/p.BlockQ], row[:visible], p.BlockK/s, mb, eb)
 	}
