@@ -20,9 +20,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
-	"github.com/sparseattn/sparseattn/internal/kernel"
 	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/method/internal/probe"
 	"github.com/sparseattn/sparseattn/plan"
@@ -105,26 +105,33 @@ func (f Planner) Decide(p *plan.Plan, q, k *tensor.Tensor, b, h int) Head {
 	ns := f.clamp(coverCount(slash, f.Gamma)/bk+1, nkb)
 
 	// Lines pooled into blocks: KV block kb, and block diagonal s holding
-	// offsets [s·BlockK, (s+1)·BlockK).
+	// offsets [s·BlockK, (s+1)·BlockK), each a plan.Sum64 over the
+	// block's lines in increasing order (lane = line − first line mod 32).
 	vb := make([]float64, nkb)
-	for j, x := range vert {
-		vb[j/bk] += x
+	for kb := range nkb {
+		vb[kb] = plan.Sum64(vert[kb*bk : min(kb*bk+bk, g.Nk)])
 	}
-	sb := map[int]float64{}
-	for i, x := range slash {
-		if x > 0 {
-			d := i - (g.Nk - 1)
-			sb[floorDiv(d, bk)] += x
+	sb := map[int]float64{0: 0} // the main diagonal always exists
+	for s := floorDiv(-(g.Nk - 1), bk); s*bk <= g.Nk-1; s++ {
+		lo, hi := max(s*bk, -(g.Nk-1)), min(s*bk+bk-1, g.Nk-1)
+		part := make([]float64, hi-s*bk+1) // lanes count from s·BlockK
+		mass := false
+		for d := lo; d <= hi; d++ {
+			x := slash[d+g.Nk-1]
+			part[d-s*bk] = x
+			mass = mass || x > 0
+		}
+		if mass || s == 0 {
+			sb[s] = plan.Sum64(part)
 		}
 	}
-	sb[0] += 0 // the main diagonal always exists
 
 	// FlexPrefill §3.2: the estimate softmax(mean probe query · block mean
 	// keys) against the probe's pooled vertical attention.
 	keys := blockMeans(k, b, g.KVHead(h), g.Nk, bk, g.D)
 	qmean := make([]float32, g.D)
 	for i := range len(pr.P) {
-		kernel.Axpy(float32(1/n), pr.Queries[i*g.D:(i+1)*g.D], qmean)
+		axpy(float32(1/n), pr.Queries[i*g.D:(i+1)*g.D], qmean)
 	}
 	est := softmaxDots(qmean, keys, g.D, float64(p.SoftmaxScale()), nkb)
 	hd := Head{Distance: sqrtJS(est, vb)}
@@ -165,7 +172,7 @@ func (f Planner) queryAware(p *plan.Plan, q *tensor.Tensor, keys []float32, b, h
 		qm := make([]float32, g.D)
 		for i := qlo; i < qhi; i++ {
 			q.ReadRow(b, h, i, row)
-			kernel.Axpy(1/float32(qhi-qlo), row, qm)
+			axpy(1/float32(qhi-qlo), row, qm)
 		}
 		visible, _ := p.Entries(p.Row(b, h, qb))
 		if len(visible) == 0 {
@@ -173,21 +180,23 @@ func (f Planner) queryAware(p *plan.Plan, q *tensor.Tensor, keys []float32, b, h
 		}
 		rows++
 		w := softmaxDots(qm, keys, g.D, float64(p.SoftmaxScale()), p.KBlocks())
-		// Renormalize over the visible blocks only (block-causal mask).
-		var sum float64
-		for _, kb := range visible {
-			sum += w[kb]
-		}
+		// Renormalize over the visible blocks only (block-causal mask);
+		// they are the first len(visible).
+		sum := plan.Sum64(w[:len(visible)])
 		for _, kb := range visible {
 			pairs = append(pairs, pair{qb, int(kb), w[kb] / sum})
 		}
 	}
 	slices.SortStableFunc(pairs, func(a, b pair) int { return descending(a.w, b.w) })
 	out := make([][]int, p.QBlocks())
-	budget := f.Gamma * float64(rows)
-	var cum float64
+	// The cumulative mass is exact: weights (each ≤ 1) in fixed point
+	// with 2^shift per unit, so the total of rows unit rows stays below
+	// 2^62 and any summation order gives the same count.
+	shift := 62 - bits.Len(uint(rows))
+	budget := toFixed(f.Gamma*float64(rows), shift)
+	var cum uint64
 	for _, pr := range pairs {
-		cum += pr.w
+		cum += toFixed(pr.w, shift)
 		if cum > budget {
 			break
 		}
@@ -238,18 +247,38 @@ func (f Planner) clamp(n, blocks int) int {
 }
 
 // coverCount is how many of the largest values have a cumulative sum
-// within gamma (FlexPrefill's score_cover_topk, less its +1).
+// within gamma (FlexPrefill's score_cover_topk, less its +1). The values
+// are probe means (each ≤ 1, summing to about 1); the cumulative sum is
+// exact, in fixed point with 2^60 per unit, so that the device planner,
+// which sums them in another order, finds the same count.
 func coverCount(x []float64, gamma float64) int {
 	s := slices.Clone(x)
 	slices.SortFunc(s, descending)
-	var cum float64
+	g := toFixed(gamma, coverShift)
+	var cum uint64
 	for i, v := range s {
-		cum += v
-		if cum > gamma {
+		cum += toFixed(v, coverShift)
+		if cum > g {
 			return i
 		}
 	}
 	return len(s)
+}
+
+// coverShift is coverCount's fixed-point scale, 2^60 per unit.
+const coverShift = 60
+
+// toFixed is x·2^shift truncated to an integer, for x ≥ 0.
+func toFixed(x float64, shift int) uint64 {
+	return uint64(math.Ldexp(x, shift))
+}
+
+// axpy sets y[i] += a·x[i] in float32, product rounded before the sum
+// (never fused), as the device planner does.
+func axpy(a float32, x, y []float32) {
+	for i, v := range x {
+		y[i] += float32(a * v)
+	}
 }
 
 // topForced returns the forced item (if present) then the highest-scoring
@@ -277,24 +306,25 @@ func blockMeans(k *tensor.Tensor, b, kh, nk, bk, d int) []float32 {
 		k.ReadRow(b, kh, j, row)
 		kb := j / bk
 		cnt := min(bk, nk-kb*bk)
-		kernel.Axpy(1/float32(cnt), row, out[kb*d:(kb+1)*d])
+		axpy(1/float32(cnt), row, out[kb*d:(kb+1)*d])
 	}
 	return out
 }
 
-// softmaxDots is softmax_j(scale · x·rows[j]) over n rows.
+// softmaxDots is softmax_j(scale · x·rows[j]) over n rows, in the
+// canonical order of plan/canon.go: plan.Dot64 logits, plan.Exp64 and a
+// plan.Sum64 normalizer.
 func softmaxDots(x, rows []float32, d int, scale float64, n int) []float64 {
 	w := make([]float64, n)
 	mx := math.Inf(-1)
 	for j := range n {
-		w[j] = float64(kernel.Dot(x, rows[j*d:(j+1)*d])) * scale
+		w[j] = float64(plan.Dot64(x, rows[j*d:(j+1)*d]) * scale)
 		mx = max(mx, w[j])
 	}
-	var sum float64
 	for j := range w {
-		w[j] = math.Exp(w[j] - mx)
-		sum += w[j]
+		w[j] = plan.Exp64(w[j] - mx)
 	}
+	sum := plan.Sum64(w)
 	for j := range w {
 		w[j] /= sum
 	}
@@ -302,19 +332,25 @@ func softmaxDots(x, rows []float32, d int, scale float64, n int) []float64 {
 }
 
 // sqrtJS is the square root of the Jensen–Shannon divergence (natural log)
-// of two distributions.
+// of two distributions: per index the two terms (each 0 where its
+// probability is 0) are added, and the per-index values summed by
+// plan.Sum64. The device planner takes CUDA's log, which may differ from
+// math.Log by one ulp: a head whose distance lies within about 1e-15
+// relative of τ may be classified differently on the two sides.
 func sqrtJS(p, q []float64) float64 {
-	var js float64
+	t := make([]float64, len(p))
 	for i := range p {
 		m := (p[i] + q[i]) / 2
+		var a, b float64
 		if p[i] > 0 {
-			js += 0.5 * p[i] * math.Log(p[i]/m)
+			a = float64(float64(0.5*p[i]) * math.Log(p[i]/m))
 		}
 		if q[i] > 0 {
-			js += 0.5 * q[i] * math.Log(q[i]/m)
+			b = float64(float64(0.5*q[i]) * math.Log(q[i]/m))
 		}
+		t[i] = a + b
 	}
-	return math.Sqrt(max(js, 0))
+	return math.Sqrt(max(plan.Sum64(t), 0))
 }
 
 func descending(a, b float64) int {
