@@ -130,9 +130,13 @@ __device__ Cut topk_cut(KeyFn key, int n, int kwant, u32* cnt, u64* red) {
 		for (int x = tid; x < 256; x += blockDim.x) cnt[x] = 0;
 		__syncthreads();
 		u64 prefix = prefix_s;
-		for (int i = tid; i < n; i += blockDim.x) {
-			u64 kk = key(i);
-			if (shift == 56 || (kk >> (shift + 8)) == prefix) atomicAdd(&cnt[(kk >> shift) & 255], 1u);
+		for (int base = 0; base < n; base += blockDim.x) {
+			int i = base + tid;
+			u64 kk = i < n ? key(i) : 0;
+			bool in = i < n && (shift == 56 || (kk >> (shift + 8)) == prefix);
+			int dg = in ? (int)((kk >> shift) & 255) : 256;
+			u32 peers = __match_any_sync(0xffffffffu, dg);
+			if (in && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&cnt[dg], (u32)__popc(peers));
 		}
 		__syncthreads();
 		if (tid == 0) {
@@ -194,12 +198,21 @@ __device__ Cut cover_cut(KeyFn key, FixFn fx, int n, u64 G, u32* cnt, u64* fs, u
 		}
 		__syncthreads();
 		u64 prefix = prefix_s;
-		for (int i = tid; i < n; i += blockDim.x) {
-			u64 kk = key(i);
-			if (kk != 0 && (shift == 56 || (kk >> (shift + 8)) == prefix)) {
-				int dg = (kk >> shift) & 255;
-				atomicAdd(&cnt[dg], 1u);
-				atomicAdd((unsigned long long*)&fs[dg], (unsigned long long)fx(i));
+		for (int base = 0; base < n; base += blockDim.x) {
+			int i = base + tid;
+			u64 kk = i < n ? key(i) : 0;
+			bool in = kk != 0 && (shift == 56 || (kk >> (shift + 8)) == prefix);
+			int dg = in ? (int)((kk >> shift) & 255) : 256;
+			u64 v = in ? fx(i) : 0;
+			// Lanes with the same digit add once: the fixed values
+			// (< 2^62) in three exact 32-bit partial sums.
+			u32 peers = __match_any_sync(0xffffffffu, dg);
+			u32 lo = __reduce_add_sync(peers, (u32)(v & 0x3fffff));
+			u32 mid = __reduce_add_sync(peers, (u32)((v >> 22) & 0x3fffff));
+			u32 hi = __reduce_add_sync(peers, (u32)(v >> 44));
+			if (in && (threadIdx.x & 31) == __ffs(peers) - 1) {
+				atomicAdd(&cnt[dg], (u32)__popc(peers));
+				atomicAdd((unsigned long long*)&fs[dg], (unsigned long long)lo + ((unsigned long long)mid << 22) + ((unsigned long long)hi << 44));
 			}
 		}
 		__syncthreads();
@@ -437,11 +450,27 @@ extern "C" __global__ void fp_qa_weights(PlanArgs a, View q, QaArgs x) {
 	__syncthreads();
 	const float* km = x.km + ((long long)(b * a.Hkv + kh) * nkb) * a.D;
 	double scale = (double)a.scale, mx = -INF64;
-	for (int kb = tid; kb < nkb; kb += blockDim.x) {
+	// Block mean keys staged in shared memory, 128 blocks × 64 dims at a
+	// time; each thread's dot product still runs over d in increasing
+	// order (Dot64).
+	__shared__ float kt[128][65];
+	for (int kb0 = 0; kb0 < nkb; kb0 += 128) {
 		double s = 0.0;
-		for (int d = 0; d < a.D; d++) s = fma((double)qm[d], (double)km[(long long)kb * a.D + d], s);
-		pw[kb] = mul64(s, scale);
-		mx = fmax(mx, pw[kb]);
+		for (int d0 = 0; d0 < a.D; d0 += 64) {
+			__syncthreads();
+			for (int e = tid; e < 128 * 64; e += blockDim.x) {
+				int r = e >> 6, dd = e & 63, kr = kb0 + r, d = d0 + dd;
+				kt[r][dd] = (kr < nkb && d < a.D) ? km[(long long)kr * a.D + d] : 0.0f;
+			}
+			__syncthreads();
+			int dn = min(64, a.D - d0);
+			for (int dd = 0; dd < dn; dd++) s = fma((double)qm[d0 + dd], (double)kt[tid][dd], s);
+		}
+		int kb = kb0 + tid;
+		if (kb < nkb) {
+			pw[kb] = mul64(s, scale);
+			mx = fmax(mx, pw[kb]);
+		}
 	}
 	mx = block_max(mx, redd);
 	for (int kb = tid; kb < nkb; kb += blockDim.x) pw[kb] = exp64_canon(__dsub_rn(pw[kb], mx));

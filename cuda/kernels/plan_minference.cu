@@ -239,9 +239,14 @@ __device__ TopK sel_topk(KeyFn key, int n, int kwant, u32* hist, int* red) {
 		for (int x = tid; x < 256; x += blockDim.x) hist[x] = 0;
 		__syncthreads();
 		u64 prefix = prefix_s;
-		for (int i = tid; i < n; i += blockDim.x) {
-			u64 kk = key(i);
-			if (shift == 56 || (kk >> (shift + 8)) == prefix) atomicAdd(&hist[(kk >> shift) & 255], 1u);
+		for (int base = 0; base < n; base += blockDim.x) {
+			int i = base + tid;
+			u64 kk = i < n ? key(i) : 0;
+			bool in = i < n && (shift == 56 || (kk >> (shift + 8)) == prefix);
+			// Lanes with the same digit add once (warp-aggregated).
+			int dg = in ? (int)((kk >> shift) & 255) : 256;
+			u32 peers = __match_any_sync(0xffffffffu, dg);
+			if (in && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[dg], (u32)__popc(peers));
 		}
 		__syncthreads();
 		if (tid == 0) {
