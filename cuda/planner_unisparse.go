@@ -154,7 +154,7 @@ func (p unisparsePlanner) plan(c *driver.Ctx, in *planInput) error {
 	for p2 < kb {
 		p2 <<= 1
 	}
-	gemm := g.D*uniRows*8 + uniRows*(tk+tk/per)*8 + uniDimTile*(tk+1)*4
+	gemm := uniDimTile*uniRows*8 + uniRows*(tk+tk/per)*8 + uniDimTile*(tk+1)*4 // qs, lg, ks
 	shared := max(gemm, p2*13)
 	fnM, err := in.e.auxFunction(c, "plan_unisparse.cu", "uni_mass")
 	if err != nil {

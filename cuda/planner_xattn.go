@@ -20,7 +20,7 @@ func newXattnPlanner(p xattn.Planner) (devicePlanner, error) {
 
 // xattnArgs mirrors struct XattnArgs in kernels/plan_xattn.cu.
 type xattnArgs struct {
-	q, k      view
+	rq, rk    uint64
 	scratch   uint64
 	s, per    int32
 	tk, pad   int32
@@ -58,8 +58,36 @@ func (p xattnPlanner) plan(c *driver.Ctx, in *planInput) error {
 	for p2 < kb {
 		p2 <<= 1
 	}
-	gemm := uniDimTile*uniRows*8 + uniRows*(tk+tk/per)*8 + uniDimTile*(tk+1)*4
+	gemm := uniDimTile*uniRows*8 + uniRows*(tk+tk/per)*8 + uniDimTile*(tk+1)*4 // qs, lg, ks
 	shared := max(gemm, p2*13)
+	// The reshaped rows: query groups reversed, key groups in order
+	// (XAttention §2.1), as float32.
+	S := p.x.Stride
+	qg, kgr := (g.Nq+S-1)/S, (g.Nk+S-1)/S
+	rq, err := in.scratch.get(c, "xattn.rq", int64(g.B*g.Hq*qg*S*g.D)*4)
+	if err != nil {
+		return err
+	}
+	rk, err := in.scratch.get(c, "xattn.rk", int64(g.B*g.Hkv*kgr*S*g.D)*4)
+	if err != nil {
+		return err
+	}
+	fnR, err := in.e.auxFunction(c, "plan_xattn.cu", "xattn_reshape")
+	if err != nil {
+		return err
+	}
+	for _, r := range []struct {
+		x          view
+		out        driver.Ptr
+		sets, grps int
+		reverse    int32
+	}{{in.q, rq, g.B * g.Hq, qg, 1}, {in.k, rk, g.B * g.Hkv, kgr, 0}} {
+		x, out, sets, ngroups, s32, rev := r.x, uint64(r.out), int32(r.sets), int32(r.grps), int32(S), r.reverse
+		grid, block := grid1(r.sets*r.grps*S*g.D, 256)
+		if err := c.Launch(fnR, grid, block, 0, driver.Arg(&x), driver.Arg(&out), driver.Arg(&sets), driver.Arg(&ngroups), driver.Arg(&s32), driver.Arg(&rev)); err != nil {
+			return err
+		}
+	}
 	fn, err := in.e.auxFunction(c, "plan_xattn.cu", "xattn_mass")
 	if err != nil {
 		return err
@@ -69,6 +97,6 @@ func (p xattnPlanner) plan(c *driver.Ctx, in *planInput) error {
 			return err
 		}
 	}
-	x := xattnArgs{q: in.q, k: in.k, scratch: uint64(scratch), s: int32(p.x.Stride), per: int32(per), tk: int32(tk), threshold: p.x.Threshold}
+	x := xattnArgs{rq: uint64(rq), rk: uint64(rk), scratch: uint64(scratch), s: int32(p.x.Stride), per: int32(per), tk: int32(tk), threshold: p.x.Threshold}
 	return c.Launch(fn, driver.Dim3{X: uint32(ctas), Y: 1, Z: 1}, driver.Dim3{X: uniThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&x))
 }

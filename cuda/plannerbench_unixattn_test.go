@@ -23,9 +23,9 @@ func TestUniArgsLayout(t *testing.T) {
 	if got := unsafe.Sizeof(uniArgs{}); got != 72 {
 		t.Errorf("uniArgs is %d bytes, struct UniArgs 72", got)
 	}
-	// struct XattnArgs: 2 views, 1 pointer, 4 int32, 1 double.
-	if got := unsafe.Sizeof(xattnArgs{}); got != 144 {
-		t.Errorf("xattnArgs is %d bytes, struct XattnArgs 144", got)
+	// struct XattnArgs: 3 pointers, 4 int32, 1 double.
+	if got := unsafe.Sizeof(xattnArgs{}); got != 48 {
+		t.Errorf("xattnArgs is %d bytes, struct XattnArgs 48", got)
 	}
 }
 

@@ -205,7 +205,24 @@ extern "C" __global__ void uni_draw(PlanArgs a, const double* norms, int* pick, 
 
 #define UT 256 // threads of uni_mass
 #define UR 8   // composite queries per pass
-#define UDC 16 // head dimensions per staged key tile
+#define UDC 16 // dimensions per staged key tile
+#define UKP (UDC * 512 / UT) // staged key elements per thread
+
+// fetch loads dimensions db..db+UDC−1 of the tile's keys (rows j0…, up
+// to maxvis) and of the pass's composite queries (rows c0…c0+nr−1) into
+// the registers kpre and qpre, zero outside.
+__device__ __forceinline__ void fetch(float (&kpre)[UKP], float& qpre, const float* K, const float* Q, int tid, int j0, int maxvis,
+                                      int c0, int nr, int db, int L, int TK) {
+#pragma unroll
+	for (int i = 0; i < UKP; i++) {
+		int e = tid + i * UT, j = j0 + e / UDC, d = db + e % UDC;
+		kpre[i] = (e < UDC * TK && j < maxvis && d < L) ? K[(long long)j * L + d] : 0.0f;
+	}
+	if (tid < UDC * UR) {
+		int r = tid % UR, d = db + tid / UR;
+		qpre = (r < nr && d < L) ? Q[(long long)(c0 + r) * L + d] : 0.0f;
+	}
+}
 
 // precedes orders blocks for Top-P: heavier first, then lower index (the
 // CPU's stable sort). Masses are ≥ 0, so their bits order as they do.
@@ -220,8 +237,8 @@ extern "C" __global__ void __launch_bounds__(UT) uni_mass(PlanArgs a, UniArgs u)
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int KB = a.stride, L = u.L, TK = u.tk, per = u.per;
 	const int LGP = TK + TK / per; // logit row pitch: one pad per block
-	double* qs = (double*)smem;    // [L][UR]
-	double* lg = qs + L * UR;      // [UR][LGP]
+	double* qs = (double*)smem;    // [UDC][UR]
+	double* lg = qs + UDC * UR;    // [UR][LGP]
 	float* ks = (float*)(lg + UR * LGP); // [UDC][TK + 1]
 	// Top-P reuses the shared memory: keys, indices, flags.
 	int P2 = 1;
@@ -248,7 +265,7 @@ extern "C" __global__ void __launch_bounds__(UT) uni_mass(PlanArgs a, UniArgs u)
 		for (int kb = tid; kb < nvis; kb += UT) mass[kb] = 0.0;
 		for (int c0 = a0; c0 < a1 && nvis > 0; c0 += UR) {
 			const int nr = min(UR, a1 - c0);
-			__syncthreads(); // the previous pass is done with qs, vis, lg
+			__syncthreads(); // the previous pass is done with vis, lg
 			if (tid < UR) {
 				int v = 0;
 				if (tid < nr) {
@@ -260,10 +277,6 @@ extern "C" __global__ void __launch_bounds__(UT) uni_mass(PlanArgs a, UniArgs u)
 				}
 				vis[tid] = v;
 			}
-			for (int e = tid; e < L * UR; e += UT) {
-				int d = e / UR, r = e % UR;
-				qs[e] = r < nr ? (double)Q[(long long)(c0 + r) * L + d] : 0.0;
-			}
 			__syncthreads();
 			int maxvis = 0;
 			for (int r = 0; r < nr; r++) maxvis = max(maxvis, vis[r]);
@@ -271,18 +284,26 @@ extern "C" __global__ void __launch_bounds__(UT) uni_mass(PlanArgs a, UniArgs u)
 				double accA[UR], accB[UR];
 #pragma unroll
 				for (int r = 0; r < UR; r++) accA[r] = accB[r] = 0.0;
-				for (int d0 = 0; d0 < L; d0 += UDC) {
+				// The next chunk of UDC dimensions is fetched into registers
+				// while the current one is multiplied from shared memory.
+				float kpre[UKP], qpre = 0.0f;
+				int d0 = 0;
+				fetch(kpre, qpre, K, Q, tid, j0, maxvis, c0, nr, 0, L, TK);
+				for (; d0 < L; d0 += UDC) {
 					__syncthreads();
-					for (int e = tid; e < UDC * TK; e += UT) {
-						int jj = e / UDC, dd = e % UDC, j = j0 + jj, d = d0 + dd;
-						ks[dd * (TK + 1) + jj] = (j < maxvis && d < L) ? K[(long long)j * L + d] : 0.0f;
+#pragma unroll
+					for (int i = 0; i < UKP; i++) {
+						int e = tid + i * UT;
+						if (e < UDC * TK) ks[(e % UDC) * (TK + 1) + e / UDC] = kpre[i];
 					}
+					if (tid < UDC * UR) qs[tid] = (double)qpre;
 					__syncthreads();
+					if (d0 + UDC < L) fetch(kpre, qpre, K, Q, tid, j0, maxvis, c0, nr, d0 + UDC, L, TK);
 					const int dn = min(UDC, L - d0);
 					for (int dd = 0; dd < dn; dd++) {
 						const double kA = (double)ks[dd * (TK + 1) + tid];
 						const double kB = tid + 256 < TK ? (double)ks[dd * (TK + 1) + tid + 256] : 0.0;
-						const double* qd = qs + (d0 + dd) * UR;
+						const double* qd = qs + dd * UR;
 #pragma unroll
 						for (int r2 = 0; r2 < UR / 2; r2++) {
 							const double qx = qd[2 * r2], qy = qd[2 * r2 + 1];
@@ -397,8 +418,8 @@ extern "C" __global__ void __launch_bounds__(UT) uni_mass(PlanArgs a, UniArgs u)
 				const double need = mul64(u.top_p, total);
 				double cum = 0.0;
 				int n = 0;
-				while (n < nvis) {
-					cum = add64(cum, mass[sidx[n]]);
+				while (n < nvis) { // skey[n] holds the bits of mass[sidx[n]]
+					cum = add64(cum, __longlong_as_double((long long)skey[n]));
 					n++;
 					if (cum >= need) break;
 				}

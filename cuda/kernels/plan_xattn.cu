@@ -35,9 +35,26 @@ __device__ __forceinline__ double exp64_canon(double x) {
 	return mul64(p, __longlong_as_double((long long)((int)n + 1023) << 52));
 }
 
+// xattn_reshape writes the reshaped rows of x (XAttention §2.1): group g
+// of head set is tokens gS+S−1, …, gS (reverse, queries) or gS, …, gS+S−1
+// (keys), D values each, zeros past the last token; sets are (b, head).
+extern "C" __global__ void xattn_reshape(View x, float* out, int sets, int ngroups, int S, int reverse) {
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	const int D = x.D;
+	const long long L = (long long)S * D;
+	if (i >= (long long)sets * ngroups * L) return;
+	int el = (int)(i % L);
+	long long sg = i / L;
+	int g = (int)(sg % ngroups), set = (int)(sg / ngroups);
+	int u = el / D, d = el % D;
+	int t = g * S + (reverse ? S - 1 - u : u);
+	out[i] = t < x.N ? load(x, set / x.H, set % x.H, t, d) : 0.0f;
+}
+
 // XattnArgs mirrors cuda.xattnArgs on the Go side.
 struct XattnArgs {
-	View q, k;
+	const float* rq; // reshaped query groups [B·Hq][query groups][S·D]
+	const float* rk; // reshaped key groups [B·Hkv][key groups][S·D]
 	double* scratch; // per CTA: mass[KB], mb[UR][KB], eb[UR][KB]
 	int S;           // stride
 	int per;         // key groups per KV block, BlockK/S
@@ -48,7 +65,24 @@ struct XattnArgs {
 
 #define UT 256 // threads of xattn_mass
 #define UR 8   // composite queries per pass
-#define UDC 16 // head dimensions per staged key tile
+#define UDC 16 // dimensions per staged key tile
+#define UKP (UDC * 512 / UT) // staged key elements per thread
+
+// fetch loads dimensions db..db+UDC−1 of the tile's keys (rows j0…, up
+// to maxvis) and of the pass's composite queries (rows c0…c0+nr−1) into
+// the registers kpre and qpre, zero outside.
+__device__ __forceinline__ void fetch(float (&kpre)[UKP], float& qpre, const float* K, const float* Q, int tid, int j0, int maxvis,
+                                      int c0, int nr, int db, int L, int TK) {
+#pragma unroll
+	for (int i = 0; i < UKP; i++) {
+		int e = tid + i * UT, j = j0 + e / UDC, d = db + e % UDC;
+		kpre[i] = (e < UDC * TK && j < maxvis && d < L) ? K[(long long)j * L + d] : 0.0f;
+	}
+	if (tid < UDC * UR) {
+		int r = tid % UR, d = db + tid / UR;
+		qpre = (r < nr && d < L) ? Q[(long long)(c0 + r) * L + d] : 0.0f;
+	}
+}
 
 // precedes orders blocks for Top-P: heavier first, then lower index (the
 // CPU's stable sort). Masses are ≥ 0, so their bits order as they do.
@@ -87,6 +121,8 @@ extern "C" __global__ void __launch_bounds__(UT) xattn_mass(PlanArgs a, XattnArg
 		const int b = bh / a.Hq, h = bh % a.Hq, kvh = h / (a.Hq / a.Hkv);
 		const int nvis = visible_blocks(a, qb);
 		const int a0 = qb * ng, a1 = min(a0 + ng, qgn);
+		const float* Q = u.rq + (long long)bh * qgn * L;
+		const float* K = u.rk + (long long)(b * a.Hkv + kvh) * kg * L;
 		for (int kb = tid; kb < nvis; kb += UT) mass[kb] = 0.0;
 		for (int c0 = a0; c0 < a1 && nvis > 0; c0 += UR) {
 			const int nr = min(UR, a1 - c0);
@@ -109,19 +145,21 @@ extern "C" __global__ void __launch_bounds__(UT) xattn_mass(PlanArgs a, XattnArg
 				double accA[UR], accB[UR];
 #pragma unroll
 				for (int r = 0; r < UR; r++) accA[r] = accB[r] = 0.0;
-				for (int d0 = 0; d0 < L; d0 += UDC) {
+				// The next chunk of UDC dimensions is fetched into registers
+				// while the current one is multiplied from shared memory.
+				float kpre[UKP], qpre = 0.0f;
+				int d0 = 0;
+				fetch(kpre, qpre, K, Q, tid, j0, maxvis, c0, nr, 0, L, TK);
+				for (; d0 < L; d0 += UDC) {
 					__syncthreads();
-					for (int e = tid; e < UDC * TK; e += UT) {
-						int jj = e / UDC, el = d0 + e % UDC, j = j0 + jj;
-						int t = j * S + el / D;
-						ks[(e % UDC) * (TK + 1) + jj] = (j < maxvis && el < L && t < a.Nk) ? load(u.k, b, kvh, t, el % D) : 0.0f;
+#pragma unroll
+					for (int i = 0; i < UKP; i++) {
+						int e = tid + i * UT;
+						if (e < UDC * TK) ks[(e % UDC) * (TK + 1) + e / UDC] = kpre[i];
 					}
-					for (int e = tid; e < UDC * UR; e += UT) {
-						int r = e % UR, el = d0 + e / UR;
-						int t = (c0 + r) * S + S - 1 - el / D;
-						qs[e] = (r < nr && el < L && t < a.Nq) ? (double)load(u.q, b, h, t, el % D) : 0.0;
-					}
+					if (tid < UDC * UR) qs[tid] = (double)qpre;
 					__syncthreads();
+					if (d0 + UDC < L) fetch(kpre, qpre, K, Q, tid, j0, maxvis, c0, nr, d0 + UDC, L, TK);
 					const int dn = min(UDC, L - d0);
 					for (int dd = 0; dd < dn; dd++) {
 						const double kA = (double)ks[dd * (TK + 1) + tid];
@@ -252,7 +290,7 @@ extern "C" __global__ void __launch_bounds__(UT) xattn_mass(PlanArgs a, XattnArg
 				if (a.causal && (kb == 0 || kb == nvis - 1)) continue;
 				if (have >= need) break;
 				flag[kb] = 1;
-				have = add64(have, mass[kb]);
+				have = add64(have, __longlong_as_double((long long)skey[s])); // mass[kb]
 			}
 		}
 		__syncthreads();
