@@ -2,11 +2,150 @@ package cuda
 
 import (
 	"fmt"
+	"unsafe"
 
+	"github.com/sparseattn/sparseattn/cuda/driver"
 	"github.com/sparseattn/sparseattn/method/sparge"
+	"github.com/sparseattn/sparseattn/plan"
 )
+
+// spargePlanner is sparge.Planner on the device (kernels/plan_sparge.cu):
+// SpargeAttn's prediction (§3.2) in two launches, block pooling with
+// CosSim for Q and K (K once per KV head), then per plan row the compressed
+// logits, the θ judge, the compressed softmax, TopCdf or top-k, the fix,
+// diagonal and sink blocks. Its plans equal the CPU planner's row for row:
+// both sides do the same float64 operations in the same order. Each head's
+// τ or top-k and θ come from sparge.Planner.HeadParams; the λ filter from
+// sparge.Planner.Header (a per-head λ gives a plan the attention kernel
+// does not take: NewRunner then fails with ErrUnsupported).
+//
+// A runner owns its planner; the runner serializes its calls.
+type spargePlanner struct {
+	p     sparge.Planner
+	heads []spargeHead
+	// headsAt is the scratch buffer the heads were last copied to; they are
+	// copied once per runner.
+	headsAt driver.Ptr
+}
+
+// spargeHead mirrors struct SpargeHead in kernels/plan_sparge.cu.
+type spargeHead struct {
+	theta, cdf, topk float64
+}
+
+// spargeThreads is the block size of both kernels (__launch_bounds__).
+const spargeThreads = 128
 
 // newSpargePlanner returns the device planner of p.
 func newSpargePlanner(p sparge.Planner) (devicePlanner, error) {
-	return nil, fmt.Errorf("%w: the %s planner runs on the CPU only", ErrUnsupported, p.Name())
+	return &spargePlanner{p: p}, nil
+}
+
+func (s *spargePlanner) header(t plan.Tiling) (*plan.Plan, error) {
+	h, err := s.p.Header(t)
+	if err != nil {
+		return nil, err
+	}
+	params, err := s.p.HeadParams(t.Geometry.Hq)
+	if err != nil {
+		return nil, err
+	}
+	if d := t.Geometry.D; d > 128 {
+		return nil, fmt.Errorf("%w: the sparge device planner takes head dims up to 128, not %d", ErrUnsupported, d)
+	}
+	if kBlocks(t) >= 1<<20 { // sparge.mass sums at most 2^20 masses of 2^44
+		return nil, fmt.Errorf("%w: %d key blocks; the sparge device planner takes fewer than 2^20", ErrUnsupported, kBlocks(t))
+	}
+	s.heads = make([]spargeHead, len(params))
+	for i, hp := range params {
+		s.heads[i] = spargeHead{theta: hp.Theta, cdf: hp.CDF, topk: hp.TopK}
+	}
+	return h, nil
+}
+
+func (*spargePlanner) sparse() bool { return true }
+
+// spargeRowsLayout returns the plan rows per sparge_rows block (SR), the sort
+// width pmax and the block's dynamic shared bytes: as many rows as fit in
+// maxShared, at most 4.
+func spargeRowsLayout(nkb, d, maxShared int) (sr, pmax, dyn int, err error) {
+	pmax = 1
+	for pmax < nkb {
+		pmax <<= 1
+	}
+	kpad := (nkb + 15) &^ 15
+	for sr = 4; sr >= 1; sr /= 2 {
+		dyn = sr * (pmax*12 + kpad)
+		static := sr*d*8 + 1024 // q̄ and the per-row scalars
+		if dyn+static <= maxShared {
+			return sr, pmax, dyn, nil
+		}
+	}
+	return 0, 0, 0, fmt.Errorf("%w: %d key blocks need %d bytes of shared memory per plan row in the sparge device planner, the device allows %d", ErrUnsupported, nkb, pmax*12+kpad, maxShared)
+}
+
+func (s *spargePlanner) plan(c *driver.Ctx, in *planInput) error {
+	t := in.t
+	g := t.Geometry
+	nqb, nkb := qBlocks(t), kBlocks(t)
+	sr, pmax, dyn, err := spargeRowsLayout(nkb, g.D, in.e.dev.MaxSharedOptin)
+	if err != nil {
+		return err
+	}
+	qRows := int64(g.B) * int64(g.Hq) * int64(nqb)
+	kRows := int64(g.B) * int64(g.Hkv) * int64(nkb)
+	var ptr [5]driver.Ptr
+	for i, b := range []struct {
+		name string
+		n    int64
+	}{
+		{"sparge.qm", qRows * int64(g.D) * 8}, {"sparge.qsim", qRows * 8},
+		{"sparge.kmt", kRows * int64(g.D) * 8}, {"sparge.ksim", kRows * 8},
+		{"sparge.heads", int64(len(s.heads)) * int64(unsafe.Sizeof(spargeHead{}))},
+	} {
+		if ptr[i], err = in.scratch.get(c, b.name, b.n); err != nil {
+			return err
+		}
+	}
+	if ptr[4] != s.headsAt {
+		if err := driver.CopyIn(c, ptr[4], s.heads); err != nil {
+			return err
+		}
+		if err := c.Sync(); err != nil { // the copy is on the legacy stream; the kernels may run on another
+			return err
+		}
+		s.headsAt = ptr[4]
+	}
+	defs := []string{fmt.Sprintf("SD=%d", g.D), fmt.Sprintf("SR=%d", sr)}
+	pool, err := in.e.auxFunction(c, "plan_sparge.cu", "sparge_pool", defs...)
+	if err != nil {
+		return err
+	}
+	rows, err := in.e.auxFunction(c, "plan_sparge.cu", "sparge_rows", defs...)
+	if err != nil {
+		return err
+	}
+	a := in.args()
+	qm, qsim, kmt, ksim, heads := uint64(ptr[0]), uint64(ptr[1]), uint64(ptr[2]), uint64(ptr[3]), uint64(ptr[4])
+	block := driver.Dim3{X: spargeThreads, Y: 1, Z: 1}
+	if err := c.Launch(pool, driver.Dim3{X: uint32(qRows + kRows), Y: 1, Z: 1}, block, 0,
+		driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&in.k), driver.Arg(&qm), driver.Arg(&qsim), driver.Arg(&kmt), driver.Arg(&ksim)); err != nil {
+		return err
+	}
+	if dyn > 48<<10 {
+		// Set before every launch: runners of other shapes share the
+		// compiled kernel, and launches are serialized on the executor.
+		if err := c.SetMaxDynamicShared(rows, dyn); err != nil {
+			return err
+		}
+	}
+	per := nqb * g.Group()
+	grid := driver.Dim3{X: uint32(g.B * g.Hkv * ((per + sr - 1) / sr)), Y: 1, Z: 1}
+	var sink int32
+	if s.p.Sink {
+		sink = 1
+	}
+	pm := int32(pmax)
+	return c.Launch(rows, grid, block, dyn,
+		driver.Arg(&a), driver.Arg(&qm), driver.Arg(&qsim), driver.Arg(&kmt), driver.Arg(&ksim), driver.Arg(&heads), driver.Arg(&sink), driver.Arg(&pm))
 }

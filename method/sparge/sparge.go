@@ -137,6 +137,26 @@ func (p Planner) headParams(hq int) ([]Params, error) {
 	return out, nil
 }
 
+// HeadParams returns the hyperparameters of each of hq query heads as Plan
+// uses them: Heads (or Params for every head) checked, defaults filled in.
+// The device planner (package cuda) reads them.
+func (p Planner) HeadParams(hq int) ([]Params, error) { return p.headParams(hq) }
+
+// Header returns the plan-wide part of Plan's plans for tiling t: the
+// tiling and the λ filter, with no rows. It checks the hyperparameters as
+// Plan does; the device planner (package cuda) starts from it.
+func (p Planner) Header(t plan.Tiling) (*plan.Plan, error) {
+	params, err := p.headParams(t.Geometry.Hq)
+	if err != nil {
+		return nil, err
+	}
+	filter, err := p.filter(t, params)
+	if err != nil {
+		return nil, err
+	}
+	return &plan.Plan{Tiling: t, Filter: filter}, nil
+}
+
 // rowGroup resolves RowGroup for block height bq.
 func (p Planner) rowGroup(bq int) (int, error) {
 	if p.RowGroup < 0 || (p.RowGroup > 0 && bq%p.RowGroup != 0) {

@@ -1,0 +1,415 @@
+// SpargeAttn's block-mask predictor on the device (Zhang et al., 2025,
+// §3.2; package method/sparge on the CPU, whose plans these kernels
+// reproduce bit for bit). Two kernels:
+//
+//   sparge_pool  one block per query block (b, h, qb) and per key block
+//                (b, kvh, kb), the key side once per KV head (GQA): the
+//                block's mean token and its self-similarity CosSim, in one
+//                pass over the tokens.
+//   sparge_rows  one block per SR plan rows of one KV head (query heads of
+//                the group fastest, then query blocks): the compressed
+//                logits scale·q̄·k̄ᵀ, the θ judge, the compressed softmax,
+//                TopCdf(τ) or top-k by a bitonic sort (probability
+//                descending, ties by block index), fix rows and columns,
+//                diagonal and sink blocks; it writes each row's kept
+//                blocks in ascending order.
+//
+// Exactness: every float64 operation is the CPU's, in the CPU's order, with
+// no FMA (add64/mul64): sums over tokens in increasing token order, sums
+// over the head dimension in warp_sum's canonical order (sparge.dot64 on
+// the CPU), exp64 = plan.Exp64, and the TopCdf masses in 2^-44 fixed point
+// (sparge.mass), whose integer sums are exact in any order.
+//
+// Compile-time defines: SD, the head dimension (at most 128); SR, the plan
+// rows of one sparge_rows block (1, 2 or 4).
+
+#ifndef SD
+#define SD 128
+#endif
+#ifndef SR
+#define SR 4
+#endif
+
+#define NL ((SD + 31) / 32) // head-dimension elements per lane
+#define CHUNK 32            // tokens staged in shared memory at a time
+#define NOIDX 0x7fffffff    // sort index of a non-candidate entry
+
+// SpargeHead mirrors cuda.spargeHead: one query head's resolved
+// hyperparameters.
+struct SpargeHead {
+	double theta; // the judge is on when θ > 0
+	double cdf;   // τ; 0 selects top-k
+	double topk;  // the top-k fraction
+};
+
+// sparge_pool: per block of tokens [lo, hi) of one head, mean[d] =
+// (Σ_n x[n,d])/cnt and CosSim = |Σ_n x̂_n|²/cnt² (sparge.blockStats). For
+// query blocks it writes qm[row·SD + d] = mean[d]·scale and qsim[row], row
+// = (b·Hq + h)·q_blocks + qb; for key blocks kmt[((b·Hkv + kvh)·SD + d)·nkb
+// + kb] = mean[d] (d-major, so sparge_rows reads consecutive key blocks)
+// and ksim[(b·Hkv + kvh)·nkb + kb]. 128 threads: warps stage CHUNK tokens
+// and their inverse norms, then thread d accumulates column d in token
+// order.
+extern "C" __global__ void __launch_bounds__(128) sparge_pool(PlanArgs a, View q, View k, double* qm, double* qsim, double* kmt,
+                                                              double* ksim) {
+	__shared__ float tok[CHUNK][SD];
+	__shared__ double tinv[CHUNK];
+	__shared__ double unit_s[SD];
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	int nkb = (a.Nk + a.bk - 1) / a.bk;
+	long long nq = (long long)a.B * a.Hq * a.q_blocks;
+	long long blk = blockIdx.x;
+	bool isq = blk < nq;
+	const View& x = isq ? q : k;
+	int b, h, lo, hi;
+	if (isq) {
+		b = (int)(blk / ((long long)a.Hq * a.q_blocks));
+		h = (int)(blk / a.q_blocks % a.Hq);
+		int qb = (int)(blk % a.q_blocks);
+		lo = qb * a.bq, hi = min(lo + a.bq, a.Nq);
+	} else {
+		blk -= nq;
+		b = (int)(blk / ((long long)a.Hkv * nkb));
+		h = (int)(blk / nkb % a.Hkv);
+		int kb = (int)(blk % nkb);
+		lo = kb * a.bk, hi = min(lo + a.bk, a.Nk);
+	}
+	double msum = 0, usum = 0;
+	for (int c0 = lo; c0 < hi; c0 += CHUNK) {
+		int cn = min(CHUNK, hi - c0);
+#pragma unroll
+		for (int s = 0; s < CHUNK / 4; s++) {
+			int t = warp + 4 * s;
+			if (t < cn) {
+#pragma unroll
+				for (int i = 0; i < NL; i++) {
+					int d = lane + 32 * i;
+					if (d < SD) tok[t][d] = load(x, b, h, c0 + t, d);
+				}
+			}
+		}
+		__syncthreads();
+#pragma unroll
+		for (int s = 0; s < CHUNK / 4; s++) {
+			int t = warp + 4 * s;
+			if (t < cn) {
+				double nn = 0;
+#pragma unroll
+				for (int i = 0; i < NL; i++) {
+					int d = lane + 32 * i;
+					if (d < SD) {
+						double f = tok[t][d];
+						nn = add64(nn, mul64(f, f));
+					}
+				}
+				nn = warp_sum(nn);
+				if (lane == 0) tinv[t] = nn == 0 ? -1.0 : 1.0 / sqrt(nn); // -1: a zero token adds nothing to the unit sum
+			}
+		}
+		__syncthreads();
+		if (tid < SD) {
+			for (int t = 0; t < cn; t++) {
+				double f = tok[t][tid], iv = tinv[t];
+				msum = add64(msum, f);
+				if (iv != -1.0) usum = add64(usum, mul64(f, iv));
+			}
+		}
+		__syncthreads();
+	}
+	double cnt = hi - lo;
+	if (tid < SD) unit_s[tid] = usum;
+	__syncthreads();
+	double sim = 0;
+	if (warp == 0) {
+		double s = 0;
+#pragma unroll
+		for (int i = 0; i < NL; i++) {
+			int d = lane + 32 * i;
+			if (d < SD) s = add64(s, mul64(unit_s[d], unit_s[d]));
+		}
+		sim = warp_sum(s) / mul64(cnt, cnt);
+	}
+	if (isq) {
+		long long row = blockIdx.x;
+		if (tid < SD) qm[row * SD + tid] = mul64(msum / cnt, (double)a.scale);
+		if (tid == 0) qsim[row] = sim;
+	} else {
+		long long bh = (long long)b * a.Hkv + h;
+		int kb = lo / a.bk;
+		if (tid < SD) kmt[(bh * SD + tid) * nkb + kb] = msum / cnt;
+		if (tid == 0) ksim[bh * nkb + kb] = sim;
+	}
+}
+
+// exp64 repeats plan.Exp64 operation for operation.
+__device__ __forceinline__ double exp64(double x) {
+	if (x != x) return x;
+	if (x < -708.0) return 0.0;
+	if (x > 709.0) return __longlong_as_double(0x7ff0000000000000LL);
+	double n = floor(add64(mul64(x, 0x1.71547652b82fep+00), 0.5));
+	double r = add64(x, -mul64(n, 0x1.62e42feep-01));
+	r = add64(r, -mul64(n, 0x1.a39ef35793c76p-33));
+	const double c[12] = {0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29, 0x1.ae64567f544e4p-26, 0x1.27e4fb7789f5cp-22,
+	                      0x1.71de3a556c734p-19, 0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-13, 0x1.6c16c16c16c17p-10,
+	                      0x1.1111111111111p-07, 0x1.5555555555555p-05, 0x1.5555555555555p-03, 0x1p-01};
+	double p = c[0];
+#pragma unroll
+	for (int i = 1; i < 12; i++) p = add64(mul64(p, r), c[i]);
+	p = add64(mul64(p, r), 1.0);
+	p = add64(mul64(p, r), 1.0);
+	return mul64(p, __longlong_as_double((long long)((int)n + 1023) << 52));
+}
+
+// mass is sparge.mass: ⌊p·2^44⌋.
+__device__ __forceinline__ u64 mass(double p) { return __double2ull_rz(mul64(p, 0x1p44)); }
+
+// brev5 reverses the 5 bits of m: the order in which the leaves of the
+// warp_sum butterfly tree are adjacent.
+__host__ __device__ constexpr int brev5(int m) { return ((m & 1) << 4) | ((m & 2) << 2) | (m & 4) | ((m & 8) >> 2) | ((m & 16) >> 4); }
+
+// sort_before: entry (ka, ia) comes before (kb, ib) in the sorted row:
+// larger probability first (non-negative doubles order as their bits),
+// ties by block index.
+__device__ __forceinline__ bool sort_before(u64 ka, int ia, u64 kb, int ib) { return ka > kb || (ka == kb && ia < ib); }
+
+// sparge_rows: see the file comment. Dynamic shared memory: key[SR][pmax]
+// (u64: logits, then probabilities, as bits), idx[SR][pmax] (int) and
+// keep[SR][kpad] (bytes), pmax = the next power of two ≥ KBlocks and kpad
+// = KBlocks rounded up to 16.
+extern "C" __global__ void __launch_bounds__(128)
+    sparge_rows(PlanArgs a, const double* qm, const double* qsim, const double* kmt, const double* ksim, const SpargeHead* heads,
+                int sink, int pmax) {
+	extern __shared__ __align__(16) unsigned char dyn[];
+	__shared__ __align__(16) double qs[SD][SR]; // the rows' scaled q̄, d-major
+	__shared__ int s_row[SR], s_vis[SR], s_diag[SR], s_qj[SR], s_judge[SR], s_sort[SR], s_ncand[SR];
+	__shared__ double s_theta[SR];
+	__shared__ u64 s_total[SR];
+	__shared__ int s_maxvis, s_anysort;
+	int nkb = (a.Nk + a.bk - 1) / a.bk, kpad = (nkb + 15) & ~15;
+	u64* key = (u64*)dyn;
+	int* idx = (int*)(key + (long long)SR * pmax);
+	unsigned char* keep = (unsigned char*)(idx + (long long)SR * pmax);
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	int G = a.Hq / a.Hkv, per = a.q_blocks * G, nblk = (per + SR - 1) / SR;
+	int bkv = blockIdx.x / nblk;             // b·Hkv + kvh
+	int blk = nblk - 1 - blockIdx.x % nblk; // late (long) causal rows first
+	int b = bkv / a.Hkv, kvh = bkv % a.Hkv;
+
+	// Phase A: the rows' geometry, judge and q̄.
+	if (tid < SR) {
+		int m = tid, i = blk * SR + m;
+		int row = -1, vis = 0, diag = -1, qj = 0, judge = 0, sel = 0;
+		double theta = 0;
+		if (i < per) {
+			int qb = i / G, h = kvh * G + i % G;
+			row = (b * a.Hq + h) * a.q_blocks + qb;
+			vis = visible_blocks(a, qb);
+			if (a.causal && vis > 0) diag = max(0, qb * a.bq + (a.Nk - a.Nq)) / a.bk;
+			theta = heads[h].theta;
+			judge = theta > 0;
+			qj = judge && qsim[row] < theta; // Eq. 5: a non-self-similar query row is computed in full
+			double cdf = heads[h].cdf, topk = heads[h].topk;
+			sel = !(cdf >= 1 || topk >= 1); // τ = 1 or top-k 1 keeps every candidate: no sort
+		}
+		s_sort[m] = sel, s_row[m] = row, s_vis[m] = vis, s_diag[m] = diag, s_qj[m] = qj, s_judge[m] = judge, s_theta[m] = theta;
+	}
+	for (int t = tid; t < SR * SD; t += blockDim.x) {
+		int m = t / SD, d = t % SD, i = blk * SR + m;
+		double v = 0;
+		if (i < per) {
+			int h = kvh * G + i % G;
+			v = qm[((long long)(b * a.Hq + h) * a.q_blocks + i / G) * SD + d];
+		}
+		qs[d][m] = v;
+	}
+	__syncthreads();
+	int maxvis = 0;
+	bool logits = false; // some row needs the compressed logits
+#pragma unroll
+	for (int m = 0; m < SR; m++) {
+		maxvis = max(maxvis, s_vis[m]);
+		logits = logits || (s_vis[m] > 0 && !s_qj[m]);
+	}
+	int P = 1;
+	while (P < maxvis) P <<= 1;
+
+	// Phase B: logits of every (row, visible block), the column judge, and
+	// the sort entries.
+	const double* kcol = kmt + (long long)bkv * SD * nkb;
+	const double* ks = ksim + (long long)bkv * nkb;
+	for (int j = tid; j < P; j += blockDim.x) {
+		double lg[SR];
+#pragma unroll
+		for (int m = 0; m < SR; m++) lg[m] = 0;
+		if (j < maxvis && logits) {
+			// lg[m] = Σ_d q̄[m][d]·k̄[j][d] in warp_sum's order: lane l's
+			// partial sums d ≡ l (mod 32) in increasing d; the partials are
+			// combined along the butterfly tree, whose leaves are adjacent
+			// in bit-reversed lane order (a binary-counter stack).
+			double st[5][SR];
+#pragma unroll
+			for (int mm = 0; mm < 32; mm++) {
+				const int l = brev5(mm);
+				double p[SR];
+#pragma unroll
+				for (int m = 0; m < SR; m++) p[m] = 0;
+#pragma unroll
+				for (int d = l; d < SD; d += 32) {
+					double kv = kcol[(long long)d * nkb + j];
+#pragma unroll
+					for (int m = 0; m < SR; m++) p[m] = add64(p[m], mul64(qs[d][m], kv));
+				}
+#pragma unroll
+				for (int t = 0; t < 5; t++) {
+					if ((mm >> t) & 1) {
+#pragma unroll
+						for (int m = 0; m < SR; m++) p[m] = add64(st[t][m], p[m]);
+					} else {
+#pragma unroll
+						for (int m = 0; m < SR; m++) st[t][m] = p[m];
+						break;
+					}
+				}
+				if (mm == 31) {
+#pragma unroll
+					for (int m = 0; m < SR; m++) lg[m] = p[m];
+				}
+			}
+		}
+		double ksj = j < maxvis ? ks[j] : 0;
+#pragma unroll
+		for (int m = 0; m < SR; m++) {
+			bool vj = j < s_vis[m];
+			bool fix = vj && s_judge[m] && ksj < s_theta[m]; // Eq. 5: a non-self-similar key column is always computed
+			bool cand = vj && !s_qj[m] && !fix;
+			key[m * pmax + j] = cand ? (u64)__double_as_longlong(lg[m]) : 0;
+			idx[m * pmax + j] = cand ? j : NOIDX;
+			if (j < maxvis) keep[m * kpad + j] = vj && (s_qj[m] || fix);
+		}
+	}
+	__syncthreads();
+
+	// Phase C, a warp per row: the compressed softmax e^(Ŝ − max Ŝ) and its
+	// fixed-point total.
+	if (warp < SR) {
+		int m = warp, vis = s_vis[m];
+		int ncand = 0;
+		u64 total = 0;
+		if (vis > 0 && !s_qj[m]) {
+			double top = -__longlong_as_double(0x7ff0000000000000LL);
+			for (int j = lane; j < vis; j += 32) {
+				if (idx[m * pmax + j] != NOIDX) {
+					top = fmax(top, __longlong_as_double((long long)key[m * pmax + j]));
+					ncand++;
+				}
+			}
+#pragma unroll
+			for (int o = 16; o > 0; o >>= 1) {
+				top = fmax(top, __shfl_xor_sync(0xffffffffu, top, o));
+				ncand += __shfl_xor_sync(0xffffffffu, ncand, o);
+			}
+			for (int j = lane; j < vis; j += 32) {
+				if (idx[m * pmax + j] != NOIDX) {
+					double pr = exp64(add64(__longlong_as_double((long long)key[m * pmax + j]), -top));
+					key[m * pmax + j] = (u64)__double_as_longlong(pr);
+					total += mass(pr);
+				}
+			}
+#pragma unroll
+			for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+		}
+		if (lane == 0) {
+			s_ncand[m] = ncand, s_total[m] = total;
+			s_sort[m] = s_sort[m] && ncand > 0 && s_row[m] >= 0;
+		}
+	}
+	__syncthreads();
+	if (tid == 0) {
+		int any = 0;
+#pragma unroll
+		for (int m = 0; m < SR; m++) any |= s_sort[m];
+		s_anysort = any;
+	}
+	__syncthreads();
+
+	// Phase D: bitonic sort of the rows that select, P entries each.
+	if (s_anysort) {
+		int half = P >> 1;
+		for (int kk = 2; kk <= P; kk <<= 1) {
+			for (int jj = kk >> 1; jj > 0; jj >>= 1) {
+				for (int t = tid; t < SR * half; t += blockDim.x) {
+					int m = t / half, u = t % half;
+					if (!s_sort[m]) continue;
+					int i = 2 * jj * (u / jj) + u % jj, l = i + jj;
+					u64* kr = key + m * pmax;
+					int* ir = idx + m * pmax;
+					u64 ka = kr[i], kb = kr[l];
+					int ia = ir[i], ib = ir[l];
+					bool up = (i & kk) == 0;
+					if (up ? sort_before(kb, ib, ka, ia) : sort_before(ka, ia, kb, ib)) {
+						kr[i] = kb, kr[l] = ka, ir[i] = ib, ir[l] = ia;
+					}
+				}
+				__syncthreads();
+			}
+		}
+	}
+
+	// Phase E, a warp per row: how many top blocks to keep, then the fix,
+	// diagonal and sink blocks, and the row's list in ascending order.
+	if (warp < SR && s_row[warp] >= 0) {
+		int m = warp, vis = s_vis[m], row = s_row[m], ncand = s_ncand[m];
+		unsigned char* kp = keep + m * kpad;
+		const u64* kr = key + m * pmax;
+		const int* ir = idx + m * pmax;
+		if (vis > 0 && !s_qj[m]) {
+			if (ncand > 0) {
+				int h = kvh * G + (blk * SR + m) % G;
+				double cdf = heads[h].cdf, topk = heads[h].topk;
+				if (!s_sort[m]) { // τ = 1 or top-k 1: every candidate, unsorted
+					for (int j = lane; j < vis; j += 32)
+						if (ir[j] != NOIDX) kp[j] = 1;
+				} else {
+					int n = ncand;
+					if (cdf > 0) { // TopCdf(P̂[i], τ): the fewest top blocks whose mass reaches τ·total
+						double thr = mul64(cdf, __ull2double_rn(s_total[m]));
+						u64 carry = 0;
+						for (int c0 = 0; c0 < ncand; c0 += 32) {
+							int i = c0 + lane;
+							u64 cum = i < ncand ? mass(__longlong_as_double((long long)kr[i])) : 0;
+#pragma unroll
+							for (int o = 1; o < 32; o <<= 1) {
+								u64 y = __shfl_up_sync(0xffffffffu, cum, o);
+								if (lane >= o) cum += y;
+							}
+							cum += carry;
+							unsigned hit = __ballot_sync(0xffffffffu, i < ncand && __ull2double_rn(cum) >= thr);
+							if (hit) {
+								n = c0 + __ffs(hit);
+								break;
+							}
+							carry = __shfl_sync(0xffffffffu, cum, 31);
+						}
+					} else { // top-k over the row's causally visible blocks
+						n = min(ncand, (int)ceil(mul64(topk, (double)vis)));
+					}
+					n = max(n, 1);
+					for (int i = lane; i < n; i += 32) kp[ir[i]] = 1;
+				}
+			}
+			for (int j = s_diag[m] + lane; s_diag[m] >= 0 && j < vis; j += 32) kp[j] = 1;
+			if (sink && lane == 0) kp[0] = 1;
+		}
+		__syncwarp();
+		int* out = a.lists + (long long)row * a.stride;
+		int n = 0;
+		for (int c0 = 0; c0 < vis; c0 += 32) {
+			int j = c0 + lane;
+			bool f = j < vis && kp[j];
+			unsigned bal = __ballot_sync(0xffffffffu, f);
+			if (f) out[n + __popc(bal & ((1u << lane) - 1))] = j;
+			n += __popc(bal);
+		}
+		if (lane == 0) a.row_len[row] = n;
+	}
+}

@@ -1,0 +1,59 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/sparseattn/sparseattn/internal/testutil"
+	"github.com/sparseattn/sparseattn/method/sparge"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// TestSpargeHeader: the device planner's header carries the λ filter of
+// the CPU planner's plans, and refuses what the CPU planner refuses. It
+// needs no GPU.
+func TestSpargeHeader(t *testing.T) {
+	g := tensor.Geometry{B: 1, Hq: 4, Hkv: 2, Nq: 300, Nk: 300, D: 64, Dv: 64}
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 64, BlockK: 64}
+	r := testutil.Rand(t)
+	q := testutil.Gaussian(t, r, tensor.BFloat16, tensor.BHND, tensor.Shape{B: 1, H: 4, N: 300, D: 64}, 1)
+	k := testutil.Gaussian(t, r, tensor.BFloat16, tensor.BHND, tensor.Shape{B: 1, H: 2, N: 300, D: 64}, 1)
+	for _, p := range []sparge.Planner{
+		{},
+		{Params: sparge.Params{CDF: 0.9, Lambda: -6}},
+		{Params: sparge.Params{Lambda: -4}, RowGroup: 8},
+		{Heads: []sparge.Params{{Lambda: -3}, {}, {CDF: 0.5, Lambda: -3}, {TopK: 0.2}}},
+	} {
+		dp, err := devicePlannerFor(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := dp.header(tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := p.Plan(context.Background(), tl, q, k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(h.Filter, want.Filter) || h.Tiling != want.Tiling {
+			t.Errorf("%+v: header filter %+v, CPU plan's %+v", p, h.Filter, want.Filter)
+		}
+	}
+	for _, p := range []sparge.Planner{
+		{Params: sparge.Params{CDF: 1.5}},
+		{Heads: []sparge.Params{{}}},
+		{Params: sparge.Params{Lambda: -1}, RowGroup: 7},
+	} {
+		dp, err := devicePlannerFor(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dp.header(tl); !errors.Is(err, sparge.ErrParams) {
+			t.Errorf("%+v: header error %v, want sparge.ErrParams", p, err)
+		}
+	}
+}

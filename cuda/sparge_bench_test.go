@@ -1,0 +1,117 @@
+package cuda
+
+import (
+	"context"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sparseattn/sparseattn/method/sparge"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// TestSpargePlanTimes times the sparge device planner against the dense
+// kernel at B=1, Hq=32, Hkv=8, D=128, bf16, causal, on pseudo-random
+// inputs, for N in SPARSEATTN_SPARGE_BENCH_N (default 8192,32768,131072):
+// the median PlanMS of seven Plan calls after a warm-up, at the defaults
+// (top-k 0.5, θ 0.3) and in CDF mode (τ 0.9), and the median RunMS of
+// three dense runs. It runs only when SPARSEATTN_SPARGE_BENCH is set.
+func TestSpargePlanTimes(t *testing.T) {
+	if os.Getenv("SPARSEATTN_SPARGE_BENCH") == "" {
+		t.Skip("set SPARSEATTN_SPARGE_BENCH=1 to time the sparge device planner")
+	}
+	e := openOrSkip(t)
+	ctx := context.Background()
+	sizes := []int{8192, 32768, 131072}
+	if s := os.Getenv("SPARSEATTN_SPARGE_BENCH_N"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	median := func(xs []float64) float64 {
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	for _, n := range sizes {
+		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
+		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: sparge.DefaultBlockQ, BlockK: sparge.DefaultBlockK}
+		x := uint64(0x9e3779b97f4a7c15)
+		mk := func(h int) *Tensor {
+			ht, err := tensor.New(tensor.BFloat16, tensor.BHND, tensor.Shape{B: 1, H: h, N: n, D: 128})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bits := ht.Bits16()
+			for i := range bits {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				f := float32(int32(x>>40)&0xffff-0x8000)/0x4000 + 0.25 // a shared offset: some blocks are self-similar
+				bits[i] = uint16(math.Float32bits(f) >> 16)
+			}
+			d, err := e.Upload(ctx, ht)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		q, k, v := mk(32), mk(8), mk(8)
+		dense, err := e.NewRunner(ctx, tl, tensor.BFloat16, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs []float64
+		for range 3 {
+			out, rep, err := dense.Run(ctx, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Free()
+			runs = append(runs, rep.RunMS)
+		}
+		dense.Close()
+		denseMS := median(runs)
+		t.Logf("N=%d dense run %.3f ms", n, denseMS)
+		for _, c := range []struct {
+			name string
+			p    sparge.Planner
+		}{{"defaults (top-k 0.5, θ 0.3)", sparge.Planner{}}, {"CDF τ=0.9 (θ 0.3)", sparge.Planner{Params: sparge.Params{CDF: 0.9}}}} {
+			run, err := e.NewRunner(ctx, tl, tensor.BFloat16, c.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := run.Plan(ctx, q, k, v); err != nil {
+				t.Fatal(err)
+			}
+			var ms []float64
+			for range 7 {
+				m, err := run.Plan(ctx, q, k, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ms = append(ms, m)
+			}
+			out, rep, err := run.Run(ctx, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Free()
+			run.Close()
+			pm := median(ms)
+			t.Logf("N=%d sparge %s: plan %.4f ms (%.2f%% of dense), run %.3f ms, density %.3f", n, c.name, pm, 100*pm/denseMS, rep.RunMS,
+				float64(rep.Stats.QKBlocks)/float64(rep.Stats.DenseBlocks))
+		}
+		q.Free()
+		k.Free()
+		v.Free()
+	}
+}
