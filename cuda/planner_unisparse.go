@@ -19,21 +19,45 @@ func newUnisparsePlanner(p unisparse.Planner) (devicePlanner, error) {
 	return unisparsePlanner{p}, nil
 }
 
-// The tiling of uni_mass in kernels/plan_unisparse.cu (UT, UR, UDC).
+// The tiling of the mass kernels in kernels/plan_unisparse.cu and
+// plan_xattn.cu (UT, URP, UMS, UDC, UTK).
 const (
-	uniThreads = 256
-	uniRows    = 8
-	uniDimTile = 16
+	uniThreads  = 256
+	uniPassRows = 32
+	uniMaxSegs  = 4
+	uniDimTile  = 16
+	uniMaxKeys  = 128
 )
+
+// massLaunch returns the key tile, the segments per work item, the number
+// of CTAs, the per-CTA scratch doubles and the dynamic shared memory of a
+// mass kernel for KV blocks of per keys (or key groups), rows query rows
+// per query block and work items work.
+func massLaunch(e *Engine, t plan.Tiling, per, rows, segments int) (tk, spi, ctas, scratch, shared int) {
+	tk = per * (uniMaxKeys / per)
+	spi = min(uniMaxSegs, max(1, uniPassRows/max(rows, 1)))
+	kb := kBlocks(t)
+	work := (segments + spi - 1) / spi
+	ctas = max(1, min(work, 2*e.Info().SMs))
+	scratch = kb * (uniMaxSegs + 2*uniPassRows)
+	p2 := 1
+	for p2 < kb {
+		p2 <<= 1
+	}
+	gemm := uniDimTile*uniPassRows*8 + uniPassRows*(tk+tk/per)*8 + uniDimTile*(tk+1)*4 // qs, lg, ks
+	shared = max(gemm, p2*13)
+	return
+}
 
 // uniArgs mirrors struct UniArgs in kernels/plan_unisparse.cu.
 type uniArgs struct {
-	cq, ck, scratch  uint64
-	nq, nk, l        int32
-	cqf, ckf, ch     int32
-	groups, keyPerKV int32
-	per, tk          int32
-	topP             float64
+	cq, ck, scratch uint64
+	nq, nk, l       int32
+	cqf, ckf, ch    int32
+	ksets, keyPerKV int32
+	per, tk         int32
+	hpi, spi        int32
+	topP            float64
 }
 
 func (p unisparsePlanner) header(t plan.Tiling) (*plan.Plan, error) {
@@ -41,8 +65,8 @@ func (p unisparsePlanner) header(t plan.Tiling) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if per := t.BlockK / c.CK; per > 512 {
-		return nil, fmt.Errorf("%w: the unisparse device planner takes at most 512 composite keys per KV block, got BlockK/CK = %d", ErrUnsupported, per)
+	if per := t.BlockK / c.CK; per > uniMaxKeys {
+		return nil, fmt.Errorf("%w: the unisparse device planner takes at most %d composite keys per KV block, got BlockK/CK = %d", ErrUnsupported, uniMaxKeys, per)
 	}
 	return &plan.Plan{Tiling: t}, nil
 }
@@ -140,22 +164,18 @@ func (p unisparsePlanner) plan(c *driver.Ctx, in *planInput) error {
 			return err
 		}
 	}
-	// Compressed attention, block masses and Top-P (Eq. 4–6).
+	// Compressed attention, block masses and Top-P (Eq. 4–6). A key set's
+	// head groups share work items, so that staged keys serve all of them.
 	per := in.t.BlockK / cfg.CK
-	tk := per * (512 / per)
-	kb := kBlocks(in.t)
-	work := groups * qBlocks(in.t)
-	ctas := max(1, min(work, 2*in.e.Info().SMs))
-	scratch, err := in.scratch.get(c, "unisparse.mass", int64(ctas*kb*(2*uniRows+1))*8)
+	hpi := 1
+	if perKV {
+		hpi = g.Hq / g.Hkv
+	}
+	tk, spi, ctas, perCTA, shared := massLaunch(in.e, in.t, per, in.t.BlockQ/cfg.CQ, qBlocks(in.t)*hpi*keySets)
+	scratch, err := in.scratch.get(c, "unisparse.mass", int64(ctas*perCTA)*8)
 	if err != nil {
 		return err
 	}
-	p2 := 1
-	for p2 < kb {
-		p2 <<= 1
-	}
-	gemm := uniDimTile*uniRows*8 + uniRows*(tk+tk/per)*8 + uniDimTile*(tk+1)*4 // qs, lg, ks
-	shared := max(gemm, p2*13)
 	fnM, err := in.e.auxFunction(c, "plan_unisparse.cu", "uni_mass")
 	if err != nil {
 		return err
@@ -166,8 +186,8 @@ func (p unisparsePlanner) plan(c *driver.Ctx, in *planInput) error {
 		}
 	}
 	u := uniArgs{cq: uint64(cq), ck: uint64(ck), scratch: uint64(scratch), nq: int32(nq), nk: int32(nk), l: int32(g.D),
-		cqf: int32(cfg.CQ), ckf: int32(cfg.CK), ch: int32(cfg.CH), groups: int32(groups), keyPerKV: uniFlag(perKV),
-		per: int32(per), tk: int32(tk), topP: cfg.TopP}
+		cqf: int32(cfg.CQ), ckf: int32(cfg.CK), ch: int32(cfg.CH), ksets: int32(keySets), keyPerKV: uniFlag(perKV),
+		per: int32(per), tk: int32(tk), hpi: int32(hpi), spi: int32(spi), topP: cfg.TopP}
 	return c.Launch(fnM, driver.Dim3{X: uint32(ctas), Y: 1, Z: 1}, driver.Dim3{X: uniThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&u))
 }
 

@@ -23,7 +23,7 @@ type xattnArgs struct {
 	rq, rk    uint64
 	scratch   uint64
 	s, per    int32
-	tk, pad   int32
+	tk, spi   int32
 	threshold float64
 }
 
@@ -31,8 +31,8 @@ func (p xattnPlanner) header(t plan.Tiling) (*plan.Plan, error) {
 	if err := p.x.Check(t); err != nil {
 		return nil, err
 	}
-	if per := t.BlockK / p.x.Stride; per > 512 {
-		return nil, fmt.Errorf("%w: the xattn device planner takes at most 512 key groups per KV block, got BlockK/Stride = %d", ErrUnsupported, per)
+	if per := t.BlockK / p.x.Stride; per > uniMaxKeys {
+		return nil, fmt.Errorf("%w: the xattn device planner takes at most %d key groups per KV block, got BlockK/Stride = %d", ErrUnsupported, uniMaxKeys, per)
 	}
 	return &plan.Plan{Tiling: t}, nil
 }
@@ -46,20 +46,13 @@ func (p xattnPlanner) plan(c *driver.Ctx, in *planInput) error {
 	a := in.args()
 	g := in.t.Geometry
 	per := in.t.BlockK / p.x.Stride
-	tk := per * (512 / per)
-	kb := kBlocks(in.t)
-	work := g.B * g.Hq * qBlocks(in.t)
-	ctas := max(1, min(work, 2*in.e.Info().SMs))
-	scratch, err := in.scratch.get(c, "xattn.mass", int64(ctas*kb*(2*uniRows+1))*8)
+	// The heads of a KV head share work items, so that staged key groups
+	// serve all of them.
+	tk, spi, ctas, perCTA, shared := massLaunch(in.e, in.t, per, in.t.BlockQ/p.x.Stride, qBlocks(in.t)*g.B*g.Hq)
+	scratch, err := in.scratch.get(c, "xattn.mass", int64(ctas*perCTA)*8)
 	if err != nil {
 		return err
 	}
-	p2 := 1
-	for p2 < kb {
-		p2 <<= 1
-	}
-	gemm := uniDimTile*uniRows*8 + uniRows*(tk+tk/per)*8 + uniDimTile*(tk+1)*4 // qs, lg, ks
-	shared := max(gemm, p2*13)
 	// The reshaped rows: query groups reversed, key groups in order
 	// (XAttention §2.1), as float32.
 	S := p.x.Stride
@@ -97,6 +90,6 @@ func (p xattnPlanner) plan(c *driver.Ctx, in *planInput) error {
 			return err
 		}
 	}
-	x := xattnArgs{rq: uint64(rq), rk: uint64(rk), scratch: uint64(scratch), s: int32(p.x.Stride), per: int32(per), tk: int32(tk), threshold: p.x.Threshold}
+	x := xattnArgs{rq: uint64(rq), rk: uint64(rk), scratch: uint64(scratch), s: int32(p.x.Stride), per: int32(per), tk: int32(tk), spi: int32(spi), threshold: p.x.Threshold}
 	return c.Launch(fn, driver.Dim3{X: uint32(ctas), Y: 1, Z: 1}, driver.Dim3{X: uniThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&x))
 }

@@ -10,11 +10,13 @@
 //                        every token of a composite is zero);
 //   uni_pool             composite queries (scaled) and keys in float32
 //                        (UniSparse Eq. 2–3);
-//   uni_mass             per (head group, query block): float64 logits of
-//                        the composite queries against the visible
-//                        composite keys, the blockwise canonical softmax
-//                        summed per KV block (Eq. 4–5), and Top-P (Eq. 6),
-//                        writing the rows of every head of the group.
+//   uni_mass             per (head group, query block) segment, several
+//                        segments sharing composite keys per work item:
+//                        float64 logits of the composite queries against
+//                        the visible composite keys, the blockwise
+//                        canonical softmax summed per KV block (Eq. 4–5),
+//                        and Top-P (Eq. 6), writing the rows of every head
+//                        of the group.
 
 // exp64_canon repeats plan.Exp64 (plan/canon.go) operation for operation.
 __device__ __forceinline__ double exp64_canon(double x) {
@@ -45,13 +47,15 @@ __device__ __forceinline__ double exp64_canon(double x) {
 struct UniArgs {
 	const float* cq;  // composite queries [groups][nq][L], scaled
 	const float* ck;  // composite keys [key sets][nk][L]
-	double* scratch;  // per CTA: mass[KB], mb[UR][KB], eb[UR][KB]
+	double* scratch;  // per CTA: mass[UMS][KB], mb[URP][KB], eb[URP][KB]
 	int nq, nk, L;    // composites and their length (D)
 	int cqf, ckf, ch; // c_q, c_k, c_h
-	int groups;       // B·Hq/c_h
+	int ksets;        // key sets: (b, KV head) pairs when key_per_kv, else head groups
 	int key_per_kv;   // key sets are (b, KV head) rather than head groups
 	int per;          // composite keys per KV block, BlockK/c_k
-	int tk;           // composite keys per tile, a multiple of per, in (256, 512]
+	int tk;           // composite keys per tile, a multiple of per, at most UTK
+	int hpi;          // head groups per key set
+	int spi;          // segments per work item, at most UMS
 	double top_p;
 };
 
@@ -203,43 +207,214 @@ extern "C" __global__ void uni_draw(PlanArgs a, const double* norms, int* pick, 
 	}
 }
 
-#define UT 256 // threads of uni_mass
-#define UR 8   // composite queries per pass
-#define UDC 16 // dimensions per staged key tile
-#define UKP (UDC * 512 / UT) // staged key elements per thread
+// Logits are the dot products themselves: the composite queries carry
+// the softmax scale.
+#define LSCALE(x) (x)
 
-// fetch loads dimensions db..db+UDC−1 of the tile's keys (rows j0…, up
-// to maxvis) and of the pass's composite queries (rows c0…c0+nr−1) into
-// the registers kpre and qpre, zero outside.
-__device__ __forceinline__ void fetch(float (&kpre)[UKP], float& qpre, const float* K, const float* Q, int tid, int j0, int maxvis,
-                                      int c0, int nr, int db, int L, int TK) {
+#define UT 256   // threads of the mass kernel
+#define UQ 4     // thread quarters: each owns UR rows of a pass
+#define UR 8     // rows per quarter
+#define URP 32   // rows per pass, UQ·UR
+#define UMS 4    // most segments per work item
+#define UDC 16   // dimensions per staged tile
+#define UTK 128  // most keys per tile
+#define UKP (UDC * UTK / UT) // staged key elements per thread
+
+// A work item of the mass kernel is up to UMS segments — (head, query
+// block) pairs that read the same keys — whose query rows are stacked and
+// processed URP rows at a time, so that each staged key serves up to URP
+// rows. Each segment keeps its own masses, summed in increasing row order
+// as on the CPU.
+
+// fetch_tile loads dimensions db..db+UDC−1 of the tile's keys (rows j0…,
+// below maxvis) and of the pass's query rows (at roff[r], r < nr) into the
+// registers kpre and qpre, zero outside.
+__device__ __forceinline__ void fetch_tile(float (&kpre)[UKP], float (&qpre)[2], const float* K, const float* Qbase, const long long* roff,
+                                           int tid, int j0, int maxvis, int nr, int db, int L, int TK) {
 #pragma unroll
 	for (int i = 0; i < UKP; i++) {
 		int e = tid + i * UT, j = j0 + e / UDC, d = db + e % UDC;
 		kpre[i] = (e < UDC * TK && j < maxvis && d < L) ? K[(long long)j * L + d] : 0.0f;
 	}
-	if (tid < UDC * UR) {
-		int r = tid % UR, d = db + tid / UR;
-		qpre = (r < nr && d < L) ? Q[(long long)(c0 + r) * L + d] : 0.0f;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		int e = tid + i * UT, r = e % URP, d = db + e / URP;
+		qpre[i] = (r < nr && d < L) ? Qbase[roff[r] + d] : 0.0f;
 	}
 }
 
-// precedes orders blocks for Top-P: heavier first, then lower index (the
-// CPU's stable sort). Masses are ≥ 0, so their bits order as they do.
+// precedes orders blocks for selection: heavier first, then lower index
+// (the CPU's stable sort). Masses are ≥ 0, so their bits order as they do.
 __device__ __forceinline__ bool precedes(u64 ka, int ia, u64 kb, int ib) { return ka > kb || (ka == kb && ia < ib); }
+
+// sort_desc sorts skey/sidx[0..n2) (n2 a power of two) by precedes, with
+// every thread of the block.
+__device__ __forceinline__ void sort_desc(u64* skey, int* sidx, int n2, int tid) {
+	for (int kq = 2; kq <= n2; kq <<= 1) {
+		for (int j = kq >> 1; j > 0; j >>= 1) {
+			for (int i = tid; i < n2; i += UT) {
+				int ixj = i ^ j;
+				if (ixj > i) {
+					bool up = (i & kq) == 0;
+					u64 ki = skey[i], kx = skey[ixj];
+					int ii = sidx[i], ix = sidx[ixj];
+					if (precedes(kx, ix, ki, ii) == up) {
+						skey[i] = kx;
+						skey[ixj] = ki;
+						sidx[i] = ix;
+						sidx[ixj] = ii;
+					}
+				}
+			}
+			__syncthreads();
+		}
+	}
+}
+
+// pass_mass computes, for the nr rows of one pass, the logits (times
+// lscale) against their visible keys, the blockwise canonical softmax and
+// adds each row's block weights to its segment's masses
+// (plan.AddBlockSoftmax), in increasing row order.
+__device__ __forceinline__ void pass_mass(const float* K, const float* Qbase, const int* vis, const int* rseg, const long long* roff,
+                                          double* rsum, const int* snvis, int ns, int nr, double lscale, double* mass, double* mbS,
+                                          double* ebS, unsigned char* smem, int KB, int L, int TK, int per) {
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, qq = tid / 64, kk = tid % 64;
+	const int LGP = TK + TK / per;        // logit row pitch: one pad per block
+	double* qs = (double*)smem;           // [UDC][URP]
+	double* lg = qs + UDC * URP;          // [URP][LGP]
+	float* ks = (float*)(lg + URP * LGP); // [UDC][TK + 1]
+	int maxvis = 0;
+	for (int r = 0; r < nr; r++) maxvis = max(maxvis, vis[r]);
+	for (int j0 = 0; j0 < maxvis; j0 += TK) {
+		double accA[UR], accB[UR];
+#pragma unroll
+		for (int r = 0; r < UR; r++) accA[r] = accB[r] = 0.0;
+		// The next UDC dimensions are fetched into registers while the
+		// current ones are multiplied from shared memory.
+		float kpre[UKP], qpre[2];
+		fetch_tile(kpre, qpre, K, Qbase, roff, tid, j0, maxvis, nr, 0, L, TK);
+		for (int d0 = 0; d0 < L; d0 += UDC) {
+			__syncthreads();
+#pragma unroll
+			for (int i = 0; i < UKP; i++) {
+				int e = tid + i * UT;
+				if (e < UDC * TK) ks[(e % UDC) * (TK + 1) + e / UDC] = kpre[i];
+			}
+			qs[tid] = (double)qpre[0];
+			qs[tid + UT] = (double)qpre[1];
+			__syncthreads();
+			if (d0 + UDC < L) fetch_tile(kpre, qpre, K, Qbase, roff, tid, j0, maxvis, nr, d0 + UDC, L, TK);
+			const int dn = min(UDC, L - d0);
+			for (int dd = 0; dd < dn; dd++) {
+				const double kA = kk < TK ? (double)ks[dd * (TK + 1) + kk] : 0.0;
+				const double kB = kk + 64 < TK ? (double)ks[dd * (TK + 1) + kk + 64] : 0.0;
+				const double* qd = qs + dd * URP + qq * UR;
+#pragma unroll
+				for (int r2 = 0; r2 < UR / 2; r2++) {
+					const double qx = qd[2 * r2], qy = qd[2 * r2 + 1];
+					// Products of float32 values are exact in float64, so the
+					// FMA rounds as plan.Dot64's add does.
+					accA[2 * r2] = __fma_rn(qx, kA, accA[2 * r2]);
+					accB[2 * r2] = __fma_rn(qx, kB, accB[2 * r2]);
+					accA[2 * r2 + 1] = __fma_rn(qy, kA, accA[2 * r2 + 1]);
+					accB[2 * r2 + 1] = __fma_rn(qy, kB, accB[2 * r2 + 1]);
+				}
+			}
+		}
+		// Tile-local key jj of row r goes to lg[r][jj + jj/per].
+#pragma unroll
+		for (int r = 0; r < UR; r++) {
+			double* lr = lg + (qq * UR + r) * LGP;
+			if (kk < TK) lr[kk + kk / per] = LSCALE(accA[r]);
+			if (kk + 64 < TK) lr[kk + 64 + (kk + 64) / per] = LSCALE(accB[r]);
+		}
+		__syncthreads();
+		// Each block's maximum and its shifted exponentials' sum, in
+		// increasing key order (plan.AddBlockSoftmax).
+		const int nblk = TK / per;
+		for (int e = tid; e < URP * nblk; e += UT) {
+			int r = e / nblk, bt = e % nblk;
+			int jlo = j0 + bt * per;
+			if (r >= nr || jlo >= vis[r]) continue;
+			int jhi = min(jlo + per, vis[r]);
+			const double* l = lg + r * LGP + bt * (per + 1) - j0 - bt * per; // l[j] for global j
+			double bm = -__longlong_as_double(0x7ff0000000000000ll);
+			for (int j = jlo; j < jhi; j++)
+				if (l[j] > bm) bm = l[j];
+			double sm = 0.0;
+			for (int j = jlo; j < jhi; j++) sm = add64(sm, exp64_canon(__dsub_rn(l[j], bm)));
+			int kb = jlo / per;
+			mbS[r * KB + kb] = bm;
+			ebS[r * KB + kb] = sm;
+		}
+	}
+	__syncthreads();
+	// Each row (warp w takes rows w, w+8, …): rescale the block sums to the
+	// row maximum and take their canonical sum (plan.Sum64 = warp_sum).
+	for (int r = warp; r < nr; r += UT / 32) {
+		if (vis[r] == 0) continue;
+		const int nb = (vis[r] + per - 1) / per;
+		double m = -__longlong_as_double(0x7ff0000000000000ll);
+		for (int kb = lane; kb < nb; kb += 32) {
+			double v = mbS[r * KB + kb];
+			if (v > m) m = v;
+		}
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+			double v = __shfl_xor_sync(0xffffffffu, m, o);
+			if (v > m) m = v;
+		}
+		double p = 0.0;
+		for (int kb = lane; kb < nb; kb += 32) {
+			double wv = mul64(ebS[r * KB + kb], exp64_canon(__dsub_rn(mbS[r * KB + kb], m)));
+			ebS[r * KB + kb] = wv;
+			p = add64(p, wv);
+		}
+		p = warp_sum(p);
+		if (lane == 0) rsum[r] = p;
+	}
+	__syncthreads();
+	// Each segment's masses take its rows in increasing order.
+	for (int e = tid; e < ns * KB; e += UT) {
+		int k = e / KB, kb = e % KB;
+		if (kb >= snvis[k]) continue;
+		double mv = mass[e];
+		for (int r = 0; r < nr; r++)
+			if (rseg[r] == k && kb * per < vis[r]) mv = add64(mv, __ddiv_rn(ebS[r * KB + kb], rsum[r]));
+		mass[e] = mv;
+	}
+}
+
+// write_rows writes the flagged blocks of [0, nvis), ascending, to plan
+// rows row0, row0 + rstep, … (nrow rows), with warp 0.
+__device__ __forceinline__ void write_rows(const PlanArgs& a, const unsigned char* flag, int nvis, long long row0, long long rstep, int nrow) {
+	const int tid = threadIdx.x, lane = tid & 31;
+	if (tid >= 32) return;
+	int n = 0;
+	for (int base = 0; base < nvis; base += 32) {
+		int kb = base + lane;
+		bool f = kb < nvis && flag[kb];
+		unsigned m = __ballot_sync(0xffffffffu, f);
+		if (f) {
+			int pos = n + __popc(m & ((1u << lane) - 1u));
+			for (int i = 0; i < nrow; i++) a.lists[(row0 + i * rstep) * a.stride + pos] = kb;
+		}
+		n += __popc(m);
+	}
+	if (lane == 0)
+		for (int i = 0; i < nrow; i++) a.row_len[row0 + i * rstep] = n;
+}
 
 extern "C" __global__ void __launch_bounds__(UT) uni_mass(PlanArgs a, UniArgs u) {
 	extern __shared__ __align__(16) unsigned char smem[];
-	__shared__ int vis[UR];
-	__shared__ double rsum[UR];
+	__shared__ int vis[URP], rseg[URP];
+	__shared__ long long roff[URP];
+	__shared__ double rsum[URP];
+	__shared__ int sqb[UMS], sg[UMS], snvis[UMS], scols[UMS], srow0[UMS + 1];
 	__shared__ double tot;
 	__shared__ int kept_n;
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	const int KB = a.stride, L = u.L, TK = u.tk, per = u.per;
-	const int LGP = TK + TK / per; // logit row pitch: one pad per block
-	double* qs = (double*)smem;    // [UDC][UR]
-	double* lg = qs + UDC * UR;    // [UR][LGP]
-	float* ks = (float*)(lg + UR * LGP); // [UDC][TK + 1]
+	const int KB = a.stride, L = u.L, per = u.per;
 	// Top-P reuses the shared memory: keys, indices, flags.
 	int P2 = 1;
 	while (P2 < KB) P2 <<= 1;
@@ -247,204 +422,107 @@ extern "C" __global__ void __launch_bounds__(UT) uni_mass(PlanArgs a, UniArgs u)
 	int* sidx = (int*)(skey + P2);
 	unsigned char* flag = (unsigned char*)(sidx + P2);
 
-	double* mass = u.scratch + (long long)blockIdx.x * KB * (2 * UR + 1);
-	double* mbS = mass + KB;
-	double* ebS = mbS + UR * KB;
-	const int work = u.groups * a.q_blocks;
+	double* mass = u.scratch + (long long)blockIdx.x * KB * (UMS + 2 * URP); // [UMS][KB]
+	double* mbS = mass + UMS * KB;                                            // [URP][KB]
+	double* ebS = mbS + URP * KB;                                             // [URP][KB]
+	const int na = a.bq / u.cqf;                                              // composite queries per query block
+	const int nseg = a.q_blocks * u.hpi;                                      // segments per key set
+	const int ipk = (nseg + u.spi - 1) / u.spi;                               // work items per key set
+	const int work = u.ksets * ipk;
 	const int off = a.Nk - a.Nq;
 	for (int w = blockIdx.x; w < work; w += gridDim.x) {
-		const int qb = a.q_blocks - 1 - w / u.groups, g = w % u.groups;
-		int b, h0;
-		set_heads(a, u.ch, g, &b, &h0);
-		const int nvis = visible_blocks(a, qb);
-		const int a0 = qb * (a.bq / u.cqf), a1 = min(a0 + a.bq / u.cqf, u.nq);
-		const int cols = min(u.nk, nvis * per);
-		const float* Q = u.cq + (long long)g * u.nq * L;
-		const int kset = u.key_per_kv ? b * a.Hkv + h0 / (a.Hq / a.Hkv) : g;
+		const int kset = w % u.ksets, it = w / u.ksets;
+		const int s0 = it * u.spi, ns = min(u.spi, nseg - s0);
 		const float* K = u.ck + (long long)kset * u.nk * L;
-		for (int kb = tid; kb < nvis; kb += UT) mass[kb] = 0.0;
-		for (int c0 = a0; c0 < a1 && nvis > 0; c0 += UR) {
-			const int nr = min(UR, a1 - c0);
-			__syncthreads(); // the previous pass is done with vis, lg
-			if (tid < UR) {
-				int v = 0;
+		__syncthreads(); // the previous item is done with the segment table
+		if (tid == 0) {
+			int rows = 0;
+			for (int k = 0; k < ns; k++) {
+				int s = s0 + k, qb = a.q_blocks - 1 - s / u.hpi, gi = s % u.hpi;
+				int nvis = visible_blocks(a, qb);
+				int a0 = qb * na, a1 = min(a0 + na, u.nq);
+				sqb[k] = qb;
+				sg[k] = u.key_per_kv ? (kset / a.Hkv) * a.Hq + (kset % a.Hkv) * u.hpi + gi : kset;
+				snvis[k] = nvis;
+				scols[k] = min(u.nk, nvis * per);
+				srow0[k] = rows;
+				rows += a1 - a0;
+			}
+			srow0[ns] = rows;
+		}
+		__syncthreads();
+		const int rows = srow0[ns];
+		for (int e = tid; e < ns * KB; e += UT)
+			if (e % KB < snvis[e / KB]) mass[e] = 0.0;
+		for (int p0 = 0; p0 < rows; p0 += URP) {
+			const int nr = min(URP, rows - p0);
+			__syncthreads(); // the previous pass is done with vis, rseg, roff
+			if (tid < URP) {
+				int v = 0, k = 0;
+				long long o = 0;
 				if (tid < nr) {
-					v = cols;
-					if (a.causal) {
-						int last = min((c0 + tid + 1) * u.cqf, a.Nq) - 1 + off;
-						v = last >= 0 ? min(cols, last / u.ckf + 1) : 0;
+					int ri = p0 + tid;
+					while (ri >= srow0[k + 1]) k++;
+					int ai = sqb[k] * na + (ri - srow0[k]); // composite query
+					v = scols[k];
+					if (a.causal) { // composite key j is visible when j·c_k ≤ its last token
+						int last = min((ai + 1) * u.cqf, a.Nq) - 1 + off;
+						v = last >= 0 ? min(scols[k], last / u.ckf + 1) : 0;
 					}
+					o = ((long long)sg[k] * u.nq + ai) * L;
 				}
 				vis[tid] = v;
+				rseg[tid] = k;
+				roff[tid] = o;
 			}
 			__syncthreads();
-			int maxvis = 0;
-			for (int r = 0; r < nr; r++) maxvis = max(maxvis, vis[r]);
-			for (int j0 = 0; j0 < maxvis; j0 += TK) {
-				double accA[UR], accB[UR];
-#pragma unroll
-				for (int r = 0; r < UR; r++) accA[r] = accB[r] = 0.0;
-				// The next chunk of UDC dimensions is fetched into registers
-				// while the current one is multiplied from shared memory.
-				float kpre[UKP], qpre = 0.0f;
-				int d0 = 0;
-				fetch(kpre, qpre, K, Q, tid, j0, maxvis, c0, nr, 0, L, TK);
-				for (; d0 < L; d0 += UDC) {
-					__syncthreads();
-#pragma unroll
-					for (int i = 0; i < UKP; i++) {
-						int e = tid + i * UT;
-						if (e < UDC * TK) ks[(e % UDC) * (TK + 1) + e / UDC] = kpre[i];
-					}
-					if (tid < UDC * UR) qs[tid] = (double)qpre;
-					__syncthreads();
-					if (d0 + UDC < L) fetch(kpre, qpre, K, Q, tid, j0, maxvis, c0, nr, d0 + UDC, L, TK);
-					const int dn = min(UDC, L - d0);
-					for (int dd = 0; dd < dn; dd++) {
-						const double kA = (double)ks[dd * (TK + 1) + tid];
-						const double kB = tid + 256 < TK ? (double)ks[dd * (TK + 1) + tid + 256] : 0.0;
-						const double* qd = qs + dd * UR;
-#pragma unroll
-						for (int r2 = 0; r2 < UR / 2; r2++) {
-							const double qx = qd[2 * r2], qy = qd[2 * r2 + 1];
-							// Products of float32 values are exact in float64, so
-							// the FMA rounds as plan.Dot64's add does.
-							accA[2 * r2] = __fma_rn(qx, kA, accA[2 * r2]);
-							accB[2 * r2] = __fma_rn(qx, kB, accB[2 * r2]);
-							accA[2 * r2 + 1] = __fma_rn(qy, kA, accA[2 * r2 + 1]);
-							accB[2 * r2 + 1] = __fma_rn(qy, kB, accB[2 * r2 + 1]);
-						}
-					}
-				}
-				// Tile-local key jj goes to lg[r][jj + jj/per].
-#pragma unroll
-				for (int r = 0; r < UR; r++) {
-					lg[r * LGP + tid + tid / per] = accA[r];
-					if (tid + 256 < TK) lg[r * LGP + tid + 256 + (tid + 256) / per] = accB[r];
+			pass_mass(K, u.cq, vis, rseg, roff, rsum, snvis, ns, nr, 1.0, mass, mbS, ebS, smem, KB, L, u.tk, per);
+		}
+		// UniSparse §4.3, Eq. 6 per segment: the fewest blocks, heaviest
+		// first, whose mass reaches Top-P of the total (method/unisparse's
+		// topP).
+		for (int k = 0; k < ns; k++) {
+			const int nvis = snvis[k], qb = sqb[k];
+			const double* ms = mass + k * KB;
+			int b, h0;
+			set_heads(a, u.ch, sg[k], &b, &h0);
+			__syncthreads(); // masses complete; shared memory free
+			if (warp == 0) {
+				double p = 0.0;
+				for (int kb = lane; kb < nvis; kb += 32) p = add64(p, ms[kb]);
+				p = warp_sum(p);
+				if (lane == 0) tot = p;
+			}
+			__syncthreads();
+			const double total = tot;
+			if (total == 0.0 || u.top_p >= 1.0) {
+				for (int kb = tid; kb < nvis; kb += UT) flag[kb] = total != 0.0;
+			} else {
+				int n2 = 1;
+				while (n2 < nvis) n2 <<= 1;
+				for (int i = tid; i < n2; i += UT) {
+					skey[i] = i < nvis ? (u64)__double_as_longlong(ms[i]) : 0ull;
+					sidx[i] = i < nvis ? i : 0x7fffffff;
 				}
 				__syncthreads();
-				// Each block's maximum and its shifted exponentials' sum, in
-				// increasing key order (plan.AddBlockSoftmax).
-				const int nblk = TK / per;
-				for (int e = tid; e < UR * nblk; e += UT) {
-					int r = e / nblk, bt = e % nblk;
-					int jlo = j0 + bt * per;
-					if (r >= nr || jlo >= vis[r]) continue;
-					int jhi = min(jlo + per, vis[r]);
-					const double* l = lg + r * LGP + bt * (per + 1) - j0 - bt * per; // l[j] for global j
-					double bm = -__longlong_as_double(0x7ff0000000000000ll);
-					for (int j = jlo; j < jhi; j++)
-						if (l[j] > bm) bm = l[j];
-					double s = 0.0;
-					for (int j = jlo; j < jhi; j++) s = add64(s, exp64_canon(__dsub_rn(l[j], bm)));
-					int kb = jlo / per;
-					mbS[r * KB + kb] = bm;
-					ebS[r * KB + kb] = s;
-				}
-			}
-			__syncthreads();
-			// Row r (warp r): rescale the block sums to the row maximum and
-			// take their canonical sum (plan.Sum64 = warp_sum).
-			if (warp < nr && vis[warp] > 0) {
-				const int nb = (vis[warp] + per - 1) / per;
-				double m = -__longlong_as_double(0x7ff0000000000000ll);
-				for (int kb = lane; kb < nb; kb += 32) {
-					double v = mbS[warp * KB + kb];
-					if (v > m) m = v;
-				}
-#pragma unroll
-				for (int o = 16; o > 0; o >>= 1) {
-					double v = __shfl_xor_sync(0xffffffffu, m, o);
-					if (v > m) m = v;
-				}
-				double p = 0.0;
-				for (int kb = lane; kb < nb; kb += 32) {
-					double wv = mul64(ebS[warp * KB + kb], exp64_canon(__dsub_rn(mbS[warp * KB + kb], m)));
-					ebS[warp * KB + kb] = wv;
-					p = add64(p, wv);
-				}
-				p = warp_sum(p);
-				if (lane == 0) rsum[warp] = p;
-			}
-			__syncthreads();
-			for (int kb = tid; kb < nvis; kb += UT) {
-				double mv = mass[kb];
-				for (int r = 0; r < nr; r++)
-					if (kb * per < vis[r]) mv = add64(mv, __ddiv_rn(ebS[r * KB + kb], rsum[r]));
-				mass[kb] = mv;
-			}
-		}
-		__syncthreads(); // mass complete; shared memory free for Top-P
-		// UniSparse §4.3, Eq. 6: the fewest blocks, heaviest first, whose
-		// mass reaches Top-P of the total (method/unisparse's topP).
-		if (warp == 0) {
-			double p = 0.0;
-			for (int kb = lane; kb < nvis; kb += 32) p = add64(p, mass[kb]);
-			p = warp_sum(p);
-			if (lane == 0) tot = p;
-		}
-		__syncthreads();
-		const double total = tot;
-		if (total == 0.0 || u.top_p >= 1.0) {
-			for (int kb = tid; kb < nvis; kb += UT) flag[kb] = total != 0.0;
-		} else {
-			int n2 = 1;
-			while (n2 < nvis) n2 <<= 1;
-			for (int i = tid; i < n2; i += UT) {
-				skey[i] = i < nvis ? (u64)__double_as_longlong(mass[i]) : 0ull;
-				sidx[i] = i < nvis ? i : 0x7fffffff;
-			}
-			__syncthreads();
-			for (int k = 2; k <= n2; k <<= 1) {
-				for (int j = k >> 1; j > 0; j >>= 1) {
-					for (int i = tid; i < n2; i += UT) {
-						int ixj = i ^ j;
-						if (ixj > i) {
-							bool up = (i & k) == 0;
-							u64 ki = skey[i], kx = skey[ixj];
-							int ii = sidx[i], ix = sidx[ixj];
-							if (precedes(kx, ix, ki, ii) == up) {
-								skey[i] = kx;
-								skey[ixj] = ki;
-								sidx[i] = ix;
-								sidx[ixj] = ii;
-							}
-						}
+				sort_desc(skey, sidx, n2, tid);
+				if (tid == 0) {
+					const double need = mul64(u.top_p, total);
+					double cum = 0.0;
+					int n = 0;
+					while (n < nvis) { // skey[n] holds the bits of ms[sidx[n]]
+						cum = add64(cum, __longlong_as_double((long long)skey[n]));
+						n++;
+						if (cum >= need) break;
 					}
-					__syncthreads();
+					kept_n = n;
 				}
-			}
-			if (tid == 0) {
-				const double need = mul64(u.top_p, total);
-				double cum = 0.0;
-				int n = 0;
-				while (n < nvis) { // skey[n] holds the bits of mass[sidx[n]]
-					cum = add64(cum, __longlong_as_double((long long)skey[n]));
-					n++;
-					if (cum >= need) break;
-				}
-				kept_n = n;
+				__syncthreads();
+				for (int s = tid; s < nvis; s += UT) flag[sidx[s]] = s < kept_n;
 			}
 			__syncthreads();
-			for (int s = tid; s < nvis; s += UT) flag[sidx[s]] = s < kept_n;
+			// UniSparse §4.2: the group's mask goes to each of its heads.
+			write_rows(a, flag, nvis, (long long)(b * a.Hq + h0) * a.q_blocks + qb, a.q_blocks, u.ch);
 		}
-		__syncthreads();
-		// Write the kept blocks in ascending order to every head's row.
-		if (warp == 0) {
-			int n = 0;
-			for (int base = 0; base < nvis; base += 32) {
-				int kb = base + lane;
-				bool f = kb < nvis && flag[kb];
-				unsigned m = __ballot_sync(0xffffffffu, f);
-				if (f) {
-					int pos = n + __popc(m & ((1u << lane) - 1u));
-					for (int h = h0; h < h0 + u.ch; h++) a.lists[((long long)(b * a.Hq + h) * a.q_blocks + qb) * a.stride + pos] = kb;
-				}
-				n += __popc(m);
-			}
-			if (lane == 0)
-				for (int h = h0; h < h0 + u.ch; h++) a.row_len[(b * a.Hq + h) * a.q_blocks + qb] = n;
-		}
-		__syncthreads();
 	}
 }

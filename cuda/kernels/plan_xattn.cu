@@ -1,14 +1,14 @@
 // The XAttention planner on the device (package method/xattn; Xu et al.,
 // "XAttention: Block Sparse Attention with Antidiagonal Scoring", §2).
-// One kernel, xattn_mass, per (batch, head, query block): the
-// antidiagonal scores of the block's query groups against every visible
-// key group, in float64 and in the canonical order of the CPU planner
-// (plan.Dot64 over the reshaped rows, times scale/S), the blockwise
-// canonical softmax summed per KV block (plan.AddBlockSoftmax), and the
-// threshold selection (xattn.Select), all repeated operation for
-// operation so that the plans are identical. Query group i's reshaped row
-// is Q[iS+S−1], …, Q[iS] and key group j's K[jS], …, K[jS+S−1] (missing
-// tokens are zeros), read straight from the inputs.
+// xattn_reshape lays out the reshaped rows once: query group i is
+// Q[iS+S−1], …, Q[iS] and key group j is K[jS], …, K[jS+S−1] (missing
+// tokens are zeros). xattn_mass then takes (head, query block) segments
+// of the heads that share a KV head: the antidiagonal scores of their
+// query groups against every visible key group, in float64 and in the
+// canonical order of the CPU planner (plan.Dot64 over the reshaped rows,
+// times scale/S), the blockwise canonical softmax summed per KV block
+// (plan.AddBlockSoftmax), and the threshold selection (xattn.Select), all
+// repeated operation for operation so that the plans are identical.
 
 // exp64_canon repeats plan.Exp64 (plan/canon.go) operation for operation.
 __device__ __forceinline__ double exp64_canon(double x) {
@@ -55,50 +55,220 @@ extern "C" __global__ void xattn_reshape(View x, float* out, int sets, int ngrou
 struct XattnArgs {
 	const float* rq; // reshaped query groups [B·Hq][query groups][S·D]
 	const float* rk; // reshaped key groups [B·Hkv][key groups][S·D]
-	double* scratch; // per CTA: mass[KB], mb[UR][KB], eb[UR][KB]
+	double* scratch; // per CTA: mass[UMS][KB], mb[URP][KB], eb[URP][KB]
 	int S;           // stride
 	int per;         // key groups per KV block, BlockK/S
-	int tk;          // key groups per tile, a multiple of per, in (256, 512]
-	int pad;
+	int tk;          // key groups per tile, a multiple of per, at most UTK
+	int spi;         // segments per work item, at most UMS
 	double threshold;
 };
 
-#define UT 256 // threads of xattn_mass
-#define UR 8   // composite queries per pass
-#define UDC 16 // dimensions per staged key tile
-#define UKP (UDC * 512 / UT) // staged key elements per thread
+// Logits are the antidiagonal sums times scale/S.
+#define LSCALE(x) mul64((x), lscale)
 
-// fetch loads dimensions db..db+UDC−1 of the tile's keys (rows j0…, up
-// to maxvis) and of the pass's composite queries (rows c0…c0+nr−1) into
-// the registers kpre and qpre, zero outside.
-__device__ __forceinline__ void fetch(float (&kpre)[UKP], float& qpre, const float* K, const float* Q, int tid, int j0, int maxvis,
-                                      int c0, int nr, int db, int L, int TK) {
+#define UT 256   // threads of the mass kernel
+#define UQ 4     // thread quarters: each owns UR rows of a pass
+#define UR 8     // rows per quarter
+#define URP 32   // rows per pass, UQ·UR
+#define UMS 4    // most segments per work item
+#define UDC 16   // dimensions per staged tile
+#define UTK 128  // most keys per tile
+#define UKP (UDC * UTK / UT) // staged key elements per thread
+
+// A work item of the mass kernel is up to UMS segments — (head, query
+// block) pairs that read the same keys — whose query rows are stacked and
+// processed URP rows at a time, so that each staged key serves up to URP
+// rows. Each segment keeps its own masses, summed in increasing row order
+// as on the CPU.
+
+// fetch_tile loads dimensions db..db+UDC−1 of the tile's keys (rows j0…,
+// below maxvis) and of the pass's query rows (at roff[r], r < nr) into the
+// registers kpre and qpre, zero outside.
+__device__ __forceinline__ void fetch_tile(float (&kpre)[UKP], float (&qpre)[2], const float* K, const float* Qbase, const long long* roff,
+                                           int tid, int j0, int maxvis, int nr, int db, int L, int TK) {
 #pragma unroll
 	for (int i = 0; i < UKP; i++) {
 		int e = tid + i * UT, j = j0 + e / UDC, d = db + e % UDC;
 		kpre[i] = (e < UDC * TK && j < maxvis && d < L) ? K[(long long)j * L + d] : 0.0f;
 	}
-	if (tid < UDC * UR) {
-		int r = tid % UR, d = db + tid / UR;
-		qpre = (r < nr && d < L) ? Q[(long long)(c0 + r) * L + d] : 0.0f;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		int e = tid + i * UT, r = e % URP, d = db + e / URP;
+		qpre[i] = (r < nr && d < L) ? Qbase[roff[r] + d] : 0.0f;
 	}
 }
 
-// precedes orders blocks for Top-P: heavier first, then lower index (the
-// CPU's stable sort). Masses are ≥ 0, so their bits order as they do.
+// precedes orders blocks for selection: heavier first, then lower index
+// (the CPU's stable sort). Masses are ≥ 0, so their bits order as they do.
 __device__ __forceinline__ bool precedes(u64 ka, int ia, u64 kb, int ib) { return ka > kb || (ka == kb && ia < ib); }
+
+// sort_desc sorts skey/sidx[0..n2) (n2 a power of two) by precedes, with
+// every thread of the block.
+__device__ __forceinline__ void sort_desc(u64* skey, int* sidx, int n2, int tid) {
+	for (int kq = 2; kq <= n2; kq <<= 1) {
+		for (int j = kq >> 1; j > 0; j >>= 1) {
+			for (int i = tid; i < n2; i += UT) {
+				int ixj = i ^ j;
+				if (ixj > i) {
+					bool up = (i & kq) == 0;
+					u64 ki = skey[i], kx = skey[ixj];
+					int ii = sidx[i], ix = sidx[ixj];
+					if (precedes(kx, ix, ki, ii) == up) {
+						skey[i] = kx;
+						skey[ixj] = ki;
+						sidx[i] = ix;
+						sidx[ixj] = ii;
+					}
+				}
+			}
+			__syncthreads();
+		}
+	}
+}
+
+// pass_mass computes, for the nr rows of one pass, the logits (times
+// lscale) against their visible keys, the blockwise canonical softmax and
+// adds each row's block weights to its segment's masses
+// (plan.AddBlockSoftmax), in increasing row order.
+__device__ __forceinline__ void pass_mass(const float* K, const float* Qbase, const int* vis, const int* rseg, const long long* roff,
+                                          double* rsum, const int* snvis, int ns, int nr, double lscale, double* mass, double* mbS,
+                                          double* ebS, unsigned char* smem, int KB, int L, int TK, int per) {
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, qq = tid / 64, kk = tid % 64;
+	const int LGP = TK + TK / per;        // logit row pitch: one pad per block
+	double* qs = (double*)smem;           // [UDC][URP]
+	double* lg = qs + UDC * URP;          // [URP][LGP]
+	float* ks = (float*)(lg + URP * LGP); // [UDC][TK + 1]
+	int maxvis = 0;
+	for (int r = 0; r < nr; r++) maxvis = max(maxvis, vis[r]);
+	for (int j0 = 0; j0 < maxvis; j0 += TK) {
+		double accA[UR], accB[UR];
+#pragma unroll
+		for (int r = 0; r < UR; r++) accA[r] = accB[r] = 0.0;
+		// The next UDC dimensions are fetched into registers while the
+		// current ones are multiplied from shared memory.
+		float kpre[UKP], qpre[2];
+		fetch_tile(kpre, qpre, K, Qbase, roff, tid, j0, maxvis, nr, 0, L, TK);
+		for (int d0 = 0; d0 < L; d0 += UDC) {
+			__syncthreads();
+#pragma unroll
+			for (int i = 0; i < UKP; i++) {
+				int e = tid + i * UT;
+				if (e < UDC * TK) ks[(e % UDC) * (TK + 1) + e / UDC] = kpre[i];
+			}
+			qs[tid] = (double)qpre[0];
+			qs[tid + UT] = (double)qpre[1];
+			__syncthreads();
+			if (d0 + UDC < L) fetch_tile(kpre, qpre, K, Qbase, roff, tid, j0, maxvis, nr, d0 + UDC, L, TK);
+			const int dn = min(UDC, L - d0);
+			for (int dd = 0; dd < dn; dd++) {
+				const double kA = kk < TK ? (double)ks[dd * (TK + 1) + kk] : 0.0;
+				const double kB = kk + 64 < TK ? (double)ks[dd * (TK + 1) + kk + 64] : 0.0;
+				const double* qd = qs + dd * URP + qq * UR;
+#pragma unroll
+				for (int r2 = 0; r2 < UR / 2; r2++) {
+					const double qx = qd[2 * r2], qy = qd[2 * r2 + 1];
+					// Products of float32 values are exact in float64, so the
+					// FMA rounds as plan.Dot64's add does.
+					accA[2 * r2] = __fma_rn(qx, kA, accA[2 * r2]);
+					accB[2 * r2] = __fma_rn(qx, kB, accB[2 * r2]);
+					accA[2 * r2 + 1] = __fma_rn(qy, kA, accA[2 * r2 + 1]);
+					accB[2 * r2 + 1] = __fma_rn(qy, kB, accB[2 * r2 + 1]);
+				}
+			}
+		}
+		// Tile-local key jj of row r goes to lg[r][jj + jj/per].
+#pragma unroll
+		for (int r = 0; r < UR; r++) {
+			double* lr = lg + (qq * UR + r) * LGP;
+			if (kk < TK) lr[kk + kk / per] = LSCALE(accA[r]);
+			if (kk + 64 < TK) lr[kk + 64 + (kk + 64) / per] = LSCALE(accB[r]);
+		}
+		__syncthreads();
+		// Each block's maximum and its shifted exponentials' sum, in
+		// increasing key order (plan.AddBlockSoftmax).
+		const int nblk = TK / per;
+		for (int e = tid; e < URP * nblk; e += UT) {
+			int r = e / nblk, bt = e % nblk;
+			int jlo = j0 + bt * per;
+			if (r >= nr || jlo >= vis[r]) continue;
+			int jhi = min(jlo + per, vis[r]);
+			const double* l = lg + r * LGP + bt * (per + 1) - j0 - bt * per; // l[j] for global j
+			double bm = -__longlong_as_double(0x7ff0000000000000ll);
+			for (int j = jlo; j < jhi; j++)
+				if (l[j] > bm) bm = l[j];
+			double sm = 0.0;
+			for (int j = jlo; j < jhi; j++) sm = add64(sm, exp64_canon(__dsub_rn(l[j], bm)));
+			int kb = jlo / per;
+			mbS[r * KB + kb] = bm;
+			ebS[r * KB + kb] = sm;
+		}
+	}
+	__syncthreads();
+	// Each row (warp w takes rows w, w+8, …): rescale the block sums to the
+	// row maximum and take their canonical sum (plan.Sum64 = warp_sum).
+	for (int r = warp; r < nr; r += UT / 32) {
+		if (vis[r] == 0) continue;
+		const int nb = (vis[r] + per - 1) / per;
+		double m = -__longlong_as_double(0x7ff0000000000000ll);
+		for (int kb = lane; kb < nb; kb += 32) {
+			double v = mbS[r * KB + kb];
+			if (v > m) m = v;
+		}
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+			double v = __shfl_xor_sync(0xffffffffu, m, o);
+			if (v > m) m = v;
+		}
+		double p = 0.0;
+		for (int kb = lane; kb < nb; kb += 32) {
+			double wv = mul64(ebS[r * KB + kb], exp64_canon(__dsub_rn(mbS[r * KB + kb], m)));
+			ebS[r * KB + kb] = wv;
+			p = add64(p, wv);
+		}
+		p = warp_sum(p);
+		if (lane == 0) rsum[r] = p;
+	}
+	__syncthreads();
+	// Each segment's masses take its rows in increasing order.
+	for (int e = tid; e < ns * KB; e += UT) {
+		int k = e / KB, kb = e % KB;
+		if (kb >= snvis[k]) continue;
+		double mv = mass[e];
+		for (int r = 0; r < nr; r++)
+			if (rseg[r] == k && kb * per < vis[r]) mv = add64(mv, __ddiv_rn(ebS[r * KB + kb], rsum[r]));
+		mass[e] = mv;
+	}
+}
+
+// write_rows writes the flagged blocks of [0, nvis), ascending, to plan
+// rows row0, row0 + rstep, … (nrow rows), with warp 0.
+__device__ __forceinline__ void write_rows(const PlanArgs& a, const unsigned char* flag, int nvis, long long row0, long long rstep, int nrow) {
+	const int tid = threadIdx.x, lane = tid & 31;
+	if (tid >= 32) return;
+	int n = 0;
+	for (int base = 0; base < nvis; base += 32) {
+		int kb = base + lane;
+		bool f = kb < nvis && flag[kb];
+		unsigned m = __ballot_sync(0xffffffffu, f);
+		if (f) {
+			int pos = n + __popc(m & ((1u << lane) - 1u));
+			for (int i = 0; i < nrow; i++) a.lists[(row0 + i * rstep) * a.stride + pos] = kb;
+		}
+		n += __popc(m);
+	}
+	if (lane == 0)
+		for (int i = 0; i < nrow; i++) a.row_len[row0 + i * rstep] = n;
+}
 
 extern "C" __global__ void __launch_bounds__(UT) xattn_mass(PlanArgs a, XattnArgs u) {
 	extern __shared__ __align__(16) unsigned char smem[];
-	__shared__ int vis[UR];
-	__shared__ double rsum[UR];
+	__shared__ int vis[URP], rseg[URP];
+	__shared__ long long roff[URP];
+	__shared__ double rsum[URP];
+	__shared__ int sqb[UMS], sbh[UMS], snvis[UMS], srow0[UMS + 1];
 	__shared__ double tot;
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	const int KB = a.stride, S = u.S, D = a.D, L = S * D, TK = u.tk, per = u.per;
-	const int LGP = TK + TK / per;       // logit row pitch: one pad per block
-	double* qs = (double*)smem;          // [UDC][UR]
-	double* lg = qs + UDC * UR;          // [UR][LGP]
-	float* ks = (float*)(lg + UR * LGP); // [UDC][TK + 1]
+	const int KB = a.stride, S = u.S, L = S * a.D, per = u.per;
 	// The selection reuses the shared memory: keys, indices, flags.
 	int P2 = 1;
 	while (P2 < KB) P2 <<= 1;
@@ -106,207 +276,107 @@ extern "C" __global__ void __launch_bounds__(UT) xattn_mass(PlanArgs a, XattnArg
 	int* sidx = (int*)(skey + P2);
 	unsigned char* flag = (unsigned char*)(sidx + P2);
 
-	double* mass = u.scratch + (long long)blockIdx.x * KB * (2 * UR + 1);
-	double* mbS = mass + KB;
-	double* ebS = mbS + UR * KB;
-	const int groups = a.B * a.Hq;
-	const int work = groups * a.q_blocks;
-	const int off = a.Nk - a.Nq;
-	const int ng = a.bq / S;                   // query groups per query block
+	double* mass = u.scratch + (long long)blockIdx.x * KB * (UMS + 2 * URP); // [UMS][KB]
+	double* mbS = mass + UMS * KB;                                            // [URP][KB]
+	double* ebS = mbS + URP * KB;                                             // [URP][KB]
+	const int hpi = a.Hq / a.Hkv, ksets = a.B * a.Hkv;
+	const int na = a.bq / S;                   // query groups per query block
 	const int kg = (a.Nk + S - 1) / S;         // key groups
 	const int qgn = (a.Nq + S - 1) / S;        // query groups
-	const double scale = __ddiv_rn((double)a.scale, (double)S);
+	const int nseg = a.q_blocks * hpi;         // segments per key set
+	const int ipk = (nseg + u.spi - 1) / u.spi; // work items per key set
+	const int work = ksets * ipk;
+	const int off = a.Nk - a.Nq;
+	const double lscale = __ddiv_rn((double)a.scale, (double)S); // XAttention §2.1: scale / S
 	for (int w = blockIdx.x; w < work; w += gridDim.x) {
-		const int qb = a.q_blocks - 1 - w / groups, bh = w % groups;
-		const int b = bh / a.Hq, h = bh % a.Hq, kvh = h / (a.Hq / a.Hkv);
-		const int nvis = visible_blocks(a, qb);
-		const int a0 = qb * ng, a1 = min(a0 + ng, qgn);
-		const float* Q = u.rq + (long long)bh * qgn * L;
-		const float* K = u.rk + (long long)(b * a.Hkv + kvh) * kg * L;
-		for (int kb = tid; kb < nvis; kb += UT) mass[kb] = 0.0;
-		for (int c0 = a0; c0 < a1 && nvis > 0; c0 += UR) {
-			const int nr = min(UR, a1 - c0);
-			__syncthreads(); // the previous pass is done with vis, lg
-			if (tid < UR) {
-				int v = 0;
+		const int kset = w % ksets, it = w / ksets;
+		const int s0 = it * u.spi, ns = min(u.spi, nseg - s0);
+		const float* K = u.rk + (long long)kset * kg * L;
+		__syncthreads(); // the previous item is done with the segment table
+		if (tid == 0) {
+			int rows = 0;
+			for (int k = 0; k < ns; k++) {
+				int s = s0 + k, qb = a.q_blocks - 1 - s / hpi, gi = s % hpi;
+				int a0 = qb * na, a1 = min(a0 + na, qgn);
+				sqb[k] = qb;
+				sbh[k] = (kset / a.Hkv) * a.Hq + (kset % a.Hkv) * hpi + gi;
+				snvis[k] = visible_blocks(a, qb);
+				srow0[k] = rows;
+				rows += a1 - a0;
+			}
+			srow0[ns] = rows;
+		}
+		__syncthreads();
+		const int rows = srow0[ns];
+		for (int e = tid; e < ns * KB; e += UT)
+			if (e % KB < snvis[e / KB]) mass[e] = 0.0;
+		for (int p0 = 0; p0 < rows; p0 += URP) {
+			const int nr = min(URP, rows - p0);
+			__syncthreads(); // the previous pass is done with vis, rseg, roff
+			if (tid < URP) {
+				int v = 0, k = 0;
+				long long o = 0;
 				if (tid < nr) {
-					v = kg;
+					int ri = p0 + tid;
+					while (ri >= srow0[k + 1]) k++;
+					int ai = sqb[k] * na + (ri - srow0[k]); // query group
+					v = snvis[k] > 0 ? kg : 0;
 					if (a.causal) { // key group j is visible when its first key is visible to the group's first query
-						int pos = (c0 + tid) * S + off;
+						int pos = ai * S + off;
 						v = pos < 0 ? 0 : min(pos / S + 1, kg);
 					}
+					o = ((long long)sbh[k] * qgn + ai) * L;
 				}
 				vis[tid] = v;
+				rseg[tid] = k;
+				roff[tid] = o;
 			}
 			__syncthreads();
-			int maxvis = 0;
-			for (int r = 0; r < nr; r++) maxvis = max(maxvis, vis[r]);
-			for (int j0 = 0; j0 < maxvis; j0 += TK) {
-				double accA[UR], accB[UR];
-#pragma unroll
-				for (int r = 0; r < UR; r++) accA[r] = accB[r] = 0.0;
-				// The next chunk of UDC dimensions is fetched into registers
-				// while the current one is multiplied from shared memory.
-				float kpre[UKP], qpre = 0.0f;
-				int d0 = 0;
-				fetch(kpre, qpre, K, Q, tid, j0, maxvis, c0, nr, 0, L, TK);
-				for (; d0 < L; d0 += UDC) {
-					__syncthreads();
-#pragma unroll
-					for (int i = 0; i < UKP; i++) {
-						int e = tid + i * UT;
-						if (e < UDC * TK) ks[(e % UDC) * (TK + 1) + e / UDC] = kpre[i];
-					}
-					if (tid < UDC * UR) qs[tid] = (double)qpre;
-					__syncthreads();
-					if (d0 + UDC < L) fetch(kpre, qpre, K, Q, tid, j0, maxvis, c0, nr, d0 + UDC, L, TK);
-					const int dn = min(UDC, L - d0);
-					for (int dd = 0; dd < dn; dd++) {
-						const double kA = (double)ks[dd * (TK + 1) + tid];
-						const double kB = tid + 256 < TK ? (double)ks[dd * (TK + 1) + tid + 256] : 0.0;
-						const double* qd = qs + dd * UR;
-#pragma unroll
-						for (int r2 = 0; r2 < UR / 2; r2++) {
-							const double qx = qd[2 * r2], qy = qd[2 * r2 + 1];
-							// Products of float32 values are exact in float64, so
-							// the FMA rounds as plan.Dot64's add does.
-							accA[2 * r2] = __fma_rn(qx, kA, accA[2 * r2]);
-							accB[2 * r2] = __fma_rn(qx, kB, accB[2 * r2]);
-							accA[2 * r2 + 1] = __fma_rn(qy, kA, accA[2 * r2 + 1]);
-							accB[2 * r2 + 1] = __fma_rn(qy, kB, accB[2 * r2 + 1]);
-						}
-					}
-				}
-				// Tile-local key group jj goes to lg[r][jj + jj/per], times
-				// scale/S (XAttention §2.1).
-#pragma unroll
-				for (int r = 0; r < UR; r++) {
-					lg[r * LGP + tid + tid / per] = mul64(accA[r], scale);
-					if (tid + 256 < TK) lg[r * LGP + tid + 256 + (tid + 256) / per] = mul64(accB[r], scale);
-				}
-				__syncthreads();
-				// Each block's maximum and its shifted exponentials' sum, in
-				// increasing key order (plan.AddBlockSoftmax).
-				const int nblk = TK / per;
-				for (int e = tid; e < UR * nblk; e += UT) {
-					int r = e / nblk, bt = e % nblk;
-					int jlo = j0 + bt * per;
-					if (r >= nr || jlo >= vis[r]) continue;
-					int jhi = min(jlo + per, vis[r]);
-					const double* l = lg + r * LGP + bt * (per + 1) - j0 - bt * per; // l[j] for global j
-					double bm = -__longlong_as_double(0x7ff0000000000000ll);
-					for (int j = jlo; j < jhi; j++)
-						if (l[j] > bm) bm = l[j];
-					double sm = 0.0;
-					for (int j = jlo; j < jhi; j++) sm = add64(sm, exp64_canon(__dsub_rn(l[j], bm)));
-					int kb = jlo / per;
-					mbS[r * KB + kb] = bm;
-					ebS[r * KB + kb] = sm;
-				}
-			}
-			__syncthreads();
-			// Row r (warp r): rescale the block sums to the row maximum and
-			// take their canonical sum (plan.Sum64 = warp_sum).
-			if (warp < nr && vis[warp] > 0) {
-				const int nb = (vis[warp] + per - 1) / per;
-				double m = -__longlong_as_double(0x7ff0000000000000ll);
-				for (int kb = lane; kb < nb; kb += 32) {
-					double v = mbS[warp * KB + kb];
-					if (v > m) m = v;
-				}
-#pragma unroll
-				for (int o = 16; o > 0; o >>= 1) {
-					double v = __shfl_xor_sync(0xffffffffu, m, o);
-					if (v > m) m = v;
-				}
+			pass_mass(K, u.rq, vis, rseg, roff, rsum, snvis, ns, nr, lscale, mass, mbS, ebS, smem, KB, L, u.tk, per);
+		}
+		// XAttention §2.2 per segment, as xattn.Select: the forced blocks
+		// (causal: the first and the last visible), then the heaviest others
+		// while the kept mass is below threshold × the total (plan.Sum64).
+		for (int k = 0; k < ns; k++) {
+			const int nvis = snvis[k], qb = sqb[k];
+			const double* ms = mass + k * KB;
+			__syncthreads(); // masses complete; shared memory free
+			if (warp == 0) {
 				double p = 0.0;
-				for (int kb = lane; kb < nb; kb += 32) {
-					double wv = mul64(ebS[warp * KB + kb], exp64_canon(__dsub_rn(mbS[warp * KB + kb], m)));
-					ebS[warp * KB + kb] = wv;
-					p = add64(p, wv);
-				}
+				for (int kb = lane; kb < nvis; kb += 32) p = add64(p, ms[kb]);
 				p = warp_sum(p);
-				if (lane == 0) rsum[warp] = p;
+				if (lane == 0) tot = p;
 			}
+			int n2 = 1;
+			while (n2 < nvis) n2 <<= 1;
+			for (int i = tid; i < n2; i += UT) {
+				skey[i] = i < nvis ? (u64)__double_as_longlong(ms[i]) : 0ull;
+				sidx[i] = i < nvis ? i : 0x7fffffff;
+			}
+			for (int kb = tid; kb < nvis; kb += UT) flag[kb] = 0;
 			__syncthreads();
-			for (int kb = tid; kb < nvis; kb += UT) {
-				double mv = mass[kb];
-				for (int r = 0; r < nr; r++)
-					if (kb * per < vis[r]) mv = add64(mv, __ddiv_rn(ebS[r * KB + kb], rsum[r]));
-				mass[kb] = mv;
-			}
-		}
-		__syncthreads(); // mass complete; shared memory free for the selection
-		// XAttention §2.2 as xattn.Select: the forced blocks (causal: the
-		// first and the last visible), then the heaviest others while the
-		// kept mass is below threshold × the total (plan.Sum64).
-		if (warp == 0) {
-			double p = 0.0;
-			for (int kb = lane; kb < nvis; kb += 32) p = add64(p, mass[kb]);
-			p = warp_sum(p);
-			if (lane == 0) tot = p;
-		}
-		int n2 = 1;
-		while (n2 < nvis) n2 <<= 1;
-		for (int i = tid; i < n2; i += UT) {
-			skey[i] = i < nvis ? (u64)__double_as_longlong(mass[i]) : 0ull;
-			sidx[i] = i < nvis ? i : 0x7fffffff;
-		}
-		__syncthreads();
-		for (int k = 2; k <= n2; k <<= 1) {
-			for (int j = k >> 1; j > 0; j >>= 1) {
-				for (int i = tid; i < n2; i += UT) {
-					int ixj = i ^ j;
-					if (ixj > i) {
-						bool up = (i & k) == 0;
-						u64 ki = skey[i], kx = skey[ixj];
-						int ii = sidx[i], ix = sidx[ixj];
-						if (precedes(kx, ix, ki, ii) == up) {
-							skey[i] = kx;
-							skey[ixj] = ki;
-							sidx[i] = ix;
-							sidx[ixj] = ii;
-						}
+			sort_desc(skey, sidx, n2, tid);
+			if (tid == 0 && nvis > 0) {
+				const double need = mul64(u.threshold, tot);
+				double have = 0.0;
+				if (a.causal) {
+					flag[0] = 1;
+					have = add64(have, ms[0]);
+					if (nvis > 1) {
+						flag[nvis - 1] = 1;
+						have = add64(have, ms[nvis - 1]);
 					}
 				}
-				__syncthreads();
-			}
-		}
-		for (int kb = tid; kb < nvis; kb += UT) flag[kb] = 0;
-		__syncthreads();
-		if (tid == 0 && nvis > 0) {
-			const double need = mul64(u.threshold, tot);
-			double have = 0.0;
-			if (a.causal) {
-				flag[0] = 1;
-				have = add64(have, mass[0]);
-				if (nvis > 1) {
-					flag[nvis - 1] = 1;
-					have = add64(have, mass[nvis - 1]);
+				for (int s = 0; s < nvis; s++) {
+					int kb = sidx[s];
+					if (a.causal && (kb == 0 || kb == nvis - 1)) continue;
+					if (have >= need) break;
+					flag[kb] = 1;
+					have = add64(have, __longlong_as_double((long long)skey[s])); // ms[kb]
 				}
 			}
-			for (int s = 0; s < nvis; s++) {
-				int kb = sidx[s];
-				if (a.causal && (kb == 0 || kb == nvis - 1)) continue;
-				if (have >= need) break;
-				flag[kb] = 1;
-				have = add64(have, __longlong_as_double((long long)skey[s])); // mass[kb]
-			}
+			__syncthreads();
+			write_rows(a, flag, nvis, (long long)sbh[k] * a.q_blocks + qb, 0, 1);
 		}
-		__syncthreads();
-		// Write the kept blocks in ascending order.
-		if (warp == 0) {
-			int n = 0;
-			long long row = (long long)bh * a.q_blocks + qb;
-			for (int base = 0; base < nvis; base += 32) {
-				int kb = base + lane;
-				bool f = kb < nvis && flag[kb];
-				unsigned m = __ballot_sync(0xffffffffu, f);
-				if (f) a.lists[row * a.stride + n + __popc(m & ((1u << lane) - 1u))] = kb;
-				n += __popc(m);
-			}
-			if (lane == 0) a.row_len[row] = n;
-		}
-		__syncthreads();
 	}
 }
