@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"strconv"
 	"unsafe"
 
 	"github.com/sparseattn/sparseattn/cuda/driver"
@@ -26,6 +27,7 @@ type spargePlanner struct {
 	// headsAt is the scratch buffer the heads were last copied to; they are
 	// copied once per runner.
 	headsAt driver.Ptr
+	launch  spargeLaunch // reused from call to call
 }
 
 // spargeHead mirrors struct SpargeHead in kernels/plan_sparge.cu.
@@ -85,67 +87,96 @@ func spargeRowsLayout(nkb, d, maxShared int) (sr, pmax, dyn int, err error) {
 }
 
 func (s *spargePlanner) plan(c *driver.Ctx, in *planInput) error {
-	t := in.t
-	g := t.Geometry
-	nqb, nkb := qBlocks(t), kBlocks(t)
-	sr, pmax, dyn, err := spargeRowsLayout(nkb, g.D, in.e.dev.MaxSharedOptin)
+	l, err := s.prepare(c, in)
 	if err != nil {
 		return err
 	}
-	qRows := int64(g.B) * int64(g.Hq) * int64(nqb)
-	kRows := int64(g.B) * int64(g.Hkv) * int64(nkb)
+	if err := l.launchPool(c); err != nil {
+		return err
+	}
+	return l.launchRows(c)
+}
+
+// spargeLaunch is one planning call's two launches.
+type spargeLaunch struct {
+	pool, rows                    driver.Function
+	a                             planArgs
+	q, k                          view
+	qm, qsim, kmt, ksim, headsPtr uint64
+	qRows, kRows                  int64
+	sr, pmax, dyn                 int
+	sink                          int32
+}
+
+// prepare gets the scratch buffers (grown once, then reused), copies the
+// heads' parameters on the first call, and finds the kernels.
+func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, error) {
+	t := in.t
+	g := t.Geometry
+	nqb, nkb := qBlocks(t), kBlocks(t)
+	l := &s.launch
+	var err error
+	if l.sr, l.pmax, l.dyn, err = spargeRowsLayout(nkb, g.D, in.e.dev.MaxSharedOptin); err != nil {
+		return nil, err
+	}
+	l.qRows = int64(g.B) * int64(g.Hq) * int64(nqb)
+	l.kRows = int64(g.B) * int64(g.Hkv) * int64(nkb)
 	var ptr [5]driver.Ptr
 	for i, b := range []struct {
 		name string
 		n    int64
 	}{
-		{"sparge.qm", qRows * int64(g.D) * 8}, {"sparge.qsim", qRows * 8},
-		{"sparge.kmt", kRows * int64(g.D) * 8}, {"sparge.ksim", kRows * 8},
+		{"sparge.qm", l.qRows * int64(g.D) * 8}, {"sparge.qsim", l.qRows * 8},
+		{"sparge.kmt", l.kRows * int64(g.D) * 8}, {"sparge.ksim", l.kRows * 8},
 		{"sparge.heads", int64(len(s.heads)) * int64(unsafe.Sizeof(spargeHead{}))},
 	} {
 		if ptr[i], err = in.scratch.get(c, b.name, b.n); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if ptr[4] != s.headsAt {
 		if err := driver.CopyIn(c, ptr[4], s.heads); err != nil {
-			return err
+			return nil, err
 		}
 		if err := c.Sync(); err != nil { // the copy is on the legacy stream; the kernels may run on another
-			return err
+			return nil, err
 		}
 		s.headsAt = ptr[4]
 	}
-	defs := []string{fmt.Sprintf("SD=%d", g.D), fmt.Sprintf("SR=%d", sr)}
-	pool, err := in.e.auxFunction(c, "plan_sparge.cu", "sparge_pool", defs...)
-	if err != nil {
-		return err
+	defs := []string{"SD=" + strconv.Itoa(g.D), "SR=" + strconv.Itoa(l.sr)}
+	if l.pool, err = in.e.auxFunction(c, "plan_sparge.cu", "sparge_pool", defs...); err != nil {
+		return nil, err
 	}
-	rows, err := in.e.auxFunction(c, "plan_sparge.cu", "sparge_rows", defs...)
-	if err != nil {
-		return err
+	if l.rows, err = in.e.auxFunction(c, "plan_sparge.cu", "sparge_rows", defs...); err != nil {
+		return nil, err
 	}
-	a := in.args()
-	qm, qsim, kmt, ksim, heads := uint64(ptr[0]), uint64(ptr[1]), uint64(ptr[2]), uint64(ptr[3]), uint64(ptr[4])
-	block := driver.Dim3{X: spargeThreads, Y: 1, Z: 1}
-	if err := c.Launch(pool, driver.Dim3{X: uint32(qRows + kRows), Y: 1, Z: 1}, block, 0,
-		driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&in.k), driver.Arg(&qm), driver.Arg(&qsim), driver.Arg(&kmt), driver.Arg(&ksim)); err != nil {
-		return err
+	l.a, l.q, l.k = in.args(), in.q, in.k
+	l.qm, l.qsim, l.kmt, l.ksim, l.headsPtr = uint64(ptr[0]), uint64(ptr[1]), uint64(ptr[2]), uint64(ptr[3]), uint64(ptr[4])
+	l.sink = 0
+	if s.p.Sink {
+		l.sink = 1
 	}
-	if dyn > 48<<10 {
+	return l, nil
+}
+
+// launchPool pools and judges every query and key block.
+func (l *spargeLaunch) launchPool(c *driver.Ctx) error {
+	return c.Launch(l.pool, driver.Dim3{X: uint32(l.qRows + l.kRows), Y: 1, Z: 1}, driver.Dim3{X: spargeThreads, Y: 1, Z: 1}, 0,
+		driver.Arg(&l.a), driver.Arg(&l.q), driver.Arg(&l.k), driver.Arg(&l.qm), driver.Arg(&l.qsim), driver.Arg(&l.kmt), driver.Arg(&l.ksim))
+}
+
+// launchRows predicts and writes every plan row.
+func (l *spargeLaunch) launchRows(c *driver.Ctx) error {
+	if l.dyn > 48<<10 {
 		// Set before every launch: runners of other shapes share the
 		// compiled kernel, and launches are serialized on the executor.
-		if err := c.SetMaxDynamicShared(rows, dyn); err != nil {
+		if err := c.SetMaxDynamicShared(l.rows, l.dyn); err != nil {
 			return err
 		}
 	}
-	per := nqb * g.Group()
-	grid := driver.Dim3{X: uint32(g.B * g.Hkv * ((per + sr - 1) / sr)), Y: 1, Z: 1}
-	var sink int32
-	if s.p.Sink {
-		sink = 1
-	}
-	pm := int32(pmax)
-	return c.Launch(rows, grid, block, dyn,
-		driver.Arg(&a), driver.Arg(&qm), driver.Arg(&qsim), driver.Arg(&kmt), driver.Arg(&ksim), driver.Arg(&heads), driver.Arg(&sink), driver.Arg(&pm))
+	per := int(l.a.qBlocks) * int(l.a.hq/l.a.hkv)
+	grid := driver.Dim3{X: uint32(int(l.a.b) * int(l.a.hkv) * ((per + l.sr - 1) / l.sr)), Y: 1, Z: 1}
+	pm := int32(l.pmax)
+	return c.Launch(l.rows, grid, driver.Dim3{X: spargeThreads, Y: 1, Z: 1}, l.dyn,
+		driver.Arg(&l.a), driver.Arg(&l.qm), driver.Arg(&l.qsim), driver.Arg(&l.kmt), driver.Arg(&l.ksim), driver.Arg(&l.headsPtr), driver.Arg(&l.sink), driver.Arg(&pm))
 }

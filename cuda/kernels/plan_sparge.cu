@@ -31,7 +31,7 @@
 #endif
 
 #define NL ((SD + 31) / 32) // head-dimension elements per lane
-#define CHUNK 32            // tokens staged in shared memory at a time
+#define CHUNK 16            // tokens staged in shared memory at a time
 #define NOIDX 0x7fffffff    // sort index of a non-candidate entry
 
 // SpargeHead mirrors cuda.spargeHead: one query head's resolved
@@ -42,17 +42,26 @@ struct SpargeHead {
 	double topk;  // the top-k fraction
 };
 
+// f2d is (double)f for normal floats by bit arithmetic (conversions to
+// float64 run at a quarter of the float64 rate); others convert.
+__device__ __forceinline__ double f2d(float f) {
+	u32 u = __float_as_uint(f), e = (u >> 23) & 0xff;
+	if (e - 1u < 254u)
+		return __longlong_as_double((long long)(((u64)(u & 0x80000000u) << 32) | ((u64)(e + 896u) << 52) | ((u64)(u & 0x7fffffu) << 29)));
+	return (double)f;
+}
+
 // sparge_pool: per block of tokens [lo, hi) of one head, mean[d] =
 // (Σ_n x[n,d])/cnt and CosSim = |Σ_n x̂_n|²/cnt² (sparge.blockStats). For
 // query blocks it writes qm[row·SD + d] = mean[d]·scale and qsim[row], row
-// = (b·Hq + h)·q_blocks + qb; for key blocks kmt[((b·Hkv + kvh)·SD + d)·nkb
-// + kb] = mean[d] (d-major, so sparge_rows reads consecutive key blocks)
-// and ksim[(b·Hkv + kvh)·nkb + kb]. 128 threads: warps stage CHUNK tokens
-// and their inverse norms, then thread d accumulates column d in token
-// order.
+// = (b·Hq + h)·q_blocks + qb; for key blocks kmt[((b·Hkv + kvh)·nkb + kb)·SD
+// + d] = mean[d] and ksim[(b·Hkv + kvh)·nkb + kb]. 128 threads, CHUNK tokens at a time:
+// each warp loads whole token rows (8 bytes a lane when the rows allow)
+// into shared memory as float64 and computes their norms in warp_sum
+// order; then thread d accumulates column d in token order.
 extern "C" __global__ void __launch_bounds__(128) sparge_pool(PlanArgs a, View q, View k, double* qm, double* qsim, double* kmt,
                                                               double* ksim) {
-	__shared__ float tok[CHUNK][SD];
+	__shared__ double tok[CHUNK][SD];
 	__shared__ double tinv[CHUNK];
 	__shared__ double unit_s[SD];
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -60,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(128) sparge_pool(PlanArgs a, View q
 	long long nq = (long long)a.B * a.Hq * a.q_blocks;
 	long long blk = blockIdx.x;
 	bool isq = blk < nq;
-	const View& x = isq ? q : k;
+	View x = isq ? q : k;
 	int b, h, lo, hi;
 	if (isq) {
 		b = (int)(blk / ((long long)a.Hq * a.q_blocks));
@@ -74,44 +83,75 @@ extern "C" __global__ void __launch_bounds__(128) sparge_pool(PlanArgs a, View q
 		int kb = (int)(blk % nkb);
 		lo = kb * a.bk, hi = min(lo + a.bk, a.Nk);
 	}
-	double msum = 0, usum = 0;
-	for (int c0 = lo; c0 < hi; c0 += CHUNK) {
+	// 16-bit rows of 8-byte-aligned groups of 4 elements load as uint2.
+	bool vec = x.dtype != DT_F32 && SD % 4 == 0 && (unsigned long long)x.ptr % 8 == 0 && x.sn % 4 == 0 && x.sh % 4 == 0 && x.sb % 4 == 0;
+	const u16* base16 = (const u16*)x.ptr + (long long)b * x.sb + (long long)h * x.sh;
+	// The vector path loads the next chunk while the block works on this one.
+	uint2 pre[CHUNK / 4];
+	auto fetch = [&](int c0) {
 		int cn = min(CHUNK, hi - c0);
 #pragma unroll
 		for (int s = 0; s < CHUNK / 4; s++) {
 			int t = warp + 4 * s;
-			if (t < cn) {
+			if (lane < SD / 4 && t < cn) pre[s] = *(const uint2*)(base16 + (long long)(c0 + t) * x.sn + 4 * lane);
+		}
+	};
+	if (vec) fetch(lo);
+	double msum = 0, usum = 0;
+	for (int c0 = lo; c0 < hi; c0 += CHUNK) {
+		int cn = min(CHUNK, hi - c0);
+		if (vec) {
 #pragma unroll
-				for (int i = 0; i < NL; i++) {
-					int d = lane + 32 * i;
-					if (d < SD) tok[t][d] = load(x, b, h, c0 + t, d);
+			for (int s = 0; s < CHUNK / 4; s++) {
+				int t = warp + 4 * s;
+				if (lane < SD / 4 && t < cn) {
+					uint2 w = pre[s];
+					u16 e[4] = {(u16)(w.x & 0xffff), (u16)(w.x >> 16), (u16)(w.y & 0xffff), (u16)(w.y >> 16)};
+#pragma unroll
+					for (int i = 0; i < 4; i++) tok[t][4 * lane + i] = f2d(x.dtype == DT_F16 ? f16_to_f32(e[i]) : bf16_to_f32(e[i]));
+				}
+			}
+		} else {
+#pragma unroll
+			for (int s = 0; s < CHUNK / 4; s++) {
+				int t = warp + 4 * s;
+				if (t < cn) {
+#pragma unroll
+					for (int i = 0; i < NL; i++) {
+						int d = lane + 32 * i;
+						if (d < SD) tok[t][d] = f2d(load(x, b, h, c0 + t, d));
+					}
 				}
 			}
 		}
 		__syncthreads();
+		if (vec && c0 + CHUNK < hi) fetch(c0 + CHUNK);
+		double nn[CHUNK / 4];
 #pragma unroll
 		for (int s = 0; s < CHUNK / 4; s++) {
 			int t = warp + 4 * s;
-			if (t < cn) {
-				double nn = 0;
+			nn[s] = 0;
 #pragma unroll
-				for (int i = 0; i < NL; i++) {
-					int d = lane + 32 * i;
-					if (d < SD) {
-						double f = tok[t][d];
-						nn = add64(nn, mul64(f, f));
-					}
-				}
-				nn = warp_sum(nn);
-				if (lane == 0) tinv[t] = nn == 0 ? -1.0 : 1.0 / sqrt(nn); // -1: a zero token adds nothing to the unit sum
+			for (int i = 0; i < NL; i++) {
+				int d = lane + 32 * i;
+				if (d < SD && t < cn) nn[s] = add64(nn[s], mul64(tok[t][d], tok[t][d]));
 			}
+		}
+#pragma unroll
+		for (int s = 0; s < CHUNK / 4; s++) {
+			int t = warp + 4 * s;
+			double v = warp_sum(nn[s]);
+			if (lane == 0 && t < cn) tinv[t] = v == 0 ? -1.0 : 1.0 / sqrt(v); // -1: a zero token adds nothing to the unit sum
 		}
 		__syncthreads();
 		if (tid < SD) {
-			for (int t = 0; t < cn; t++) {
-				double f = tok[t][tid], iv = tinv[t];
-				msum = add64(msum, f);
-				if (iv != -1.0) usum = add64(usum, mul64(f, iv));
+#pragma unroll
+			for (int t = 0; t < CHUNK; t++) {
+				if (t < cn) {
+					double f = tok[t][tid], iv = tinv[t];
+					msum = add64(msum, f);
+					if (iv != -1.0) usum = add64(usum, mul64(f, iv));
+				}
 			}
 		}
 		__syncthreads();
@@ -136,7 +176,7 @@ extern "C" __global__ void __launch_bounds__(128) sparge_pool(PlanArgs a, View q
 	} else {
 		long long bh = (long long)b * a.Hkv + h;
 		int kb = lo / a.bk;
-		if (tid < SD) kmt[(bh * SD + tid) * nkb + kb] = msum / cnt;
+		if (tid < SD) kmt[(bh * nkb + kb) * SD + tid] = msum / cnt;
 		if (tid == 0) ksim[bh * nkb + kb] = sim;
 	}
 }
@@ -162,10 +202,6 @@ __device__ __forceinline__ double exp64(double x) {
 
 // mass is sparge.mass: ⌊p·2^44⌋.
 __device__ __forceinline__ u64 mass(double p) { return __double2ull_rz(mul64(p, 0x1p44)); }
-
-// brev5 reverses the 5 bits of m: the order in which the leaves of the
-// warp_sum butterfly tree are adjacent.
-__host__ __device__ constexpr int brev5(int m) { return ((m & 1) << 4) | ((m & 2) << 2) | (m & 4) | ((m & 8) >> 2) | ((m & 16) >> 4); }
 
 // sort_before: entry (ka, ia) comes before (kb, ib) in the sorted row:
 // larger probability first (non-negative doubles order as their bits),
@@ -233,49 +269,43 @@ extern "C" __global__ void __launch_bounds__(128)
 	int P = 1;
 	while (P < maxvis) P <<= 1;
 
-	// Phase B: logits of every (row, visible block), the column judge, and
-	// the sort entries.
-	const double* kcol = kmt + (long long)bkv * SD * nkb;
+	// Phase B: logits of every (row, visible block), a warp per key block:
+	// lane l sums the products of d ≡ l (mod 32) in increasing d, and
+	// warp_sum combines the lanes, as sparge.dot64 does. They go to key[]
+	// for the per-block pass below.
+	const double* kcol = kmt + (long long)bkv * nkb * SD;
 	const double* ks = ksim + (long long)bkv * nkb;
+	if (logits) {
+		double qr[SR][NL];
+#pragma unroll
+		for (int m = 0; m < SR; m++)
+#pragma unroll
+			for (int i = 0; i < NL; i++) qr[m][i] = lane + 32 * i < SD ? qs[lane + 32 * i][m] : 0;
+#pragma unroll 2
+		for (int j = warp; j < maxvis; j += 4) {
+			const double* kr = kcol + (long long)j * SD;
+			double kv[NL];
+#pragma unroll
+			for (int i = 0; i < NL; i++) kv[i] = lane + 32 * i < SD ? kr[lane + 32 * i] : 0;
+			double p[SR];
+#pragma unroll
+			for (int m = 0; m < SR; m++) {
+				p[m] = 0;
+#pragma unroll
+				for (int i = 0; i < NL; i++)
+					if (lane + 32 * i < SD) p[m] = add64(p[m], mul64(qr[m][i], kv[i]));
+				p[m] = warp_sum(p[m]);
+			}
+			if (lane == 0)
+#pragma unroll
+				for (int m = 0; m < SR; m++) key[m * pmax + j] = (u64)__double_as_longlong(p[m]);
+		}
+	}
+	__syncthreads();
 	for (int j = tid; j < P; j += blockDim.x) {
 		double lg[SR];
 #pragma unroll
-		for (int m = 0; m < SR; m++) lg[m] = 0;
-		if (j < maxvis && logits) {
-			// lg[m] = Σ_d q̄[m][d]·k̄[j][d] in warp_sum's order: lane l's
-			// partial sums d ≡ l (mod 32) in increasing d; the partials are
-			// combined along the butterfly tree, whose leaves are adjacent
-			// in bit-reversed lane order (a binary-counter stack).
-			double st[5][SR];
-#pragma unroll
-			for (int mm = 0; mm < 32; mm++) {
-				const int l = brev5(mm);
-				double p[SR];
-#pragma unroll
-				for (int m = 0; m < SR; m++) p[m] = 0;
-#pragma unroll
-				for (int d = l; d < SD; d += 32) {
-					double kv = kcol[(long long)d * nkb + j];
-#pragma unroll
-					for (int m = 0; m < SR; m++) p[m] = add64(p[m], mul64(qs[d][m], kv));
-				}
-#pragma unroll
-				for (int t = 0; t < 5; t++) {
-					if ((mm >> t) & 1) {
-#pragma unroll
-						for (int m = 0; m < SR; m++) p[m] = add64(st[t][m], p[m]);
-					} else {
-#pragma unroll
-						for (int m = 0; m < SR; m++) st[t][m] = p[m];
-						break;
-					}
-				}
-				if (mm == 31) {
-#pragma unroll
-					for (int m = 0; m < SR; m++) lg[m] = p[m];
-				}
-			}
-		}
+		for (int m = 0; m < SR; m++) lg[m] = j < maxvis && logits ? __longlong_as_double((long long)key[m * pmax + j]) : 0;
 		double ksj = j < maxvis ? ks[j] : 0;
 #pragma unroll
 		for (int m = 0; m < SR; m++) {
@@ -334,13 +364,13 @@ extern "C" __global__ void __launch_bounds__(128)
 
 	// Phase D: bitonic sort of the rows that select, P entries each.
 	if (s_anysort) {
-		int half = P >> 1;
+		int half = P >> 1, lh = __ffs(max(half, 1)) - 1; // P is a power of two
 		for (int kk = 2; kk <= P; kk <<= 1) {
 			for (int jj = kk >> 1; jj > 0; jj >>= 1) {
 				for (int t = tid; t < SR * half; t += blockDim.x) {
-					int m = t / half, u = t % half;
+					int m = t >> lh, u = t & (half - 1);
 					if (!s_sort[m]) continue;
-					int i = 2 * jj * (u / jj) + u % jj, l = i + jj;
+					int i = ((u & ~(jj - 1)) << 1) | (u & (jj - 1)), l = i + jj;
 					u64* kr = key + m * pmax;
 					int* ir = idx + m * pmax;
 					u64 ka = kr[i], kb = kr[l];
