@@ -11,32 +11,6 @@
 
 #define INF64 __longlong_as_double(0x7ff0000000000000ll)
 
-// exp64_canon is plan.Exp64 (as in plan_minference.cu).
-__device__ __forceinline__ double exp64_canon(double x) {
-	if (x != x) return x;
-	if (x < -708.0) return 0.0;
-	if (x > 709.0) return INF64;
-	const double log2e = 0x1.71547652b82fep+00, ln2hi = 0x1.62e42feep-01, ln2lo = 0x1.a39ef35793c76p-33;
-	double n = floor(add64(mul64(x, log2e), 0.5));
-	double r = __dsub_rn(x, mul64(n, ln2hi));
-	r = __dsub_rn(r, mul64(n, ln2lo));
-	double p = 0x1.6124613a86d09p-33;
-	p = add64(mul64(p, r), 0x1.1eed8eff8d898p-29);
-	p = add64(mul64(p, r), 0x1.ae64567f544e4p-26);
-	p = add64(mul64(p, r), 0x1.27e4fb7789f5cp-22);
-	p = add64(mul64(p, r), 0x1.71de3a556c734p-19);
-	p = add64(mul64(p, r), 0x1.a01a01a01a01ap-16);
-	p = add64(mul64(p, r), 0x1.a01a01a01a01ap-13);
-	p = add64(mul64(p, r), 0x1.6c16c16c16c17p-10);
-	p = add64(mul64(p, r), 0x1.1111111111111p-07);
-	p = add64(mul64(p, r), 0x1.5555555555555p-05);
-	p = add64(mul64(p, r), 0x1.5555555555555p-03);
-	p = add64(mul64(p, r), 0x1p-01);
-	p = add64(mul64(p, r), 1.0);
-	p = add64(mul64(p, r), 1.0);
-	return mul64(p, __longlong_as_double(((long long)n + 1023) << 52));
-}
-
 // ProbeArgs as in plan_minference.cu (the probe's scratch).
 struct ProbeArgs {
 	float* e;

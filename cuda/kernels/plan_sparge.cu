@@ -181,25 +181,6 @@ extern "C" __global__ void __launch_bounds__(128) sparge_pool(PlanArgs a, View q
 	}
 }
 
-// exp64 repeats plan.Exp64 operation for operation.
-__device__ __forceinline__ double exp64(double x) {
-	if (x != x) return x;
-	if (x < -708.0) return 0.0;
-	if (x > 709.0) return __longlong_as_double(0x7ff0000000000000LL);
-	double n = floor(add64(mul64(x, 0x1.71547652b82fep+00), 0.5));
-	double r = add64(x, -mul64(n, 0x1.62e42feep-01));
-	r = add64(r, -mul64(n, 0x1.a39ef35793c76p-33));
-	const double c[12] = {0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29, 0x1.ae64567f544e4p-26, 0x1.27e4fb7789f5cp-22,
-	                      0x1.71de3a556c734p-19, 0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-13, 0x1.6c16c16c16c17p-10,
-	                      0x1.1111111111111p-07, 0x1.5555555555555p-05, 0x1.5555555555555p-03, 0x1p-01};
-	double p = c[0];
-#pragma unroll
-	for (int i = 1; i < 12; i++) p = add64(mul64(p, r), c[i]);
-	p = add64(mul64(p, r), 1.0);
-	p = add64(mul64(p, r), 1.0);
-	return mul64(p, __longlong_as_double((long long)((int)n + 1023) << 52));
-}
-
 // mass is sparge.mass: ⌊p·2^44⌋.
 __device__ __forceinline__ u64 mass(double p) { return __double2ull_rz(mul64(p, 0x1p44)); }
 
@@ -340,7 +321,7 @@ extern "C" __global__ void __launch_bounds__(128)
 			}
 			for (int j = lane; j < vis; j += 32) {
 				if (idx[m * pmax + j] != NOIDX) {
-					double pr = exp64(add64(__longlong_as_double((long long)key[m * pmax + j]), -top));
+					double pr = exp64_canon(add64(__longlong_as_double((long long)key[m * pmax + j]), -top));
 					key[m * pmax + j] = (u64)__double_as_longlong(pr);
 					total += mass(pr);
 				}

@@ -10,31 +10,6 @@
 // (plan.AddBlockSoftmax), and the threshold selection (xattn.Select), all
 // repeated operation for operation so that the plans are identical.
 
-// exp64_canon repeats plan.Exp64 (plan/canon.go) operation for operation.
-__device__ __forceinline__ double exp64_canon(double x) {
-	if (x != x) return x;
-	if (x < -708.0) return 0.0;
-	if (x > 709.0) return __longlong_as_double(0x7ff0000000000000ll);
-	double n = floor(add64(mul64(x, 0x1.71547652b82fep+00), 0.5));
-	double r = __dsub_rn(x, mul64(n, 0x1.62e42feep-01));
-	r = __dsub_rn(r, mul64(n, 0x1.a39ef35793c76p-33));
-	double p = 0x1.6124613a86d09p-33;
-	p = add64(mul64(p, r), 0x1.1eed8eff8d898p-29);
-	p = add64(mul64(p, r), 0x1.ae64567f544e4p-26);
-	p = add64(mul64(p, r), 0x1.27e4fb7789f5cp-22);
-	p = add64(mul64(p, r), 0x1.71de3a556c734p-19);
-	p = add64(mul64(p, r), 0x1.a01a01a01a01ap-16);
-	p = add64(mul64(p, r), 0x1.a01a01a01a01ap-13);
-	p = add64(mul64(p, r), 0x1.6c16c16c16c17p-10);
-	p = add64(mul64(p, r), 0x1.1111111111111p-07);
-	p = add64(mul64(p, r), 0x1.5555555555555p-05);
-	p = add64(mul64(p, r), 0x1.5555555555555p-03);
-	p = add64(mul64(p, r), 0x1p-01);
-	p = add64(mul64(p, r), 1.0);
-	p = add64(mul64(p, r), 1.0);
-	return mul64(p, __longlong_as_double((long long)((int)n + 1023) << 52));
-}
-
 // xattn_reshape writes the reshaped rows of x (XAttention §2.1): group g
 // of head set is tokens gS+S−1, …, gS (reverse, queries) or gS, …, gS+S−1
 // (keys), D values each, zeros past the last token; sets are (b, head).
