@@ -102,7 +102,9 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 			return nil, plan.Stats{}, err
 		}
 		heads := min(chunk, total-first)
-		r.pack(first, heads, workers)
+		if !allGathered(p) {
+			r.pack(first, heads, workers)
+		}
 		rows := heads * g.Group() / r.stack // tasks per query block in this chunk
 		tasks := rows * p.QBlocks()
 		// Last query blocks first: under causal masking they are the
@@ -110,6 +112,36 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 		locate := func(task int) (b, h, qb int) {
 			bh := first*g.Group() + task%rows*r.stack // b·Hq + h
 			return bh / g.Hq, bh % g.Hq, p.QBlocks() - 1 - task/rows
+		}
+		if p.Order != nil && splitCount(p, tasks, workers) == 1 {
+			// Token orders: each task is a group of rows sharing a key
+			// order (an S2O segment), so that every gathered KV block
+			// serves all the group's query blocks that list it.
+			h0, nh := first*g.Group(), heads*g.Group()
+			groups := rowGroups(p, h0, nh)
+			if p.Init != nil {
+				init := *r
+				init.p, init.pass1 = p.Init, true
+				first := rowGroups(p.Init, h0, nh)
+				if passTogether(p, first, groups) {
+					// Pass 1 then pass 2 of each group in one task.
+					pairs := make([][2]rowGroup, len(groups))
+					for i := range pairs {
+						pairs[i] = [2]rowGroup{first[i], groups[i]}
+					}
+					longestFirst(pairs, func(x [2]rowGroup) int { return x[0].work + x[1].work })
+					pool(ctx, len(pairs), scratch, func(t *tile, i int) {
+						t.group(&init, pairs[i][0])
+						t.group(r, pairs[i][1])
+					})
+					continue
+				}
+				longestFirst(first, func(x rowGroup) int { return x.work })
+				pool(ctx, len(first), scratch, func(t *tile, i int) { t.group(&init, first[i]) })
+			}
+			longestFirst(groups, func(x rowGroup) int { return x.work })
+			pool(ctx, len(groups), scratch, func(t *tile, i int) { t.group(r, groups[i]) })
+			continue
 		}
 		if p.Init != nil {
 			// Pass 1: the Init plan's rows, on the same packed heads, leave
@@ -220,6 +252,23 @@ func splitCount(p *plan.Plan, tasks, workers int) int {
 		longest = max(longest, p.RowStart[r+1]-p.RowStart[r])
 	}
 	return max(1, min((2*workers+tasks-1)/tasks, longest/minSplitBlocks))
+}
+
+// allGathered reports whether every row of p (and of its Init plan) reads
+// its keys by token index, so that no KV head needs packing.
+func allGathered(p *plan.Plan) bool {
+	for ; p != nil; p = p.Init {
+		o := p.Order
+		if o == nil {
+			return false
+		}
+		if o.Query == nil {
+			if o.RowKV == nil || slices.Contains(o.RowKV, -1) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func maxLevel(p *plan.Plan) plan.Level {

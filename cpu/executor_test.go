@@ -396,61 +396,74 @@ func maskedGroups(p *plan.Plan, group int) float64 {
 	return n * float64(p.Geometry.B*p.Geometry.Hq)
 }
 
+// TestTokenOrders: every row visits a random subset of the blocks of a
+// random key order, in a random sequence; queries are permuted too. The
+// result must equal attention over exactly the tokens of the visited
+// blocks, with token-exact causality. With shared orders, the rows of a
+// head read one key order (as an S2O segment's rows do) and run as one
+// group that gathers each block once for the rows listing it.
 func TestTokenOrders(t *testing.T) {
-	r := testutil.Rand(t)
-	pr := problem{"", 1, 2, 1, 96, 96, 32, 32, 16, 16, true, tensor.Float32, tensor.BHND}
-	q, k, v := pr.inputs(t, r)
-	tl := pr.tiling()
-	g := tl.Geometry
-	base, _ := plan.Dense(tl)
-	// Every row visits a random subset of the blocks of its own random key
-	// order; queries are permuted too. The result must equal attention over
-	// exactly the tokens of the visited blocks, with token-exact causality.
-	order := &plan.TokenOrder{Query: make([]int32, g.Hq*g.Nq), KVStart: []int{0}, RowKV: make([]int32, base.Rows())}
-	for h := range g.Hq {
-		for i, x := range r.Perm(g.Nq) {
-			order.Query[h*g.Nq+i] = int32(x)
-		}
-	}
-	bld, _ := plan.NewBuilder(tl)
-	visible := map[[3]int]bool{} // (h, query token, key token)
-	for row := range base.Rows() {
-		h, qb := row/base.QBlocks(), row%base.QBlocks()
-		perm := r.Perm(g.Nk)
-		for _, x := range perm {
-			order.KV = append(order.KV, int32(x))
-		}
-		order.KVStart = append(order.KVStart, len(order.KV))
-		order.RowKV[row] = int32(row)
-		for kb := range base.KBlocks() {
-			if r.IntN(2) == 0 {
-				continue
-			}
-			bld.Add(row, kb, plan.Full)
-			lo, hi := base.QueryRange(qb)
-			for _, qi := range order.Query[h*g.Nq+lo : h*g.Nq+hi] {
-				for _, kj := range perm[kb*pr.bk : min(kb*pr.bk+pr.bk, g.Nk)] {
-					visible[[3]int{h, int(qi), kj}] = true
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			r := testutil.Rand(t)
+			pr := problem{"", 1, 2, 1, 96, 96, 32, 32, 16, 16, true, tensor.Float32, tensor.BHND}
+			q, k, v := pr.inputs(t, r)
+			tl := pr.tiling()
+			g := tl.Geometry
+			base, _ := plan.Dense(tl)
+			order := &plan.TokenOrder{Query: make([]int32, g.Hq*g.Nq), KVStart: []int{0}, RowKV: make([]int32, base.Rows())}
+			for h := range g.Hq {
+				for i, x := range r.Perm(g.Nq) {
+					order.Query[h*g.Nq+i] = int32(x)
 				}
 			}
-		}
+			bld, _ := plan.NewBuilder(tl)
+			visible := map[[3]int]bool{} // (h, query token, key token)
+			var perm []int
+			for row := range base.Rows() {
+				h, qb := row/base.QBlocks(), row%base.QBlocks()
+				if !shared || qb == 0 {
+					perm = r.Perm(g.Nk)
+					for _, x := range perm {
+						order.KV = append(order.KV, int32(x))
+					}
+					order.KVStart = append(order.KVStart, len(order.KV))
+				}
+				order.RowKV[row] = int32(len(order.KVStart) - 2)
+				for _, kb := range r.Perm(base.KBlocks()) {
+					if r.IntN(2) == 0 {
+						continue
+					}
+					bld.Add(row, kb, plan.Full)
+					lo, hi := base.QueryRange(qb)
+					for _, qi := range order.Query[h*g.Nq+lo : h*g.Nq+hi] {
+						for _, kj := range perm[kb*pr.bk : min(kb*pr.bk+pr.bk, g.Nk)] {
+							visible[[3]int{h, int(qi), kj}] = true
+						}
+					}
+				}
+			}
+			bld.SetOrder(order)
+			p, err := bld.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, stats, err := Executor{}.Run(context.Background(), p, q, k, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := float64(len(p.KVBlock)); stats.QKBlocks != want {
+				t.Fatalf("computed %v blocks, want %v", stats.QKBlocks, want)
+			}
+			ref, _ := reference.Attention(context.Background(), q, k, v, true, 0, func(b, h, i, j int) float64 {
+				if visible[[3]int{h, i, j}] {
+					return 1
+				}
+				return 0
+			})
+			checkClose(t, ref, out)
+		})
 	}
-	bld.SetOrder(order)
-	p, err := bld.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := Executor{}.Run(context.Background(), p, q, k, v, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, _ := reference.Attention(context.Background(), q, k, v, true, 0, func(b, h, i, j int) float64 {
-		if visible[[3]int{h, i, j}] {
-			return 1
-		}
-		return 0
-	})
-	checkClose(t, ref, out)
 }
 
 func TestStopRule(t *testing.T) {

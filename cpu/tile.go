@@ -18,9 +18,9 @@ type tile struct {
 	mloc  []float32 // row max of the current block
 	qtok  []int32   // token index of each query row
 	qhead []int32   // query head of each row (rows of several heads share a tile when stacked)
-	ktok  []int32   // token index of each key column (gathered blocks)
-	gkT   []float32 // a gathered D×BlockK key block
-	gv    []float32 // a gathered BlockK×Dv value block
+	qlim  int       // the smallest last visible key token of the rows (causal)
+	gat   *gathered // gathered KV blocks (token orders), allocated on first use
+	sub   []*tile   // one tile per query block of a row group (gathered plans)
 	buf   []float32 // one input row
 	stats plan.Stats
 	err   error // first error met, reported by Run
@@ -32,7 +32,7 @@ func newTile(p *plan.Plan) *tile {
 	return &tile{
 		qt: make([]float32, bq*g.D), s: make([]float32, bq*bk), acc: make([]float32, bq*g.Dv),
 		m: make([]float32, bq), l: make([]float32, bq), mloc: make([]float32, bq),
-		qtok: make([]int32, bq), qhead: make([]int32, bq), ktok: make([]int32, bk),
+		qtok: make([]int32, bq), qhead: make([]int32, bq),
 		buf: make([]float32, max(g.D, g.Dv)),
 	}
 }
@@ -53,8 +53,11 @@ type keyBlock struct {
 	tok  []int32   // token index per key, or nil for consecutive tokens from first
 	// first is the token index of key 0 when tok is nil.
 	first int
-	// partial is true when some (query, key) pair of the block is causally masked.
+	// partial is true when some (query, key) pair of the block is causally
+	// masked. For a gathered block (tok set) block decides it from last.
 	partial bool
+	// last is the largest token of a gathered block.
+	last int32
 }
 
 // row computes query block qb of head h in batch b over the whole CSR row
@@ -62,9 +65,14 @@ type keyBlock struct {
 func (t *tile) row(r *run, b, h, qb int) {
 	n := t.begin(r, b, h, qb)
 	t.visit(r, b, h, qb, n, 0, 1)
-	g := r.g
+	t.finish(r, b, n)
+}
+
+// finish normalizes the tile's first n rows and writes them to the output.
+func (t *tile) finish(r *run, b, n int) {
+	dv := r.g.Dv
 	for i := range n {
-		acc := t.acc[i*g.Dv : (i+1)*g.Dv]
+		acc := t.acc[i*dv : (i+1)*dv]
 		if t.l[i] > 0 {
 			kernel.Scale(acc, 1/t.l[i])
 		} // else: no visible key; acc is all zeros
@@ -85,6 +93,10 @@ func (t *tile) begin(r *run, b, h, qb int) int {
 		t.qtok[i] = queryToken(p, b, hi, qlo+i%(qhi-qlo))
 		r.q.ReadRow(b, hi, int(t.qtok[i]), t.qt[i*g.D:])
 		kernel.Scale(t.qt[i*g.D:(i+1)*g.D], r.scale)
+	}
+	t.qlim = math.MaxInt
+	for _, tok := range t.qtok[:nq] {
+		t.qlim = min(t.qlim, int(tok)+g.QueryOffset())
 	}
 	if st := r.state; st != nil && !r.pass1 { // resume the Init plan's states
 		for i := range nq {
@@ -107,6 +119,11 @@ func (t *tile) begin(r *run, b, h, qb int) int {
 func (t *tile) rowInit(r *run, b, h, qb int) {
 	n := t.begin(r, b, h, qb)
 	t.visit(r, b, h, qb, n, 0, 1)
+	t.save(r, b, n)
+}
+
+// save stores the unnormalized state of the tile's first n rows in r.state.
+func (t *tile) save(r *run, b, n int) {
 	g, st := r.g, r.state
 	for i := range n {
 		at := (b*g.Hq+int(t.qhead[i]))*g.Nq + int(t.qtok[i])
@@ -190,43 +207,6 @@ func (r *run) block(b, h, qb, kb int, lv plan.Level) keyBlock {
 	return blk
 }
 
-// gather copies block kb of the row's key order (or of the natural order
-// when kvOrder < 0) into the tile's scratch.
-func (t *tile) gather(r *run, b, h, kb, kvOrder int) keyBlock {
-	p, g := r.p, r.g
-	kh := g.KVHead(h)
-	if t.gkT == nil {
-		t.gkT = make([]float32, g.D*p.BlockK)
-		t.gv = make([]float32, p.BlockK*g.Dv)
-	}
-	var tokens []int32
-	if kvOrder >= 0 {
-		o := p.Order
-		tokens = o.KV[o.KVStart[kvOrder]:o.KVStart[kvOrder+1]]
-	}
-	lo := kb * p.BlockK
-	hi := lo + p.BlockK
-	if tokens != nil {
-		hi = min(hi, len(tokens))
-	} else {
-		hi = min(hi, g.Nk)
-	}
-	n := max(hi-lo, 0)
-	for j := range n {
-		tok := int32(lo + j)
-		if tokens != nil {
-			tok = tokens[lo+j]
-		}
-		t.ktok[j] = tok
-		r.k.ReadRow(b, kh, int(tok), t.buf)
-		for d, x := range t.buf[:g.D] {
-			t.gkT[d*p.BlockK+j] = x
-		}
-		r.v.ReadRow(b, kh, int(tok), t.gv[j*g.Dv:])
-	}
-	return keyBlock{kT: t.gkT, ldk: p.BlockK, v: t.gv, ldv: g.Dv, n: n, tok: t.ktok[:n], partial: p.Causal}
-}
-
 // block folds one KV block into the running softmax state of the first nq
 // query rows, and reports whether every row's normalizer grew by less than
 // the plan's stop fraction. work scales the block-product counters (1 for a
@@ -246,12 +226,18 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 	}
 	negInf := float32(math.Inf(-1))
 	off := g.QueryOffset()
+	partial := blk.partial
+	if blk.tok != nil {
+		// Mask only where the causal boundary crosses the gathered block:
+		// some key comes after some row's last visible token.
+		partial = p.Causal && int(blk.last) > t.qlim
+	}
 	for i := range nq {
 		s := t.s[i*bk : i*bk+n]
 		if blk.bias != nil {
 			kernel.Axpy(1, blk.bias, s)
 		}
-		if blk.partial {
+		if partial {
 			limit := int(t.qtok[i]) + off // last visible key token
 			for j := range s {
 				kt := blk.first + j
