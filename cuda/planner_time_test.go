@@ -1,0 +1,126 @@
+package cuda
+
+import (
+	"context"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sparseattn/sparseattn/method/flexprefill"
+	"github.com/sparseattn/sparseattn/method/minference"
+	"github.com/sparseattn/sparseattn/method/oracle"
+	"github.com/sparseattn/sparseattn/method/sparge"
+	"github.com/sparseattn/sparseattn/method/unisparse"
+	"github.com/sparseattn/sparseattn/method/window"
+	"github.com/sparseattn/sparseattn/method/xattn"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// benchPlanners are the device planners TestPlannerTimes knows, at the
+// defaults the CLI uses.
+func benchPlanners() []plan.Planner {
+	return []plan.Planner{
+		window.Planner{Sink: 128, Window: 2048},
+		sparge.Planner{}, // top-k 0.5, θ 0.3
+		unisparse.Planner{},
+		xattn.Planner{Stride: 16, Threshold: 0.9},
+		flexprefill.Planner{Gamma: 0.9, Tau: 0.1},
+		minference.Planner{LastQ: 64, Vertical: 1000, Slash: 6096},
+		oracle.Planner{CDF: 0.95},
+	}
+}
+
+// TestPlannerTimes times the device planners (Runner.Plan as device
+// events) against the dense kernel (Runner.Run's RunMS) at B=1, Hq=32,
+// Hkv=8, D=128, bf16, causal, 128×64 blocks, on pseudo-random inputs: the
+// median of five calls after one warm-up. It runs only when
+// SPARSEATTN_PLANNER_BENCH is set, to "1" for every planner or to a
+// comma-separated list of names, for N in SPARSEATTN_PLANNER_BENCH_N
+// (default 8192,32768).
+func TestPlannerTimes(t *testing.T) {
+	which := os.Getenv("SPARSEATTN_PLANNER_BENCH")
+	if which == "" {
+		t.Skip("set SPARSEATTN_PLANNER_BENCH=1 (or a list of planner names) to time the device planners")
+	}
+	sizes := []int{8192, 32768}
+	if s := os.Getenv("SPARSEATTN_PLANNER_BENCH_N"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	planners := []plan.Planner{nil}
+	for _, p := range benchPlanners() {
+		if which == "1" || slices.Contains(strings.Split(which, ","), p.Name()) {
+			planners = append(planners, p)
+		}
+	}
+	e := openOrSkip(t)
+	ctx := context.Background()
+	for _, n := range sizes {
+		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
+		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
+		// Cheap pseudo-random bf16 values of about unit size.
+		x := uint64(0x9e3779b97f4a7c15)
+		mk := func(h int) *Tensor {
+			ht, err := tensor.New(tensor.BFloat16, tensor.BHND, tensor.Shape{B: 1, H: h, N: n, D: 128})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bits := ht.Bits16()
+			for i := range bits {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				f := float32(int32(x>>40)&0xffff-0x8000) / 0x4000
+				bits[i] = uint16(math.Float32bits(f) >> 16)
+			}
+			d, err := e.Upload(ctx, ht)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Free() })
+			return d
+		}
+		q, k, v := mk(g.Hq), mk(g.Hkv), mk(g.Hkv)
+		var denseMS float64
+		for _, p := range planners {
+			name := "dense"
+			if p != nil {
+				name = p.Name()
+			}
+			run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plans, runs []float64
+			var density float64
+			for i := range 6 {
+				out, rep, err := run.Run(ctx, q, k, v, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out.Free()
+				if i > 0 {
+					plans, runs = append(plans, rep.PlanMS), append(runs, rep.RunMS)
+				}
+				density = 1 - rep.Stats.Sparsity()
+			}
+			run.Close()
+			slices.Sort(plans)
+			slices.Sort(runs)
+			if p == nil {
+				denseMS = runs[2]
+			}
+			t.Logf("N=%d %-12s plan %.3f ms (min %.3f) run %.3f ms; plan/dense run %.1f%%; density %.3f", n, name, plans[2], plans[0], runs[2], 100*plans[2]/denseMS, density)
+		}
+	}
+}
