@@ -62,6 +62,10 @@ type Config struct {
 	RowGroup       int
 	Sink           bool
 	Workers        int // executor goroutines; 0 means GOMAXPROCS
+	// Executor, when set, runs the single-head attention passes instead of
+	// the CPU executor: a GPU executor that keeps its uploads for the whole
+	// run, say. It is called from one goroutine at a time.
+	Executor plan.Executor
 	// Progress, when set, is called after each head.
 	Progress func(Progress)
 }
@@ -229,7 +233,7 @@ type headCase struct {
 	est      *sparge.HeadEstimate
 	dense    []float32 // the dense output
 	denseAbs float64   // Σ|O|
-	exec     cpu.Executor
+	exec     plan.Executor
 }
 
 // slice copies head h of batch b of x into a new [1, 1, N, D] tensor.
@@ -246,7 +250,10 @@ func slice(x *tensor.Tensor, b, h int) *tensor.Tensor {
 func newHeadCase(ctx context.Context, c Config, in Input, g tensor.Geometry, b, h int) (*headCase, error) {
 	hc := &headCase{
 		q: slice(in.Q, b, h), k: slice(in.K, b, g.KVHead(h)), v: slice(in.V, b, g.KVHead(h)),
-		exec: cpu.Executor{Workers: c.Workers},
+		exec: c.Executor,
+	}
+	if hc.exec == nil {
+		hc.exec = cpu.Executor{Workers: c.Workers}
 	}
 	hc.t = plan.Tiling{Geometry: tensor.Geometry{B: 1, Hq: 1, Hkv: 1, Nq: g.Nq, Nk: g.Nk, D: g.D, Dv: g.Dv},
 		Causal: c.Causal, BlockQ: c.BlockQ, BlockK: c.BlockK, Scale: c.Scale}

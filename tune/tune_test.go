@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sparseattn/sparseattn"
+	"github.com/sparseattn/sparseattn/cpu"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
@@ -385,5 +386,43 @@ func TestLambdaStageNonCausal(t *testing.T) {
 		if hd.Lambda == 0 || !(hd.Sparsity > 0) {
 			t.Errorf("head %d: %+v; want a λ from the grid under the loose l2", h, hd)
 		}
+	}
+}
+
+// countingExecutor is the CPU executor behind Config.Executor, counting
+// its calls.
+type countingExecutor struct {
+	cpu   cpu.Executor
+	calls int
+}
+
+func (c *countingExecutor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Tensor) (*tensor.Tensor, plan.Stats, error) {
+	c.calls++
+	return c.cpu.Run(ctx, p, q, k, v, out)
+}
+
+// TestExecutor: Config.Executor runs every single-head pass (one per
+// evaluation and one dense pass per head case), and an executor that
+// computes what the CPU computes gives the same tuned heads.
+func TestExecutor(t *testing.T) {
+	in := llmInputs(t, 256, 9)
+	c := Config{L1: 0.05, L2: 0.06, Causal: true, BlockQ: 32, BlockK: 32}
+	want, err := TuneLayer(context.Background(), c, "x", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := &countingExecutor{}
+	c.Executor = ex
+	evals := 0
+	c.Progress = func(p Progress) { evals = p.Evals }
+	got, err := TuneLayer(context.Background(), c, "x", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("with Config.Executor: %+v, want %+v", got, want)
+	}
+	if heads := 4; ex.calls != evals+heads*len(in) {
+		t.Errorf("executor ran %d passes, want %d evaluations + %d dense passes", ex.calls, evals, heads*len(in))
 	}
 }

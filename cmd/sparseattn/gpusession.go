@@ -20,8 +20,9 @@ import (
 // the last output of each method comes back, for the CPU to measure its
 // error.
 type gpuSession struct {
-	e       *cuda.Engine
-	uploads map[*tensor.Tensor]*cuda.Tensor
+	e        *cuda.Engine
+	uploads  map[*tensor.Tensor]*cuda.Tensor
+	deviceMS float64 // device-event time of the Run calls so far
 }
 
 // openGPUSession opens device 0 for --device cuda or auto; it returns nil
@@ -144,4 +145,55 @@ func (s *gpuSession) time(ctx context.Context, f runFlags, bar *progress.Bar, la
 	res := &sparseattn.Result{Out: host, Plan: p, Stats: rep.Stats, Device: sparseattn.DeviceCUDA,
 		PlanTime: time.Duration(median(plans) * 1e6), RunTime: time.Duration(median(runs) * 1e6)}
 	return timing{planMS: median(plans), runMS: median(runs), totalMS: median(totals), last: res}, nil
+}
+
+// Run executes plan p on the device and returns the output on the host:
+// the session is a plan.Executor whose inputs stay uploaded for the
+// command's whole run (the tuner's per-head slices, say). Only the plan
+// goes up and the output comes back per call; the device time of each
+// call is added to s.deviceMS. It is for one goroutine at a time.
+func (s *gpuSession) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Tensor) (*tensor.Tensor, plan.Stats, error) {
+	if p == nil {
+		return nil, plan.Stats{}, fmt.Errorf("%w: nil plan", plan.ErrInvalid)
+	}
+	var dev [3]*cuda.Tensor
+	for i, h := range []*tensor.Tensor{q, k, v} {
+		d, err := s.upload(ctx, h)
+		if err != nil {
+			return nil, plan.Stats{}, err
+		}
+		dev[i] = d
+	}
+	r, err := s.e.NewRunner(ctx, p.Tiling, q.DType(), plan.Fixed{P: p})
+	if err != nil {
+		return nil, plan.Stats{}, err
+	}
+	defer r.Close()
+	o, rep, err := r.Run(ctx, dev[0], dev[1], dev[2], nil)
+	if err != nil {
+		return nil, plan.Stats{}, err
+	}
+	defer o.Free()
+	s.deviceMS += rep.PlanMS + rep.RunMS
+	host, err := o.Download(ctx)
+	if err != nil {
+		return nil, plan.Stats{}, err
+	}
+	if out == nil {
+		return host, rep.Stats, nil
+	}
+	if out.Shape() != host.Shape() {
+		return nil, plan.Stats{}, fmt.Errorf("%w: output %v for a result of %v", cuda.ErrMismatch, out.Shape(), host.Shape())
+	}
+	sh := host.Shape()
+	row := make([]float32, sh.D)
+	for b := range sh.B {
+		for h := range sh.H {
+			for n := range sh.N {
+				host.ReadRow(b, h, n, row)
+				out.WriteRow(b, h, n, row)
+			}
+		}
+	}
+	return out, rep.Stats, nil
 }

@@ -50,6 +50,8 @@ type tuneReport struct {
 	Holdout        int             `json:"holdout_inputs"`
 	Seconds        float64         `json:"seconds"`
 	Evals          int             `json:"single_head_runs"`
+	Device         string          `json:"device"`
+	DeviceMS       float64         `json:"device_ms,omitempty"` // device-event time of the GPU passes
 	Heads          []tuneHead      `json:"heads"`
 	HoldoutMax     *float64        `json:"holdout_layer_l1,omitempty"`
 	HoldoutMaskMax *float64        `json:"holdout_layer_mask_l1,omitempty"`
@@ -71,12 +73,16 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rowGroup := fs.Int("row-group", 0, "query rows per λ decision, dividing --block-q (0: block-q/4)")
 	sink := fs.Bool("sink", false, "always keep key block 0")
 	workers := fs.Int("workers", 0, "CPU goroutines (0 = all CPUs)")
+	device := fs.String("device", "cpu", "where the tuner's attention passes run: cpu, cuda (GPU; an error without one) or auto (GPU if usable, else CPU)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *device != "cpu" && *device != string(sparseattn.DeviceCUDA) && *device != string(sparseattn.DeviceAuto) {
+		return fmt.Errorf("%w: --device must be cpu, cuda or auto, not %q", errUsage, *device)
+	}
 	if *calib < 1 || *holdout < 0 || *workers < 0 {
 		return fmt.Errorf("%w: --calib must be ≥ 1, --holdout and --workers ≥ 0", errUsage)
 	}
@@ -84,6 +90,17 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w: --calib and --holdout count generated inputs; with --input, list one file per input", errUsage)
 	}
 	cfg := tune.Config{L1: *l1, L2: *l2, Margin: *margin, BlockQ: *blockQ, BlockK: *blockK, RowGroup: *rowGroup, Sink: *sink, Workers: *workers}
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	gpu, err := openGPUSession(*device, logf)
+	if err != nil {
+		return err
+	}
+	defer gpu.close()
+	if gpu != nil {
+		// The per-head slices are uploaded once; each pass sends its plan
+		// and brings its output back for the CPU to measure.
+		cfg.Executor = gpu
+	}
 	if _, err := tune.NewProfile(cfg); err != nil { // check the bounds before loading anything
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -166,11 +183,17 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	report := tuneReport{Layer: *layerName, Source: first.Source, Geometry: g, Causal: cfg.Causal, L1: cfg.L1, L2: cfg.L2,
-		Inputs: len(calibration), Holdout: len(heldOut), Seconds: elapsed.Seconds(), Evals: evals}
+		Inputs: len(calibration), Holdout: len(heldOut), Seconds: elapsed.Seconds(), Evals: evals, Device: "cpu"}
+	if gpu != nil {
+		report.Device, report.DeviceMS = "cuda", gpu.deviceMS
+	}
 	for h, hd := range layer.Heads {
 		report.Heads = append(report.Heads, tuneHead{Index: h, Head: hd})
 	}
 	if len(heldOut) > 0 {
+		if gpu != nil {
+			logf("sparseattn: the held-out check runs on the CPU: the GPU kernel takes one λ for all heads, a tuned profile has one per head")
+		}
 		bar.Label("checking held-out inputs")
 		opts, err := prof.Options(*layerName)
 		if err != nil {
@@ -260,7 +283,11 @@ func printTune(w io.Writer, r tuneReport, out string) {
 	g := r.Geometry
 	fmt.Fprintf(w, "%s (%s): B=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d causal=%v; l1=%v l2=%v; %d calibration inputs\n",
 		r.Layer, r.Source, g.B, g.Hq, g.Hkv, g.Nq, g.Nk, g.D, r.Causal, r.L1, r.L2, r.Inputs)
-	fmt.Fprintf(w, "tuned in %.1f s (%d single-head attention runs)\n\n", r.Seconds, r.Evals)
+	fmt.Fprintf(w, "tuned in %.1f s (%d single-head attention runs on the %s", r.Seconds, r.Evals, r.Device)
+	if r.DeviceMS > 0 {
+		fmt.Fprintf(w, ", %.1f ms of device time", r.DeviceMS)
+	}
+	fmt.Fprint(w, ")\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "head\tτ\tθ\tλ\tL1 mask\tL1\tsparsity mask\tsparsity\t"
 	if r.Holdout > 0 {
