@@ -10,9 +10,9 @@ import (
 )
 
 // auxSources are the planner and runtime kernels; device.cuh goes in front of
-// each.
+// each, and a line `#include "name.cuh"` takes in kernels/name.cuh.
 //
-//go:embed kernels/device.cuh kernels/runtime.cu kernels/plan_*.cu
+//go:embed kernels/device.cuh kernels/block_mass.cuh kernels/probe.cuh kernels/runtime.cu kernels/plan_*.cu
 var auxSources embed.FS
 
 // auxKey names one compiled auxiliary kernel: a file, its compile-time
@@ -46,7 +46,10 @@ func (e *Engine) loadAux(c *driver.Ctx, key auxKey, defines []string) (driver.Fu
 	if err != nil {
 		return 0, fmt.Errorf("%w: no kernel file %s", ErrUnsupported, key.file)
 	}
-	src := string(head) + "#line 1 \"" + key.file + "\"\n" + string(body)
+	src, err := expandIncludes(string(head) + "#line 1 \"" + key.file + "\"\n" + string(body))
+	if err != nil {
+		return 0, err
+	}
 	opts := []string{"--gpu-architecture=" + e.dev.Arch(), "-std=c++17"}
 	for _, d := range defines {
 		opts = append(opts, "-D"+d)
@@ -60,6 +63,35 @@ func (e *Engine) loadAux(c *driver.Ctx, key auxKey, defines []string) (driver.Fu
 		return 0, fmt.Errorf("loading kernel %s: %w", key.file, err)
 	}
 	return c.Function(m, key.fn)
+}
+
+// expandIncludes replaces each line `#include "name"` of src with
+// kernels/name from auxSources, between #line markers, so that NVRTC needs
+// no include path and compile errors name the right file. Included files
+// are not expanded further.
+func expandIncludes(src string) (string, error) {
+	var b strings.Builder
+	lines := strings.Split(src, "\n")
+	file, line := "", 0 // the current #line position, for the marker after an include
+	for _, l := range lines {
+		line++
+		if rest, ok := strings.CutPrefix(l, "#line 1 \""); ok {
+			file, line = strings.TrimSuffix(rest, "\""), 0
+		}
+		name, ok := strings.CutPrefix(strings.TrimSpace(l), "#include \"")
+		if !ok {
+			b.WriteString(l)
+			b.WriteByte('\n')
+			continue
+		}
+		name = strings.TrimSuffix(name, "\"")
+		inc, err := auxSources.ReadFile("kernels/" + name)
+		if err != nil {
+			return "", fmt.Errorf("%w: kernel header %s", ErrUnsupported, name)
+		}
+		fmt.Fprintf(&b, "#line 1 \"%s\"\n%s\n#line %d \"%s\"\n", name, inc, line+1, file)
+	}
+	return b.String(), nil
 }
 
 // view mirrors struct View in kernels/device.cuh: a device tensor as the

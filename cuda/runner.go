@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sync"
 
 	"github.com/sparseattn/sparseattn/cuda/driver"
@@ -192,10 +191,20 @@ var ErrRunnerClosed = errors.New("cuda: runner closed")
 // runner's tiling and type, in any layout and strides. It returns the
 // output and what the call measured.
 func (r *Runner) Run(ctx context.Context, q, k, v, out *Tensor) (*Tensor, Report, error) {
+	return r.call(ctx, q, k, v, out, true)
+}
+
+// call is Run (predict) or Execute (not predict): it checks the inputs,
+// then on the device records the start event, predicts the plan when
+// asked, and executes it.
+func (r *Runner) call(ctx context.Context, q, k, v, out *Tensor, predict bool) (*Tensor, Report, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, Report{}, ErrRunnerClosed
+	}
+	if !predict && !r.planned {
+		return nil, Report{}, fmt.Errorf("%w: Execute before any Plan or Run", plan.ErrInvalid)
 	}
 	if err := r.check(q, k, v); err != nil {
 		return nil, Report{}, err
@@ -207,11 +216,13 @@ func (r *Runner) Run(ctx context.Context, q, k, v, out *Tensor) (*Tensor, Report
 	var rep Report
 	err = r.e.dev.Do(ctx, func(c *driver.Ctx) error {
 		c = c.OnStream(q.stream)
-		if err := c.Record(r.events[0]); err != nil {
-			return err
-		}
-		if err := r.plan(c, q, k, v); err != nil {
-			return err
+		if predict {
+			if err := c.Record(r.events[0]); err != nil {
+				return err
+			}
+			if err := r.plan(c, q, k, v); err != nil {
+				return err
+			}
 		}
 		if err := c.Record(r.events[1]); err != nil {
 			return err
@@ -220,7 +231,7 @@ func (r *Runner) Run(ctx context.Context, q, k, v, out *Tensor) (*Tensor, Report
 		if rep, err = r.execute(c, q, k, v, out); err != nil {
 			return err
 		}
-		return r.finish(c, &rep, true)
+		return r.finish(c, &rep, predict)
 	})
 	if err != nil {
 		return nil, Report{}, err
@@ -262,37 +273,7 @@ func (r *Runner) Plan(ctx context.Context, q, k, v *Tensor) (float64, error) {
 // need not be the tensors planned) into out, as Run does, without
 // predicting it again: plan once, run many.
 func (r *Runner) Execute(ctx context.Context, q, k, v, out *Tensor) (*Tensor, Report, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, Report{}, ErrRunnerClosed
-	}
-	if !r.planned {
-		return nil, Report{}, fmt.Errorf("%w: Execute before any Plan or Run", plan.ErrInvalid)
-	}
-	if err := r.check(q, k, v); err != nil {
-		return nil, Report{}, err
-	}
-	out, err := r.output(ctx, out)
-	if err != nil {
-		return nil, Report{}, err
-	}
-	var rep Report
-	err = r.e.dev.Do(ctx, func(c *driver.Ctx) error {
-		c = c.OnStream(q.stream)
-		if err := c.Record(r.events[1]); err != nil {
-			return err
-		}
-		var err error
-		if rep, err = r.execute(c, q, k, v, out); err != nil {
-			return err
-		}
-		return r.finish(c, &rep, false)
-	})
-	if err != nil {
-		return nil, Report{}, err
-	}
-	return out, rep, nil
+	return r.call(ctx, q, k, v, out, false)
 }
 
 // finish records the end event, waits for it and reads the counters and
@@ -557,63 +538,4 @@ type RunTiming struct {
 	PlanMS, RunMS, TotalMS float64
 	Last                   Report // the last timed call
 	FlushedL2              bool   // see Engine.Benchmark
-}
-
-// Benchmark times warmup+reps calls of Run on q, k and v into out (a
-// device tensor the caller gives), with device events, and returns the
-// medians of the timed ones. As Engine.Benchmark does, it overwrites a
-// 256 MiB scratch buffer before each call, so that L2 holds none of the
-// inputs and the host's launch latency of the first kernel stays out of
-// the time; the launches between the planner's kernels and the attention
-// kernel are timed as a user pays them.
-func (r *Runner) Benchmark(ctx context.Context, q, k, v, out *Tensor, warmup, reps int) (RunTiming, error) {
-	if reps < 1 || warmup < 0 {
-		return RunTiming{}, fmt.Errorf("%w: reps %d must be ≥ 1 and warmup %d ≥ 0", ErrUnsupported, reps, warmup)
-	}
-	if out == nil {
-		return RunTiming{}, fmt.Errorf("%w: Benchmark needs an output tensor", ErrMismatch)
-	}
-	var t RunTiming
-	var plans, runs, totals []float64
-	for i := range warmup + reps {
-		if err := ctx.Err(); err != nil {
-			return t, err
-		}
-		flushed := false
-		err := r.e.dev.Do(ctx, func(c *driver.Ctx) error {
-			flushed = r.e.flushL2(c.OnStream(q.stream), byte(i))
-			return nil
-		})
-		if err != nil {
-			return t, err
-		}
-		_, rep, err := r.Run(ctx, q, k, v, out)
-		if err != nil {
-			return t, err
-		}
-		if i >= warmup {
-			t.Last, t.FlushedL2 = rep, flushed
-			plans = append(plans, rep.PlanMS)
-			runs = append(runs, rep.RunMS)
-			totals = append(totals, rep.PlanMS+rep.RunMS)
-		}
-	}
-	t.PlanMS, t.RunMS, t.TotalMS = medianOf(plans), medianOf(runs), medianOf(totals)
-	return t, nil
-}
-
-// flushL2 overwrites the engine's 256 MiB scratch buffer on c's stream,
-// and reports false where it cannot be allocated.
-func (e *Engine) flushL2(c *driver.Ctx, b byte) bool {
-	if e.bufs.flush.ensure(c, flushBytes) != nil {
-		return false
-	}
-	return c.Memset(e.bufs.flush.ptr, b, flushBytes) == nil
-}
-
-// medianOf returns the median of xs (the upper one of an even count).
-func medianOf(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

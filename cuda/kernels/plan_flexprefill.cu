@@ -11,18 +11,7 @@
 
 #define INF64 __longlong_as_double(0x7ff0000000000000ll)
 
-// ProbeArgs as in plan_minference.cu (the probe's scratch).
-struct ProbeArgs {
-	float* e;
-	double* m;
-	double* s;
-	double* v;
-	double* sl;
-	int head0;
-	int G, n, tiles;
-};
-
-__device__ __forceinline__ u64 dbits(double x) { return (u64)__double_as_longlong(x); }
+#include "probe.cuh"
 
 // to_fixed is flexprefill's toFixed: x·2^shift truncated (x ≥ 0).
 __device__ __forceinline__ u64 to_fixed(double x, int shift) { return __double2ull_rz(ldexp(x, shift)); }

@@ -17,16 +17,7 @@
 #define PROBE_QT 64    // probe rows per logits block
 #define PROBE_DC 16    // head dims staged per step
 
-// ProbeArgs locate one head group's probe scratch.
-struct ProbeArgs {
-	float* e;    // [G][n][Nk] float32 exponentials (0 where not visible)
-	double* m;   // [G][n][tiles] tile maxima, then (probe_norm) factors c_t
-	double* s;   // [G][n][tiles] tile sums
-	double* v;   // [G][Nk] vertical sums
-	double* sl;  // [G][2Nk−1] slash sums, offset d at d + Nk − 1
-	int head0;   // first head (b·Hq + h) of the group
-	int G, n, tiles;
-};
+#include "probe.cuh"
 
 // probe_logits: block (key tile, row chunk, head of group), 256 threads.
 // Warp w holds rows 8w..8w+7 of the chunk, lane l keys l + 32c (c < 4) of
@@ -287,8 +278,6 @@ struct MiArgs {
 	int vertical, slash;  // budgets
 	int sinks, recent;    // always-kept keys and diagonals
 };
-
-__device__ __forceinline__ u64 dbits(double x) { return (u64)__double_as_longlong(x); }
 
 // mi_select: block (head of group, 0 vertical | 1 slash), 1024 threads.
 // Vertical keys rank sinks first, then by score, then by index; slash

@@ -1,0 +1,41 @@
+package cuda
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestExpandIncludes: the planner sources that include block_mass.cuh get
+// its text between #line markers that put the following line back at its
+// own number, and an unknown header is an error.
+func TestExpandIncludes(t *testing.T) {
+	for _, file := range []string{"plan_unisparse.cu", "plan_xattn.cu"} {
+		body, err := auxSources.ReadFile("kernels/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := expandIncludes("#line 1 \"" + file + "\"\n" + string(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(src, "#include") || !strings.Contains(src, "void pass_mass(") {
+			t.Errorf("%s: block_mass.cuh not expanded", file)
+		}
+		lines := strings.Split(string(body), "\n")
+		at := 0
+		for i, l := range lines {
+			if strings.HasPrefix(l, "#include") {
+				at = i + 1 // 1-based line of the include
+			}
+		}
+		back := "#line " + strconv.Itoa(at+1) + " \"" + file + "\"\n" + lines[at]
+		if !strings.Contains(src, back) {
+			t.Errorf("%s: no marker %q after the header", file, back)
+		}
+	}
+	if _, err := expandIncludes("#include \"missing.cuh\"\n"); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("unknown header: %v, want ErrUnsupported", err)
+	}
+}
