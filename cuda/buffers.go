@@ -2,8 +2,10 @@ package cuda
 
 import (
 	"errors"
+	"math"
 
 	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/plan"
 )
 
 // kernelParams mirrors struct Params in kernels/attention.cu.
@@ -16,12 +18,14 @@ type kernelParams struct {
 	lambdaLog2, scaleLog2                           float32
 	split                                           int32
 	order                                           uint64
+	headLambda                                      uint64 // float32 λ·log2(e) per query head, or 0
 }
 
 // buffers are the device allocations reused across calls; each grows to
 // the largest size asked so far.
 type buffers struct {
 	q, k, v, o, rows, kv, counters, order deviceBuf
+	lambda                                deviceBuf // per-head λ·log2(e) of the plan's filter
 	flush                                 deviceBuf // Benchmark's L2 scratch
 }
 
@@ -48,7 +52,7 @@ func (b *deviceBuf) ensure(c *driver.Ctx, n int64) error {
 
 func (bs *buffers) free(c *driver.Ctx) error {
 	var errs []error
-	for _, b := range []*deviceBuf{&bs.q, &bs.k, &bs.v, &bs.o, &bs.rows, &bs.kv, &bs.counters, &bs.order, &bs.flush} {
+	for _, b := range []*deviceBuf{&bs.q, &bs.k, &bs.v, &bs.o, &bs.rows, &bs.kv, &bs.counters, &bs.order, &bs.lambda, &bs.flush} {
 		errs = append(errs, c.Free(b.ptr))
 		*b = deviceBuf{}
 	}
@@ -115,5 +119,26 @@ func (e *Engine) uploadPlan(c *driver.Ctx, j *job) error {
 		}
 		j.params.order = uint64(bs.order.ptr)
 	}
+	j.params.headLambda = 0
+	if f := j.p.Filter; f != nil && f.HeadLambda != nil {
+		ptr, err := uploadHeadLambda(c, &bs.lambda, f)
+		if err != nil {
+			return err
+		}
+		j.params.headLambda = uint64(ptr)
+	}
 	return nil
+}
+
+// uploadHeadLambda copies f's per-head λ, times log2(e) as the kernel
+// compares it, into buf.
+func uploadHeadLambda(c *driver.Ctx, buf *deviceBuf, f *plan.Filter) (driver.Ptr, error) {
+	l := make([]float32, len(f.HeadLambda))
+	for h, x := range f.HeadLambda {
+		l[h] = x * math.Log2E
+	}
+	if err := buf.ensure(c, int64(len(l))*4); err != nil {
+		return 0, err
+	}
+	return buf.ptr, driver.CopyIn(c, buf.ptr, l)
 }

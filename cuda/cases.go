@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"math"
 	"math/rand/v2"
 
 	"github.com/sparseattn/sparseattn/plan"
@@ -20,8 +21,11 @@ type Case struct {
 	BlockQ, BlockK int
 	Density        float64 // fraction of blocks kept; 1 = dense
 	Lambda         float32 // λ filter when < 0
-	RowGroup       int
-	Sigma          float64 // input standard deviation; 0 means 1
+	// HeadLambda, when set, gives each query head its own λ (len Hq; −Inf
+	// switches the filter off for a head), as a tuned profile does.
+	HeadLambda []float32
+	RowGroup   int
+	Sigma      float64 // input standard deviation; 0 means 1
 }
 
 // Tolerances on Σ|GPU−CPU| / Σ|CPU|. Both compute QKᵀ and the softmax in
@@ -58,6 +62,8 @@ func Cases() []Case {
 		{Name: "sparse 0.1 f16 causal", B: 1, Hq: 2, Hkv: 2, Nq: 2000, Nk: 2000, D: 64, Dv: 64, DType: f16, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 0.1},
 		{Name: "λ filter rows 16", B: 1, Hq: 4, Hkv: 4, Nq: 1024, Nk: 1024, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 1, Lambda: -2, RowGroup: 16, Sigma: 2},
 		{Name: "λ filter rows 64, ragged", B: 1, Hq: 2, Hkv: 1, Nq: 1000, Nk: 1000, D: 64, Dv: 64, DType: bf, Layout: bhnd, BlockQ: 128, BlockK: 128, Density: 0.6, Lambda: -1.5, RowGroup: 64, Sigma: 2},
+		{Name: "per-head λ, GQA", B: 1, Hq: 4, Hkv: 2, Nq: 700, Nk: 700, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 1,
+			HeadLambda: []float32{-1, float32(math.Inf(-1)), -3, -1.5}, RowGroup: 16, Sigma: 2},
 		{Name: "λ filter rows 32, Q64", B: 1, Hq: 2, Hkv: 2, Nq: 900, Nk: 900, D: 128, Dv: 128, DType: f16, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 128, Density: 1, Lambda: -2, RowGroup: 32, Sigma: 2},
 	}
 }
@@ -80,8 +86,8 @@ func (c Case) Plan(r *rand.Rand) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Lambda < 0 {
-		p.Filter = &plan.Filter{Lambda: c.Lambda, RowGroup: c.RowGroup}
+	if c.Lambda < 0 || c.HeadLambda != nil {
+		p.Filter = &plan.Filter{Lambda: c.Lambda, RowGroup: c.RowGroup, HeadLambda: c.HeadLambda}
 	}
 	return p, nil
 }

@@ -108,9 +108,6 @@ func chooseVariant(p *plan.Plan, dt tensor.DType, kc kernelChoice) (variant, err
 	if p.Init != nil {
 		return v, fmt.Errorf("%w: first-pass plans whose states the main plan resumes (S2O two-pass)", ErrUnsupported)
 	}
-	if p.Filter != nil && p.Filter.HeadLambda != nil {
-		return v, fmt.Errorf("%w: per-head λ (a tuned SpargeAttn profile)", ErrUnsupported)
-	}
 	for _, l := range p.Level {
 		if l > plan.Full {
 			return v, fmt.Errorf("%w: pooled levels (PSA pyramid)", ErrUnsupported)

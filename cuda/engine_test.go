@@ -34,8 +34,9 @@ func openOrSkip(t *testing.T) *Engine {
 
 func TestParamsLayout(t *testing.T) {
 	// struct Params in kernels/attention.cu: 7 pointers, 12 int64 strides,
-	// 11 int32, 2 float32, the split int32, then the order pointer.
-	if got, want := unsafe.Sizeof(kernelParams{}), uintptr(7*8+12*8+11*4+2*4+4+8); got != want {
+	// 11 int32, 2 float32, the split int32, then the order and per-head λ
+	// pointers.
+	if got, want := unsafe.Sizeof(kernelParams{}), uintptr(7*8+12*8+11*4+2*4+4+8+8); got != want {
 		t.Fatalf("kernelParams is %d bytes, struct Params %d", got, want)
 	}
 	if off := unsafe.Offsetof(kernelParams{}.b); off != 7*8+12*8 {
@@ -145,7 +146,7 @@ func TestSupports(t *testing.T) {
 			p := dense(nil)
 			p.Filter = &plan.Filter{Lambda: -1, RowGroup: 32, HeadLambda: []float32{-1, -2}}
 			return p
-		}(), false},
+		}(), true},
 		{"pooled", func() *plan.Plan {
 			p := dense(nil)
 			p.Level = make([]plan.Level, len(p.KVBlock))

@@ -40,6 +40,7 @@ type Runner struct {
 // runnerBufs are a runner's device allocations.
 type runnerBufs struct {
 	rowLen, lists, rowStart, kvBlock, order, counters deviceBuf
+	lambda                                            deviceBuf // per-head λ·log2(e), uploaded once
 	q, k, v                                           deviceBuf // staged inputs, when the kernel cannot read them in place
 	scratch                                           scratchPool
 }
@@ -98,6 +99,11 @@ func (e *Engine) NewRunner(ctx context.Context, t plan.Tiling, dt tensor.DType, 
 		} {
 			if err := a.buf.ensure(c, a.n); err != nil {
 				return fmt.Errorf("runner buffers for %+v: %w", g, err)
+			}
+		}
+		if f := r.header.Filter; f != nil && f.HeadLambda != nil {
+			if _, err := uploadHeadLambda(c, &b.lambda, f); err != nil {
+				return err
 			}
 		}
 		for i := range r.events {
@@ -164,7 +170,7 @@ func (r *Runner) Close() error {
 	err := r.e.dev.Do(context.Background(), func(c *driver.Ctx) error {
 		b := &r.bufs
 		var errs []error
-		for _, d := range []*deviceBuf{&b.rowLen, &b.lists, &b.rowStart, &b.kvBlock, &b.order, &b.counters, &b.q, &b.k, &b.v} {
+		for _, d := range []*deviceBuf{&b.rowLen, &b.lists, &b.rowStart, &b.kvBlock, &b.order, &b.counters, &b.lambda, &b.q, &b.k, &b.v} {
 			errs = append(errs, c.Free(d.ptr))
 			*d = deviceBuf{}
 		}
@@ -443,6 +449,9 @@ func (r *Runner) execute(c *driver.Ctx, q, k, v, out *Tensor) (Report, error) {
 	if f := r.header.Filter; f != nil {
 		j.params.filter, j.params.rowGroup = 1, int32(f.RowGroup)
 		j.params.lambdaLog2 = f.Lambda * math.Log2E
+		if f.HeadLambda != nil {
+			j.params.headLambda = uint64(b.lambda.ptr)
+		}
 	}
 	if vr.ws && vr.dynamic && r.e.order == OrderAuto {
 		j.params.order = uint64(b.order.ptr)

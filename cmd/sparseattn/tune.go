@@ -16,6 +16,7 @@ import (
 	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/method/sparge"
+	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 	"github.com/sparseattn/sparseattn/tune"
 )
@@ -191,9 +192,6 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		report.Heads = append(report.Heads, tuneHead{Index: h, Head: hd})
 	}
 	if len(heldOut) > 0 {
-		if gpu != nil {
-			logf("sparseattn: the held-out check runs on the CPU: the GPU kernel takes one λ for all heads, a tuned profile has one per head")
-		}
 		bar.Label("checking held-out inputs")
 		opts, err := prof.Options(*layerName)
 		if err != nil {
@@ -213,11 +211,11 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}
 		for _, x := range heldOut {
-			perHead, layerL1, err := heldOutErrors(ctx, opts, x)
+			perHead, layerL1, err := heldOutErrors(ctx, opts, x, cfg.Executor)
 			if err != nil {
 				return err
 			}
-			perHeadMask, layerMaskL1, err := heldOutErrors(ctx, maskOnly, x)
+			perHeadMask, layerMaskL1, err := heldOutErrors(ctx, maskOnly, x, cfg.Executor)
 			if err != nil {
 				return err
 			}
@@ -239,16 +237,29 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// heldOutErrors runs the tuned layer and dense attention on one input and
-// returns the rel L1 of each query head and of the whole layer.
-func heldOutErrors(ctx context.Context, opts sparge.Options, x tune.Input) ([]float64, float64, error) {
-	res, err := sparseattn.Sparge(ctx, x.Q, x.K, x.V, opts)
+// heldOutErrors runs the tuned layer and dense attention on one input, on
+// exec (nil: the CPU), and returns the rel L1 of each query head and of the
+// whole layer.
+func heldOutErrors(ctx context.Context, opts sparge.Options, x tune.Input, exec plan.Executor) ([]float64, float64, error) {
+	run := func(o sparge.Options) (*sparseattn.Result, error) {
+		if o.BlockQ == 0 {
+			o.BlockQ = sparge.DefaultBlockQ
+		}
+		if o.BlockK == 0 {
+			o.BlockK = sparge.DefaultBlockK
+		}
+		return sparseattn.Attention(ctx, x.Q, x.K, x.V, sparseattn.Options{
+			Causal: o.Causal, Scale: o.Scale, BlockQ: o.BlockQ, BlockK: o.BlockK, Workers: o.Workers, Executor: exec,
+			Planner: sparge.Planner{Params: o.Params, Heads: o.Heads, RowGroup: o.RowGroup, Sink: o.Sink},
+		})
+	}
+	res, err := run(opts)
 	if err != nil {
 		return nil, 0, err
 	}
 	dense := opts
 	dense.Heads, dense.Params = nil, sparge.Params{CDF: 1}
-	ref, err := sparseattn.Sparge(ctx, x.Q, x.K, x.V, dense)
+	ref, err := run(dense)
 	if err != nil {
 		return nil, 0, err
 	}

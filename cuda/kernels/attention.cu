@@ -567,7 +567,7 @@ attn_fwd(const Params p) {
 				int atom = warp * MT + mt, first = atom - atom % apg;
 				float g = NEG_INF;
 				for (int a = first; a < first + apg; a++) g = fmax_(g, s_gap[a]);
-				active[mt] = !(g < p.lambda_log2);
+				active[mt] = !(g < (p.head_lambda_log2 ? p.head_lambda_log2[h] : p.lambda_log2));
 				if (active[mt] && atom == first && lane == 0 && q0 + first * 16 < p.Nq) n_grp++;
 			}
 		}

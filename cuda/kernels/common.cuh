@@ -32,6 +32,7 @@ struct Params {
 	float scale_log2;  // softmax scale·log2(e)
 	int split; // CTAs per plan query block (BLOCK_Q = plan BlockQ / split)
 	const int* order; // launch order of the plan rows (longest first), or null
+	const float* head_lambda_log2; // λ·log2(e) per query head (a tuned profile), or null: lambda_log2 for all
 };
 
 __device__ __forceinline__ u32 smem_addr(const void* p) {
