@@ -3,7 +3,7 @@
 # configuration, then gpubench of each configuration on the same shapes,
 # one table (ms and dense-equivalent TFLOPs). Stage with
 # scripts/gpu_bench_stage.sh DIR and copy this script there; on the device:
-# CONFIGS="fa2:--fa2-loop|ws:|..." bash DIR/gpu3_sweep.sh
+# CONFIGS="fa2:--fa2-loop|ws:|..." bash DIR/gpu_kernel_sweep.sh
 # A name of the form name@bin runs DIR/bin instead of DIR/sparseattn (to
 # compare builds of two commits in one run).
 set -uo pipefail

@@ -2,7 +2,7 @@
 # Confirmation run of the default GPU engine: self-test, gpubench and
 # PyTorch's peers on the same masks, one table. Stage with
 # scripts/gpu_bench_stage.sh DIR (plus this script), then on the device:
-# bash DIR/gpu2_confirm.sh
+# bash DIR/gpu_kernel_bench.sh
 set -uo pipefail
 dir=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/out}
