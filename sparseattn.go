@@ -154,11 +154,6 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 	if opts.Workers < 0 {
 		return nil, fmt.Errorf("%w: workers %d must be ≥ 0", ErrOptions, opts.Workers)
 	}
-	if !opts.SkipFiniteCheck {
-		if err := tensor.CheckFiniteAll(ctx, tensor.Named{Name: "q", T: q}, tensor.Named{Name: "k", T: k}, tensor.Named{Name: "v", T: v}); err != nil {
-			return nil, err
-		}
-	}
 	t := plan.Tiling{Geometry: g, Causal: opts.Causal, BlockQ: opts.BlockQ, BlockK: opts.BlockK, Scale: opts.Scale}
 	if t.BlockQ == 0 {
 		t.BlockQ = DefaultBlockQ
@@ -169,6 +164,18 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 	planner := opts.Planner
 	if planner == nil {
 		planner = plan.DensePlanner{}
+	}
+	// The NaN/Inf check runs inside the CPU executor's own reads of the
+	// inputs where nothing reads them before it (the dense plan, no
+	// reordering or quantization): decode then reads K and V once, not
+	// twice. Otherwise it is a pass of its own, before anything else.
+	checkInRun := false
+	if !opts.SkipFiniteCheck {
+		if checkInRun = checkInExecutor(opts, planner); !checkInRun {
+			if err := tensor.CheckFiniteAll(ctx, tensor.Named{Name: "q", T: q}, tensor.Named{Name: "k", T: k}, tensor.Named{Name: "v", T: v}); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	prepStart := time.Now()
@@ -200,7 +207,11 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 		return nil, fmt.Errorf("%w: %s returned a plan for another problem", plan.ErrInvalid, planner.Name())
 	}
 	planned := time.Now()
-	out, stats, dev, err := execute(ctx, opts, p, runQ, runK, v)
+	out, stats, dev, err := execute(ctx, opts, p, runQ, runK, v, checkInRun)
+	var nonFinite *tensor.NonFiniteError
+	if checkInRun && errors.As(err, &nonFinite) {
+		return nil, nonFinite // as the separate check reports it
+	}
 	if err != nil {
 		return nil, fmt.Errorf("executing %s plan on %s: %w", planner.Name(), dev, err)
 	}
@@ -254,15 +265,27 @@ func reorder(ctx context.Context, o *permute.Order, q, k, v *tensor.Tensor) (qo,
 	return qo, ko, vo, nil
 }
 
+// checkInExecutor reports whether the NaN/Inf check can run inside the CPU
+// executor (cpu.Executor.CheckFinite): the plan runs there, and nothing
+// reads q, k or v before it — the dense planner, with no token order and
+// no quantization.
+func checkInExecutor(opts Options, planner plan.Planner) bool {
+	_, dense := planner.(plan.DensePlanner)
+	onCPU := opts.Executor == nil && (opts.Device == "" || opts.Device == DeviceCPU)
+	noOrder := opts.Order.Kind == "" || opts.Order.Kind == permute.None
+	return dense && onCPU && noOrder && !opts.QuantizeQK
+}
+
 // execute runs p on the device the options name, falling back to the CPU
-// as Options.Device documents, and reports where it ran.
-func execute(ctx context.Context, opts Options, p *plan.Plan, q, k, v *tensor.Tensor) (*tensor.Tensor, plan.Stats, Device, error) {
+// as Options.Device documents, and reports where it ran. check asks the
+// CPU executor to reject NaN and Inf inputs (checkInExecutor).
+func execute(ctx context.Context, opts Options, p *plan.Plan, q, k, v *tensor.Tensor, check bool) (*tensor.Tensor, plan.Stats, Device, error) {
 	logf := opts.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
 	onCPU := func() (*tensor.Tensor, plan.Stats, Device, error) {
-		out, stats, err := cpu.Executor{Workers: opts.Workers}.Run(ctx, p, q, k, v, nil)
+		out, stats, err := cpu.Executor{Workers: opts.Workers, CheckFinite: check}.Run(ctx, p, q, k, v, nil)
 		return out, stats, DeviceCPU, err
 	}
 	var ex plan.Executor

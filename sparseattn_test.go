@@ -95,3 +95,42 @@ func TestAttentionRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionRejectsNonFinite: the default call rejects a NaN or an
+// infinity in q, k or v, in every storage type and layout, with the
+// *tensor.NonFiniteError naming the first one — whether the check runs
+// inside the CPU executor (the dense plan: prefill and decode) or as a
+// pass of its own (a planner that reads the inputs first).
+func TestAttentionRejectsNonFinite(t *testing.T) {
+	r := testutil.Rand(t)
+	for _, dt := range []tensor.DType{tensor.Float32, tensor.Float16, tensor.BFloat16} {
+		for _, l := range []tensor.Layout{tensor.BHND, tensor.BNHD} {
+			for _, nq := range []int{1, 48} {
+				for _, pl := range []plan.Planner{nil, window.Planner{Sink: 4, Window: 16}} {
+					q := testutil.Gaussian(t, r, dt, l, tensor.Shape{B: 1, H: 4, N: nq, D: 32}, 1)
+					k := testutil.Gaussian(t, r, dt, l, tensor.Shape{B: 1, H: 2, N: 96, D: 32}, 1)
+					v := testutil.Gaussian(t, r, dt, l, tensor.Shape{B: 1, H: 2, N: 96, D: 32}, 1)
+					opts := sparseattn.Options{Causal: true, Planner: pl, BlockQ: 16, BlockK: 16}
+					if _, err := sparseattn.Attention(context.Background(), q, k, v, opts); err != nil {
+						t.Fatalf("%v %v nq=%d: finite inputs: %v", dt, l, nq, err)
+					}
+					for ti, x := range []*tensor.Tensor{q, k, v} {
+						s := x.Shape()
+						for _, val := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+							at := [4]int{0, s.H - 1, s.N - 1, s.D / 2}
+							old := x.At(at[0], at[1], at[2], at[3])
+							x.Set(at[0], at[1], at[2], at[3], val)
+							_, err := sparseattn.Attention(context.Background(), q, k, v, opts)
+							x.Set(at[0], at[1], at[2], at[3], old)
+							var nf *tensor.NonFiniteError
+							if !errors.As(err, &nf) || !errors.Is(err, tensor.ErrNonFinite) ||
+								nf.Name != "qkv"[ti:ti+1] || [4]int{nf.B, nf.H, nf.N, nf.D} != at {
+								t.Fatalf("%v %v nq=%d %v in %s at %v: got %v", dt, l, nq, val, "qkv"[ti:ti+1], at, err)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -42,17 +42,26 @@ func BenchmarkReadBandwidth(b *testing.B) {
 
 // BenchmarkDecodeShapes times decode (one query token, or a short chunk)
 // against a KV cache of 16K tokens, MHA and GQA, and reports the K/V read
-// rate. Run: go test ./cpu -run '^$' -bench DecodeShapes
+// rate; "check" runs with Executor.CheckFinite, as the default
+// sparseattn.Attention call does. Run:
+// go test ./cpu -run '^$' -bench DecodeShapes
 func BenchmarkDecodeShapes(b *testing.B) {
 	for _, c := range []struct {
 		hq, hkv, nq, nk int
+		check           bool
 	}{
-		{8, 8, 1, 16384},
-		{32, 8, 1, 16384},
-		{8, 8, 16, 16384},
-		{32, 8, 16, 16384},
+		{8, 8, 1, 16384, false},
+		{8, 8, 1, 16384, true},
+		{32, 8, 1, 16384, false},
+		{32, 8, 1, 16384, true},
+		{8, 8, 16, 16384, false},
+		{32, 8, 16, 16384, false},
 	} {
-		b.Run(fmt.Sprintf("Hq%d-Hkv%d-Nq%d-Nk%d", c.hq, c.hkv, c.nq, c.nk), func(b *testing.B) {
+		name := fmt.Sprintf("Hq%d-Hkv%d-Nq%d-Nk%d", c.hq, c.hkv, c.nq, c.nk)
+		if c.check {
+			name += "-check"
+		}
+		b.Run(name, func(b *testing.B) {
 			r := rand.New(rand.NewPCG(5, 6))
 			g := tensor.Geometry{B: 1, Hq: c.hq, Hkv: c.hkv, Nq: c.nq, Nk: c.nk, D: 128, Dv: 128}
 			q := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hq, N: g.Nq, D: g.D}, 1)
@@ -65,7 +74,7 @@ func BenchmarkDecodeShapes(b *testing.B) {
 			out, _ := tensor.New(tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hq, N: g.Nq, D: g.Dv})
 			b.SetBytes(int64(2*g.Hkv*g.Nk*g.D) * 4)
 			for b.Loop() {
-				if _, _, err := (Executor{}).Run(context.Background(), p, q, k, v, out); err != nil {
+				if _, _, err := (Executor{CheckFinite: c.check}).Run(context.Background(), p, q, k, v, out); err != nil {
 					b.Fatal(err)
 				}
 			}

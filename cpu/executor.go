@@ -32,6 +32,14 @@ type Executor struct {
 	// kernels at any one time; KV heads are processed in chunks that fit.
 	// 0 means DefaultPackBudget. At least one head is always packed.
 	PackBudget int
+	// CheckFinite rejects NaN and Inf anywhere in q, k and v with the
+	// *tensor.NonFiniteError tensor.CheckFiniteAll would give, checked as
+	// the run reads the inputs: each query row as it is loaded, each key
+	// and value block as it is packed or first computed with in place, and
+	// the blocks the plan never reads at the end. So a plan that reads
+	// everything once (decode) checks at no extra pass over memory. The
+	// output is then undefined.
+	CheckFinite bool
 }
 
 // maxWorkersPerCPU caps Workers: goroutines beyond a few per CPU only cost
@@ -83,6 +91,9 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 		r.state = newStates(g)
 	}
 	r.readInPlace()
+	if e.CheckFinite {
+		r.check = newFiniteCheck(g, p.KBlocks())
+	}
 	r.stack = stackedHeads(p)
 	scratch := make([]*tile, workers)
 	for i := range scratch {
@@ -177,6 +188,19 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, plan.Stats{}, err
+	}
+	if c := r.check; c != nil {
+		if !c.bad.Load() {
+			r.checkRest(ctx, workers, scratch)
+		}
+		if c.bad.Load() { // locate the first one in logical order, if an input holds it
+			if err := tensor.CheckFiniteAll(ctx, tensor.Named{Name: "q", T: q}, tensor.Named{Name: "k", T: k}, tensor.Named{Name: "v", T: v}); err != nil {
+				return nil, plan.Stats{}, err
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, plan.Stats{}, err
+		}
 	}
 	stats := plan.Stats{DenseBlocks: float64(p.DenseBlocks())}
 	for _, t := range scratch {

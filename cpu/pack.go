@@ -29,6 +29,9 @@ type run struct {
 	// few queries, where the dot-product path beats packing for a GEMM.
 	kRows, vRows []float32
 
+	// check is the NaN/Inf check's state (Executor.CheckFinite), or nil.
+	check *finiteCheck
+
 	// heads[i].levels[l-1] holds the keys and values of the i-th KV head
 	// of the current chunk at pyramid level l.
 	heads []packedHead
@@ -121,20 +124,32 @@ func (r *run) pack(first, count, workers int) {
 		base := &ph.levels[0]
 		lo, hi := p.KeyRange(kb)
 		base.n[kb] = hi - lo
+		var checked uint32
 		if r.kRows == nil {
 			kT := base.kT[kb*g.D*p.BlockK:]
 			row := make([]float32, g.D)
 			for j := lo; j < hi; j++ {
 				r.k.ReadRow(b, kh, j, row)
+				if r.check != nil {
+					r.check.row(row)
+				}
 				for d, x := range row {
 					kT[d*p.BlockK+j-lo] = x
 				}
 			}
+			checked |= checkedK
 		}
 		if r.vRows == nil {
 			for j := lo; j < hi; j++ {
 				r.v.ReadRow(b, kh, j, base.v[(kb*p.BlockK+j-lo)*g.Dv:])
 			}
+			if r.check != nil {
+				r.check.row(base.v[kb*p.BlockK*g.Dv : (kb*p.BlockK+hi-lo)*g.Dv])
+			}
+			checked |= checkedV
+		}
+		if r.check != nil {
+			r.check.claim(first+i/nb, kb, checked)
 		}
 		for lv := 2; lv <= len(ph.levels); lv++ {
 			r.pool(ph, kb, plan.Level(lv))

@@ -22,8 +22,14 @@ type tile struct {
 	gat   *gathered // gathered KV blocks (token orders), allocated on first use
 	sub   []*tile   // one tile per query block of a row group (gathered plans)
 	buf   []float32 // one input row
-	stats plan.Stats
-	err   error // first error met, reported by Run
+	// verified is what the last block call proved finite of its in-place
+	// keys (checkedK) and values (checkedV), under Executor.CheckFinite.
+	verified uint32
+	// checked[b·Hkv+kh, kb] records what this worker's block calls proved
+	// finite, for finiteCheck at the end of the run; nil until the first.
+	checked []uint32
+	stats   plan.Stats
+	err     error // first error met, reported by Run
 }
 
 func newTile(p *plan.Plan) *tile {
@@ -58,6 +64,9 @@ type keyBlock struct {
 	partial bool
 	// last is the largest token of a gathered block.
 	last int32
+	// inPlaceK and inPlaceV are set when k and v are the input tensors'
+	// own float32 rows.
+	inPlaceK, inPlaceV bool
 }
 
 // row computes query block qb of head h in batch b over the whole CSR row
@@ -92,6 +101,9 @@ func (t *tile) begin(r *run, b, h, qb int) int {
 		t.qhead[i] = int32(hi)
 		t.qtok[i] = queryToken(p, b, hi, qlo+i%(qhi-qlo))
 		r.q.ReadRow(b, hi, int(t.qtok[i]), t.qt[i*g.D:])
+		if r.check != nil {
+			r.check.row(t.qt[i*g.D : (i+1)*g.D])
+		}
 		kernel.Scale(t.qt[i*g.D:(i+1)*g.D], r.scale)
 	}
 	t.qlim = math.MaxInt
@@ -176,6 +188,13 @@ func (t *tile) visit(r *run, b, h, qb, nq, split, splits int) {
 			work *= float64(blk.n) / float64(r.head(b, h).levels[0].n[kb])
 		}
 		small := t.block(r, nq, blk, work)
+		if t.verified != 0 { // in the worker's own record: no shared cache line per block
+			i := (b*r.g.Hkv+r.g.KVHead(h))*p.KBlocks() + kb
+			if t.checked == nil {
+				t.checked = make([]uint32, len(r.check.done))
+			}
+			t.checked[i] |= t.verified
+		}
 		if s := p.Stop; s != nil && splits == 1 && e >= s.AfterRow(ri) && small {
 			t.stats.Stopped++
 			break
@@ -192,11 +211,13 @@ func (r *run) block(b, h, qb, kb int, lv plan.Level) keyBlock {
 	blk := keyBlock{n: pk.n[kb], first: klo}
 	if r.kRows != nil {
 		blk.k, blk.ldk = r.kRows[r.k.RowOffset(b, kh, klo):], r.k.RowStride()
+		blk.inPlaceK = true
 	} else {
 		blk.kT, blk.ldk = pk.kT[kb*g.D*pk.width:], pk.width
 	}
 	if r.vRows != nil {
 		blk.v, blk.ldv = r.vRows[r.v.RowOffset(b, kh, klo):], r.v.RowStride()
+		blk.inPlaceV = true
 	} else {
 		blk.v, blk.ldv = pk.v[kb*pk.width*g.Dv:], g.Dv
 	}
@@ -214,6 +235,7 @@ func (r *run) block(b, h, qb, kb int, lv plan.Level) keyBlock {
 func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 	p, g := r.p, r.g
 	bk, n := p.BlockK, blk.n
+	t.verified = 0
 	if n == 0 { // nothing computed: no evidence for a stop
 		return false
 	}
@@ -223,6 +245,13 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 		kernel.MatMul(nq, n, g.D, t.qt, g.D, blk.kT, blk.ldk, t.s, bk, false)
 	} else { // few queries: dot products against the keys in place, each key loaded once for all rows
 		kernel.DotRows(nq, n, g.D, t.qt, g.D, blk.k, blk.ldk, t.s, bk)
+	}
+	check := r.check
+	if check != nil && blk.inPlaceK { // the logits before masking: see finiteCheck
+		for i := range nq {
+			check.row(t.s[i*bk : i*bk+n])
+		}
+		t.verified |= checkedK
 	}
 	negInf := float32(math.Inf(-1))
 	off := g.QueryOffset()
@@ -296,6 +325,10 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 			kernel.MulAddRows(nq, n, g.Dv, t.s, bk, blk.v, blk.ldv, t.acc, g.Dv)
 		} else {
 			kernel.MatMul(nq, g.Dv, n, t.s, bk, blk.v, blk.ldv, t.acc, g.Dv, true)
+		}
+		if check != nil && blk.inPlaceV { // every row folded every value: see finiteCheck
+			check.row(t.acc[:nq*g.Dv])
+			t.verified |= checkedV
 		}
 		t.stats.PVBlocks += work
 		return small
