@@ -9,10 +9,11 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// auxSources are the planner and runtime kernels; device.cuh goes in front of
-// each, and a line `#include "name.cuh"` takes in kernels/name.cuh.
+// auxSources are the planner and runtime kernels and PSA's pyramid;
+// device.cuh goes in front of each, and a line `#include "name.cuh"` takes
+// in kernels/name.cuh.
 //
-//go:embed kernels/device.cuh kernels/block_mass.cuh kernels/probe.cuh kernels/runtime.cu kernels/plan_*.cu
+//go:embed kernels/device.cuh kernels/block_mass.cuh kernels/probe.cuh kernels/runtime.cu kernels/plan_*.cu kernels/pyramid.cu
 var auxSources embed.FS
 
 // auxKey names one compiled auxiliary kernel: a file, its compile-time

@@ -27,6 +27,7 @@ type buffers struct {
 	q, k, v, o, rows, kv, counters, order deviceBuf
 	lambda                                deviceBuf // per-head λ·log2(e) of the plan's filter
 	flush                                 deviceBuf // Benchmark's L2 scratch
+	gen                                   genBufs   // the gathering kernel's
 }
 
 type deviceBuf struct {
@@ -56,6 +57,7 @@ func (bs *buffers) free(c *driver.Ctx) error {
 		errs = append(errs, c.Free(b.ptr))
 		*b = deviceBuf{}
 	}
+	errs = append(errs, bs.gen.free(c))
 	return errors.Join(errs...)
 }
 

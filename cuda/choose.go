@@ -54,7 +54,7 @@ func rowOrder(o LaunchOrder, p *plan.Plan, v variant) []int32 {
 // wrapping ErrUnsupported that says why not. Engine.Supports answers for
 // one engine's device, which may take more.
 func Supports(p *plan.Plan) error {
-	_, err := chooseVariant(p, tensor.BFloat16, kernelChoice{warpRows: 32, tileK: 64})
+	_, err := chooseVariant(p, tensor.BFloat16, kernelChoice{warpRows: 32, tileK: 64, gen: true})
 	return err
 }
 
@@ -69,7 +69,7 @@ func (e *Engine) Supports(p *plan.Plan) error {
 
 // choice is the engine's configuration as chooseVariant takes it.
 func (e *Engine) choice() kernelChoice {
-	return kernelChoice{warpRows: e.warpRows, tileK: e.tileK, wgmma: e.wgmma, ws: e.ws, wsTileK: e.wsTileK, ctaRows: e.ctaRows, minBlock: e.minBlk}
+	return kernelChoice{warpRows: e.warpRows, tileK: e.tileK, wgmma: e.wgmma, ws: e.ws, wsTileK: e.wsTileK, ctaRows: e.ctaRows, minBlock: e.minBlk, gen: true}
 }
 
 // kernelChoice is the engine's configuration that chooseVariant applies.
@@ -78,6 +78,9 @@ type kernelChoice struct {
 	wgmma, ws         bool
 	wsTileK           int
 	ctaRows, minBlock int
+	// gen allows the gathering kernel (levels, token orders, stop rules,
+	// Init plans), which only Engine.Run feeds so far.
+	gen bool
 }
 
 func chooseVariant(p *plan.Plan, dt tensor.DType, kc kernelChoice) (variant, error) {
@@ -99,19 +102,11 @@ func chooseVariant(p *plan.Plan, dt tensor.DType, kc kernelChoice) (variant, err
 	if p.BlockK%64 != 0 {
 		return v, fmt.Errorf("%w: BlockK %d; the GPU kernel takes multiples of 64", ErrUnsupported, p.BlockK)
 	}
-	if p.Order != nil {
-		return v, fmt.Errorf("%w: token orders (S2O)", ErrUnsupported)
-	}
-	if p.Stop != nil {
-		return v, fmt.Errorf("%w: early-stop rules (S2O)", ErrUnsupported)
-	}
-	if p.Init != nil {
-		return v, fmt.Errorf("%w: first-pass plans whose states the main plan resumes (S2O two-pass)", ErrUnsupported)
-	}
-	for _, l := range p.Level {
-		if l > plan.Full {
-			return v, fmt.Errorf("%w: pooled levels (PSA pyramid)", ErrUnsupported)
+	if gen, why := needsGen(p); gen {
+		if !kc.gen {
+			return v, why
 		}
+		return chooseGen(p, v)
 	}
 	if f := p.Filter; f != nil {
 		v.filter = true

@@ -20,14 +20,19 @@ var (
 	fa2Source string
 	//go:embed kernels/attention_ws.cu
 	wsSource string
+	//go:embed kernels/attention_gen.cu
+	genSource string
 )
 
 // source returns the NVRTC program of the variant's kernel and its name.
 // A #line directive keeps NVRTC's messages pointing into the kernel file.
 func (v variant) source() (src, name string) {
 	name, body := "attention.cu", fa2Source
-	if v.ws {
+	switch {
+	case v.ws:
 		name, body = "attention_ws.cu", wsSource
+	case v.gen.on:
+		name, body = "attention_gen.cu", genSource
 	}
 	return commonSource + "#line 1 \"" + name + "\"\n" + body, name
 }
@@ -68,6 +73,9 @@ type variant struct {
 	// in shared memory and store it with the bulk tensor copy engine, so
 	// that its consumers go on to the next row at once.
 	tmaOut bool
+	// gen selects the gathering kernel (attention_gen.cu) for plans with
+	// levels, token orders, a stop rule or an Init plan, when gen.on.
+	gen genFlags
 }
 
 // outBytes is the size of one output element: 2 under out16, else 4.
@@ -79,6 +87,9 @@ func (v variant) outBytes() int64 {
 }
 
 func (v variant) threads() int {
+	if v.gen.on {
+		return v.blockQ / 16 * 32
+	}
 	if v.ws {
 		return 384 // a producer and two consumer warpgroups
 	}
@@ -89,6 +100,9 @@ func (v variant) threads() int {
 // tile, all 16-bit, then the staged KV list (MAX_LIST int32) and the λ
 // gaps (one float32 per 16 query rows).
 func (v variant) sharedBytes() int {
+	if v.gen.on {
+		return v.gen.sharedBytes(v)
+	}
 	if v.ws {
 		// Q, stages K and V tiles each, the output's staging buffer, and
 		// the 1024-byte realignment; the mbarriers are static.
@@ -137,6 +151,9 @@ func (v variant) String() string {
 	if v.skipFuture {
 		name += "_skipf"
 	}
+	if v.gen.on {
+		name += v.gen.String()
+	}
 	if v.out16 {
 		name += "_o16"
 	}
@@ -145,6 +162,9 @@ func (v variant) String() string {
 
 // options are the NVRTC options for the variant on arch.
 func (v variant) options(arch string) []string {
+	if v.gen.on {
+		return v.gen.options(v, arch)
+	}
 	if v.ws {
 		return []string{
 			"--gpu-architecture=" + arch,

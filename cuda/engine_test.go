@@ -140,8 +140,14 @@ func TestSupports(t *testing.T) {
 		{"D 256", dense(func(l *plan.Tiling) { l.Geometry.D, l.Geometry.Dv = 256, 256 }), false},
 		{"λ rows 8", func() *plan.Plan { p := dense(nil); p.Filter = &plan.Filter{Lambda: -1, RowGroup: 8}; return p }(), false},
 		{"λ rows 32", func() *plan.Plan { p := dense(nil); p.Filter = &plan.Filter{Lambda: -1, RowGroup: 32}; return p }(), true},
-		{"stop", func() *plan.Plan { p := dense(nil); p.Stop = &plan.StopRule{Tau: 0.01}; return p }(), false},
-		{"init pass", func() *plan.Plan { p := dense(nil); p.Init = dense(nil); return p }(), false},
+		{"stop", func() *plan.Plan { p := dense(nil); p.Stop = &plan.StopRule{Tau: 0.01}; return p }(), true},
+		{"init pass", func() *plan.Plan { p := dense(nil); p.Init = dense(nil); return p }(), true},
+		{"stop with λ", func() *plan.Plan {
+			p := dense(nil)
+			p.Stop = &plan.StopRule{Tau: 0.01}
+			p.Filter = &plan.Filter{Lambda: -1, RowGroup: 32}
+			return p
+		}(), false},
 		{"per-head λ", func() *plan.Plan {
 			p := dense(nil)
 			p.Filter = &plan.Filter{Lambda: -1, RowGroup: 32, HeadLambda: []float32{-1, -2}}
@@ -154,6 +160,28 @@ func TestSupports(t *testing.T) {
 				p.Level[i] = plan.Full
 			}
 			p.Level[0] = 2
+			return p
+		}(), true},
+		{"pooled with stop", func() *plan.Plan {
+			p := dense(nil)
+			p.Level = make([]plan.Level, len(p.KVBlock))
+			for i := range p.Level {
+				p.Level[i] = plan.Full
+			}
+			p.Level[0] = 3
+			p.Stop = &plan.StopRule{Tau: 0.01}
+			return p
+		}(), false},
+		{"pooled with an Init plan that stops", func() *plan.Plan {
+			p := dense(nil)
+			p.Level = make([]plan.Level, len(p.KVBlock))
+			for i := range p.Level {
+				p.Level[i] = plan.Skip
+			}
+			p.Init = dense(nil)
+			p.Init.Level = make([]plan.Level, len(p.KVBlock))
+			p.Init.Level[0] = 2
+			p.Init.Stop = &plan.StopRule{Tau: 0.01}
 			return p
 		}(), false},
 	} {

@@ -19,7 +19,8 @@ type job struct {
 	order    []int32      // launch order of the plan rows, or nil
 	dt       tensor.DType // the 16-bit type the inputs were staged in
 	params   *kernelParams
-	maps     *wsMaps // the warp-specialized kernel's tensor maps, set by upload
+	maps     *wsMaps  // the warp-specialized kernel's tensor maps, set by upload
+	gen      *genBufs // the gathering kernel's buffers; nil means the engine's
 }
 
 // prepare validates the inputs against the plan and the kernel and stages
@@ -63,7 +64,9 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 	for i, r := range p.RowStart {
 		j.rows[i] = int32(r)
 	}
-	j.order = rowOrder(e.order, p, vr)
+	if !vr.gen.on {
+		j.order = rowOrder(e.order, p, vr)
+	}
 	f := p.Filter
 	j.params = &kernelParams{
 		qsb: j.q.sb, qsh: j.q.sh, qsn: j.q.sn,
@@ -87,6 +90,13 @@ func (e *Engine) prepare(p *plan.Plan, q, k, v *tensor.Tensor) (*job, error) {
 
 // launch starts the kernel; the caller zeroes the counters first.
 func (e *Engine) launch(c *driver.Ctx, j *job) error {
+	if j.v.gen.on {
+		gb := j.gen
+		if gb == nil {
+			gb = &e.bufs.gen
+		}
+		return e.launchGen(c, j, gb)
+	}
 	fn, err := e.function(c, j.v)
 	if err != nil {
 		return err
@@ -109,12 +119,16 @@ func (e *Engine) launch(c *driver.Ctx, j *job) error {
 }
 
 // counterBytes is the size of the device counters: four work counters
-// (Params.counters in kernels/common.cuh) and the persistent kernel's row
-// tickets, all zeroed before each launch.
-const counterBytes = 5 * 8
+// (Params.counters in kernels/common.cuh), the persistent kernel's row
+// tickets, and the gathering kernel's early stops and pooled entries
+// (genCounters), all zeroed before each launch.
+const counterBytes = genCounters * 8
 
 // stats reads the device counters back as plan.Stats.
 func (e *Engine) stats(c *driver.Ctx, j *job) (plan.Stats, error) {
+	if j.v.gen.on {
+		return readGenStats(c, e.bufs.counters.ptr, j.p, j.p.DenseBlocks())
+	}
 	return readStats(c, e.bufs.counters.ptr, j.p, j.p.DenseBlocks())
 }
 
@@ -220,9 +234,11 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 	return out, stats, nil
 }
 
-// variantFor chooses the kernel for the host plan p with dt inputs.
+// variantFor chooses the kernel for the host plan p with dt inputs; plans
+// with levels, token orders, a stop rule or an Init plan get the gathering
+// kernel.
 func (e *Engine) variantFor(p *plan.Plan, dt tensor.DType) (variant, error) {
-	return e.variantOf(p, dt, skipsBlocks(p), rowsAlike(p.RowStart))
+	return e.variantWith(p, dt, skipsBlocks(p), rowsAlike(p.RowStart), true)
 }
 
 // skipsBlocks reports whether p lists fewer blocks than a dense
@@ -235,12 +251,24 @@ func skipsBlocks(p *plan.Plan) bool {
 // variantOf chooses the kernel for a plan with p's tiling and options
 // (its rows need not be filled in): sparse says whether it skips blocks a
 // non-causal dense pass visits, alike whether all rows list as many.
+// Plans that need the gathering kernel give an error wrapping
+// ErrUnsupported: a device plan carries no levels or orders yet.
 func (e *Engine) variantOf(p *plan.Plan, dt tensor.DType, sparse, alike bool) (variant, error) {
-	vr, err := chooseVariant(p, dt, e.choice())
+	return e.variantWith(p, dt, sparse, alike, false)
+}
+
+// variantWith is variantOf, allowing the gathering kernel when gen is set.
+func (e *Engine) variantWith(p *plan.Plan, dt tensor.DType, sparse, alike, gen bool) (variant, error) {
+	kc := e.choice()
+	kc.gen = gen
+	vr, err := chooseVariant(p, dt, kc)
 	if err != nil {
 		return vr, err
 	}
 	vr.out16 = e.out16
+	if vr.gen.on {
+		return vr, nil
+	}
 	if vr.ws {
 		vr.pingPong = pingPong(e.pingPong, p.Causal, sparse)
 		vr.dynamic = !alike

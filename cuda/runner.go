@@ -43,6 +43,7 @@ type runnerBufs struct {
 	lambda                                            deviceBuf // per-head λ·log2(e), uploaded once
 	q, k, v                                           deviceBuf // staged inputs, when the kernel cannot read them in place
 	scratch                                           scratchPool
+	gen                                               genBufs // a fixed plan's levels, orders and states (gathering kernel)
 }
 
 // Report is what one Runner call measured, with device events.
@@ -84,7 +85,7 @@ func (e *Engine) NewRunner(ctx context.Context, t plan.Tiling, dt tensor.DType, 
 	}
 	g := t.Geometry
 	rows := int64(g.B) * int64(g.Hq) * int64(qBlocks(t))
-	entries := r.dense
+	entries := max(r.dense, int64(len(h.KVBlock))) // a fixed plan may list more than a dense pass
 	if entries > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d plan entries above 2^31", ErrUnsupported, entries)
 	}
@@ -139,7 +140,10 @@ func (r *Runner) variant(out tensor.DType) (variant, error) {
 	}
 	// Rows differ in length unless the plan is dense and non-causal.
 	dyn := r.planner.sparse() || r.t.Causal
-	v, err := r.e.variantOf(r.header, in, r.planner.sparse(), !dyn)
+	// A fixed host plan may carry levels and token orders, which the
+	// gathering kernel runs; device plans carry neither.
+	_, fixed := r.planner.(fixedPlanner)
+	v, err := r.e.variantWith(r.header, in, r.planner.sparse(), !dyn, fixed)
 	if err != nil {
 		return v, err
 	}
@@ -174,7 +178,7 @@ func (r *Runner) Close() error {
 			errs = append(errs, c.Free(d.ptr))
 			*d = deviceBuf{}
 		}
-		errs = append(errs, b.scratch.free(c))
+		errs = append(errs, b.scratch.free(c), b.gen.free(c))
 		for _, ev := range r.events {
 			if ev != 0 {
 				errs = append(errs, c.DestroyEvent(ev))
@@ -300,7 +304,11 @@ func (r *Runner) finish(c *driver.Ctx, rep *Report, planned bool) error {
 		}
 		rep.PlanMS = float64(ms)
 	}
-	rep.Stats, err = readStats(c, r.bufs.counters.ptr, r.header, r.dense)
+	if gen, _ := needsGen(r.header); gen {
+		rep.Stats, err = readGenStats(c, r.bufs.counters.ptr, r.header, r.dense)
+	} else {
+		rep.Stats, err = readStats(c, r.bufs.counters.ptr, r.header, r.dense)
+	}
 	return err
 }
 
@@ -415,7 +423,7 @@ func (r *Runner) execute(c *driver.Ctx, q, k, v, out *Tensor) (Report, error) {
 		return Report{}, err
 	}
 	g := r.t.Geometry
-	j := &job{p: r.header, v: vr, dt: r.dt}
+	j := &job{p: r.header, v: vr, dt: r.dt, gen: &r.bufs.gen}
 	if j.dt == tensor.Float32 {
 		j.dt = tensor.BFloat16
 	}

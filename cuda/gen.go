@@ -1,0 +1,193 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// genFlags configures the gathering kernel (kernels/attention_gen.cu),
+// which runs what the plain kernels cannot: PSA's pooled levels, S2O's
+// token orders, early stop and two-pass state.
+type genFlags struct {
+	on     bool
+	levels bool // entries carry levels other than Full (LEVELS)
+	gather bool // token orders (GATHER)
+	stop   bool // a stop rule (STOP)
+	state  int8 // 1: save the softmax states (an Init plan); 2: resume them
+}
+
+// genKT is KT in kernels/attention_gen.cu: key slots per tile.
+const genKT = 64
+
+func (f genFlags) String() string {
+	s := "_gen"
+	if f.levels {
+		s += "_lvl"
+	}
+	if f.gather {
+		s += "_gather"
+	}
+	if f.stop {
+		s += "_stop"
+	}
+	switch f.state {
+	case 1:
+		s += "_save"
+	case 2:
+		s += "_resume"
+	}
+	return s
+}
+
+// sharedBytes is the gathering kernel's dynamic shared memory: the Q tile,
+// two stages of K and V tiles, the staged entry list and, with levels, the
+// entries' slot offsets (MAX_LIST+4 int32) and levels (MAX_LIST bytes).
+func (f genFlags) sharedBytes(v variant) int {
+	n := (v.blockQ+4*genKT)*v.headDim*2 + maxList*4
+	if f.levels {
+		n += (maxList+4)*4 + maxList
+	}
+	return n
+}
+
+func (f genFlags) options(v variant, arch string) []string {
+	return []string{
+		"--gpu-architecture=" + arch,
+		"-std=c++17",
+		fmt.Sprintf("-DHEAD_DIM=%d", v.headDim),
+		fmt.Sprintf("-DBLOCK_Q=%d", v.blockQ),
+		fmt.Sprintf("-DIS_BF16=%d", b2i(v.bf16)),
+		"-DWGMMA=0",
+		fmt.Sprintf("-DLEVELS=%d", b2i(f.levels)),
+		fmt.Sprintf("-DGATHER=%d", b2i(f.gather)),
+		fmt.Sprintf("-DSTATE=%d", f.state),
+		fmt.Sprintf("-DSTOP=%d", b2i(f.stop)),
+		fmt.Sprintf("-DOUT16=%d", b2i(v.out16)),
+	}
+}
+
+// hasLevels reports whether some entry of p is not Full: pooled (PSA) or
+// skipped.
+func hasLevels(p *plan.Plan) bool {
+	for _, l := range p.Level {
+		if l != plan.Full {
+			return true
+		}
+	}
+	return false
+}
+
+// maxPlanLevel is the coarsest level p or its Init plan uses (Full for
+// none).
+func maxPlanLevel(p *plan.Plan) plan.Level {
+	top := plan.Full
+	for q := p; q != nil; q = q.Init {
+		for _, l := range q.Level {
+			top = max(top, l)
+		}
+	}
+	return top
+}
+
+// needsGen reports whether p needs the gathering kernel, with the reason
+// as an error wrapping ErrUnsupported for engines that cannot run it.
+func needsGen(p *plan.Plan) (bool, error) {
+	switch {
+	case p.Order != nil:
+		return true, fmt.Errorf("%w: token orders (S2O)", ErrUnsupported)
+	case p.Stop != nil:
+		return true, fmt.Errorf("%w: early-stop rules (S2O)", ErrUnsupported)
+	case p.Init != nil:
+		return true, fmt.Errorf("%w: first-pass plans whose states the main plan resumes (S2O two-pass)", ErrUnsupported)
+	case hasLevels(p):
+		return true, fmt.Errorf("%w: pooled or skipped levels (PSA pyramid)", ErrUnsupported)
+	}
+	return false, nil
+}
+
+// genFlagsOf checks that the gathering kernel runs plan p (one pass) and
+// returns its flags; state is set by the caller.
+func genFlagsOf(p *plan.Plan) (genFlags, error) {
+	f := genFlags{on: true, levels: hasLevels(p), gather: p.Order != nil, stop: p.Stop != nil}
+	if p.Filter != nil {
+		return f, fmt.Errorf("%w: a λ filter with levels, token orders or a stop rule", ErrUnsupported)
+	}
+	if f.levels && (f.gather || f.stop) {
+		return f, fmt.Errorf("%w: pooled levels with token orders or a stop rule", ErrUnsupported)
+	}
+	if f.levels && p.KBlocks() > maxList {
+		return f, fmt.Errorf("%w: pooled levels with %d KV blocks; the GPU kernel takes up to %d", ErrUnsupported, p.KBlocks(), maxList)
+	}
+	return f, nil
+}
+
+// chooseGen completes v, whose head dim and block sizes chooseVariant
+// checked, as the gathering kernel for p (the pass that resumes p.Init's
+// states when p has one).
+func chooseGen(p *plan.Plan, v variant) (variant, error) {
+	g := p.Geometry
+	if g.B*g.Hq > 65535 {
+		return v, fmt.Errorf("%w: B·Hq = %d above 65535", ErrUnsupported, g.B*g.Hq)
+	}
+	f, err := genFlagsOf(p)
+	if err != nil {
+		return v, err
+	}
+	if p.Init != nil {
+		if _, err := genFlagsOf(p.Init); err != nil {
+			return v, fmt.Errorf("Init plan: %w", err)
+		}
+		f.state = 2
+	}
+	v.gen, v.kt, v.mt, v.stages = f, genKT, 1, 2
+	return v, nil
+}
+
+// initVariant is the variant that runs the Init plan of a plan run by v.
+func initVariant(p *plan.Plan, v variant) (variant, error) {
+	f, err := genFlagsOf(p.Init)
+	if err != nil {
+		return v, err
+	}
+	f.state = 1
+	v.gen = f
+	return v, nil
+}
+
+// genCounters is the number of 64-bit device counters the gathering kernel
+// uses: the four of Params.counters, the row tickets, rows stopped early,
+// and per pooled level 2..8 the entries on the last KV block and on the
+// others.
+const genCounters = 6 + 2*7
+
+// genStats turns the gathering kernel's counters into plan.Stats. A pooled
+// entry counts the share of its block's keys it scores, ⌈n/2^(h-1)⌉/n for
+// a block of n keys, as the CPU executor counts it.
+func genStats(n []uint64, p *plan.Plan, dense int64) plan.Stats {
+	s := plan.Stats{DenseBlocks: float64(dense), QKBlocks: float64(n[0]), PVBlocks: float64(n[1]), Stopped: int64(n[5])}
+	last := p.Geometry.Nk - (p.KBlocks()-1)*p.BlockK
+	for lv := plan.Level(2); lv <= plan.MaxLevel; lv++ {
+		for i, size := range []int{p.BlockK, last} {
+			c := n[6+2*int(lv-2)+i]
+			if c == 0 {
+				continue
+			}
+			w := float64((size+lv.Pool()-1)/lv.Pool()) / float64(size)
+			s.QKBlocks += float64(c) * w
+			s.PVBlocks += float64(c) * w
+		}
+	}
+	return s
+}
+
+// pyramidBF16 is the pyramid kernel's bf16 flag: the pyramid is stored in
+// the staged inputs' 16-bit type, which the tensor cores read; rounding a
+// pooled mean to it costs what rounding the inputs did.
+func pyramidBF16(dt tensor.DType) int32 {
+	if dt == tensor.Float16 {
+		return 0
+	}
+	return 1
+}

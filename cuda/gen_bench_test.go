@@ -1,0 +1,124 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// TestGenBench times the gathering kernel against our dense kernel in one
+// run on the device, B=1 Hq=32 Hkv=8 D=128 bf16 causal, N from
+// SPARSEATTN_GEN_BENCH (e.g. 16384): dense plans through identity token
+// orders (the gather machinery with nothing skipped), PSA level mixes at
+// a budget b, and gathered plans at sparsity s. It reports the times and
+// the ratios the issue bounds (PSA ≤ 1.2·b·dense, gathers ≤ 1.15·dense,
+// S2O ≤ 1.2·(1−s)·dense); it fails only if a run fails. Skipped unless the
+// variable is set.
+func TestGenBench(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("SPARSEATTN_GEN_BENCH"))
+	if n <= 0 {
+		t.Skip("set SPARSEATTN_GEN_BENCH=N to time the gathering kernel at N tokens")
+	}
+	e, err := Open(Config{CacheDir: t.TempDir()})
+	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
+		t.Skipf("no usable GPU: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r := rand.New(rand.NewPCG(1, 2))
+	g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
+	mk := func(h int) *tensor.Tensor {
+		data := make([]float32, g.B*h*n*g.D)
+		for i := range data {
+			data[i] = float32(r.NormFloat64())
+		}
+		x, err := tensor.FromFloat32(tensor.BHND, tensor.Shape{B: 1, H: h, N: n, D: g.D}, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x, err = x.Convert(tensor.BFloat16, tensor.BHND); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	q, k, v := mk(g.Hq), mk(g.Hkv), mk(g.Hkv)
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
+	dense, err := plan.Dense(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bench := func(name string, p *plan.Plan) Timing {
+		tm, err := e.Benchmark(context.Background(), p, q, k, v, 3, 10)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return tm
+	}
+	base := bench("dense", dense)
+	t.Logf("N=%d dense %-28s %.3f ms", n, base.Kernel, base.MedianMS)
+	report := func(name string, p *plan.Plan, bound float64) {
+		tm := bench(name, p)
+		b := tm.Stats.QKBlocks / tm.Stats.DenseBlocks
+		t.Logf("N=%d %-34s %-30s %.3f ms  work %.3f of dense  time/dense %.3f  time/(work·dense) %.2f (bound %.2f)  stopped %d",
+			n, name, tm.Kernel, tm.MedianMS, b, tm.MedianMS/base.MedianMS, tm.MedianMS/(b*base.MedianMS), bound, tm.Stats.Stopped)
+	}
+	// The gather machinery with nothing skipped: every row's key order is
+	// the identity, and so is the query order.
+	ident := func(p *plan.Plan) *plan.Plan {
+		o := &plan.TokenOrder{Query: make([]int32, g.B*g.Hq*n), KVStart: []int{0, n}, KV: make([]int32, n), RowKV: make([]int32, p.Rows())}
+		for i := range o.Query {
+			o.Query[i] = int32(i % n)
+		}
+		for i := range o.KV {
+			o.KV[i] = int32(i)
+		}
+		c := *p
+		c.Order = o
+		return &c
+	}
+	report("dense, identity orders (gather)", ident(dense), 1.15)
+	for _, keep := range []float64{0.5, 0.25, 0.1} {
+		p, err := plan.FromMask(tl, func(b, h, qb, kb int) bool { return kb == qb*2 || kb == qb*2+1 || r.Float64() < keep })
+		if err != nil {
+			t.Fatal(err)
+		}
+		report("gathered, "+strconv.FormatFloat(keep, 'g', 3, 64)+" of blocks", ident(p), 1.2)
+	}
+	// PSA level mixes: off the diagonal, a share at each of levels 1..4,
+	// the rest skipped; diagonal blocks Full.
+	for _, share := range []float64{0.25, 0.1, 0.05} {
+		bld, err := plan.NewBuilder(tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for h := range g.Hq {
+			for qb := range dense.QBlocks() {
+				row := dense.Row(0, h, qb)
+				for kb := range dense.KBlocks() {
+					vis, partial := dense.BlockVisibility(qb, kb)
+					switch x := r.Float64(); {
+					case !vis:
+					case partial:
+						bld.Add(row, kb, plan.Full)
+					case x < 4*share:
+						bld.Add(row, kb, plan.Level(1+int(x/share)))
+					}
+				}
+			}
+		}
+		p, err := bld.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		report("psa levels 1-4, "+strconv.FormatFloat(share, 'g', 3, 64)+" each", p, 1.2)
+	}
+}

@@ -1,0 +1,282 @@
+package cuda
+
+import (
+	"errors"
+
+	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/plan"
+)
+
+// genParams mirrors struct GenParams in kernels/attention_gen.cu.
+type genParams struct {
+	kernelParams
+	level, pk, pv                   uint64
+	lvlRow                          [9]int64
+	lvlWidth                        [9]int32
+	kBlocks                         int32
+	qOrder, kvOrder, kvStart, rowKV uint64
+	stM, stL, stAcc                 uint64
+	rowAfter                        uint64
+	after                           int32
+	tau                             float32
+}
+
+// pyramidArgs mirrors struct PyramidArgs in kernels/pyramid.cu.
+type pyramidArgs struct {
+	src                                             uint64
+	sb, sh, sn                                      int64
+	dst                                             uint64
+	b, h, nk, blockK, kBlocks, pool, width, headDim int32
+	bf16                                            int32
+}
+
+// passBufs hold one pass's plan on the device: CSR, levels, orders and
+// per-row stop counts. plan is the plan they hold (kept alive, so that
+// its address identifies it: a plan is read-only once built) and ptrs
+// where; a plan uploaded last time is not uploaded again.
+type passBufs struct {
+	rows, kv, lvl, qOrder, kvOrder, kvStart, rowKV, rowAfter deviceBuf
+	plan                                                     *plan.Plan
+	ptrs                                                     passPtrs
+}
+
+// passPtrs are the fields of genParams that locate one pass's plan.
+type passPtrs struct {
+	rowStart, kvBlock, level, qOrder, kvOrder, kvStart, rowKV, rowAfter uint64
+	after                                                               int32
+	tau                                                                 float32
+}
+
+func (pp passPtrs) apply(gp *genParams) {
+	gp.rowStart, gp.kvBlock, gp.level = pp.rowStart, pp.kvBlock, pp.level
+	gp.qOrder, gp.kvOrder, gp.kvStart, gp.rowKV = pp.qOrder, pp.kvOrder, pp.kvStart, pp.rowKV
+	gp.rowAfter, gp.after, gp.tau = pp.rowAfter, pp.after, pp.tau
+}
+
+// genBufs are the gathering kernel's device allocations: the Init pass's
+// and the main pass's plans, the pooled pyramid and the per-query states.
+type genBufs struct {
+	pass            [2]passBufs
+	pk, pv          deviceBuf
+	stM, stL, stAcc deviceBuf
+}
+
+func (b *genBufs) all() []*deviceBuf {
+	out := []*deviceBuf{&b.pk, &b.pv, &b.stM, &b.stL, &b.stAcc}
+	for i := range b.pass {
+		p := &b.pass[i]
+		out = append(out, &p.rows, &p.kv, &p.lvl, &p.qOrder, &p.kvOrder, &p.kvStart, &p.rowKV, &p.rowAfter)
+	}
+	return out
+}
+
+func (b *genBufs) free(c *driver.Ctx) error {
+	var errs []error
+	for _, d := range b.all() {
+		errs = append(errs, c.Free(d.ptr))
+		*d = deviceBuf{}
+	}
+	for i := range b.pass {
+		b.pass[i].plan = nil
+	}
+	return errors.Join(errs...)
+}
+
+// put uploads xs into d (grown as needed) and returns its address, or 0
+// for an empty slice.
+func put[T any](c *driver.Ctx, d *deviceBuf, xs []T, size int64) (uint64, error) {
+	if len(xs) == 0 {
+		return 0, nil
+	}
+	if err := d.ensure(c, int64(len(xs))*size); err != nil {
+		return 0, err
+	}
+	if err := driver.CopyIn(c, d.ptr, xs); err != nil {
+		return 0, err
+	}
+	return uint64(d.ptr), nil
+}
+
+// uploadPass uploads plan p's rows, levels, orders and stop counts into
+// pb, unless pb holds p already, and points gp at them.
+func uploadPass(c *driver.Ctx, pb *passBufs, p *plan.Plan, gp *genParams) error {
+	if pb.plan != p {
+		pb.plan = nil
+		pp, err := pb.upload(c, p)
+		if err != nil {
+			return err
+		}
+		pb.plan, pb.ptrs = p, pp
+	}
+	pb.ptrs.apply(gp)
+	return nil
+}
+
+func (pb *passBufs) upload(c *driver.Ctx, p *plan.Plan) (passPtrs, error) {
+	var pp passPtrs
+	rows := make([]int32, len(p.RowStart))
+	for i, r := range p.RowStart {
+		rows[i] = int32(r)
+	}
+	var err error
+	if pp.rowStart, err = put(c, &pb.rows, rows, 4); err != nil {
+		return pp, err
+	}
+	kv := p.KVBlock
+	if len(kv) == 0 {
+		kv = []int32{0} // the kernel never reads it, but wants an address
+	}
+	if pp.kvBlock, err = put(c, &pb.kv, kv, 4); err != nil {
+		return pp, err
+	}
+	if hasLevels(p) {
+		lv := make([]uint8, len(p.Level))
+		for i, l := range p.Level {
+			lv[i] = uint8(l)
+		}
+		if pp.level, err = put(c, &pb.lvl, lv, 1); err != nil {
+			return pp, err
+		}
+	}
+	if o := p.Order; o != nil {
+		if pp.qOrder, err = put(c, &pb.qOrder, o.Query, 4); err != nil {
+			return pp, err
+		}
+		if o.RowKV != nil && len(o.KVStart) > 0 {
+			starts := make([]int32, len(o.KVStart))
+			for i, s := range o.KVStart {
+				starts[i] = int32(s)
+			}
+			kvo := o.KV
+			if len(kvo) == 0 {
+				kvo = []int32{0}
+			}
+			if pp.kvOrder, err = put(c, &pb.kvOrder, kvo, 4); err != nil {
+				return pp, err
+			}
+			if pp.kvStart, err = put(c, &pb.kvStart, starts, 4); err != nil {
+				return pp, err
+			}
+			if pp.rowKV, err = put(c, &pb.rowKV, o.RowKV, 4); err != nil {
+				return pp, err
+			}
+		}
+	}
+	if s := p.Stop; s != nil {
+		pp.after, pp.tau = int32(s.After), s.Tau
+		if pp.rowAfter, err = put(c, &pb.rowAfter, s.RowAfter, 4); err != nil {
+			return pp, err
+		}
+	}
+	return pp, nil
+}
+
+// buildPyramid pools the staged keys and values of job j into levels
+// 2..top in gb (PSA §3) and records where each level starts in gp.
+func (e *Engine) buildPyramid(c *driver.Ctx, j *job, top plan.Level, gp *genParams, gb *genBufs) error {
+	p, g := j.p, j.p.Geometry
+	kb := p.KBlocks()
+	var rows int64
+	for lv := plan.Level(2); lv <= top; lv++ {
+		w := (p.BlockK + lv.Pool() - 1) / lv.Pool()
+		gp.lvlRow[lv], gp.lvlWidth[lv] = rows, int32(w)
+		rows += int64(g.B*g.Hkv) * int64(kb) * int64(w)
+	}
+	hd := int64(j.v.headDim)
+	if err := gb.pk.ensure(c, rows*hd*2); err != nil {
+		return err
+	}
+	if err := gb.pv.ensure(c, rows*hd*2); err != nil {
+		return err
+	}
+	gp.pk, gp.pv = uint64(gb.pk.ptr), uint64(gb.pv.ptr)
+	fn, err := e.auxFunction(c, "pyramid.cu", "pyramid")
+	if err != nil {
+		return err
+	}
+	for lv := plan.Level(2); lv <= top; lv++ {
+		for _, in := range []struct {
+			src        uint64
+			sb, sh, sn int64
+			dst        uint64
+		}{{gp.k, j.k.sb, j.k.sh, j.k.sn, gp.pk}, {gp.v, j.vv.sb, j.vv.sh, j.vv.sn, gp.pv}} {
+			a := pyramidArgs{src: in.src, sb: in.sb, sh: in.sh, sn: in.sn,
+				dst: in.dst + uint64(gp.lvlRow[lv]*hd*2),
+				b:   int32(g.B), h: int32(g.Hkv), nk: int32(g.Nk), blockK: int32(p.BlockK), kBlocks: int32(kb),
+				pool: int32(lv.Pool()), width: gp.lvlWidth[lv], headDim: int32(hd), bf16: pyramidBF16(j.dt)}
+			n := int(int64(g.B*g.Hkv) * int64(kb) * int64(a.width) * hd / 8)
+			grid, block := grid1(n, 256)
+			if err := c.Launch(fn, grid, block, 0, driver.Arg(&a)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// launchGen runs job j on the gathering kernel: the pyramid first when a
+// pass pools, then the Init plan's pass saving its states, then the plan's
+// own pass, with the plans and states in gb. The inputs are staged and
+// j.params points at them; the caller zeroes the counters.
+func (e *Engine) launchGen(c *driver.Ctx, j *job, gb *genBufs) error {
+	p, g := j.p, j.p.Geometry
+	gp := genParams{kernelParams: *j.params, kBlocks: int32(p.KBlocks())}
+	gp.order, gp.split = 0, 1
+	if top := maxPlanLevel(p); top > plan.Full {
+		if err := e.buildPyramid(c, j, top, &gp, gb); err != nil {
+			return err
+		}
+	}
+	if p.Init != nil {
+		n := int64(g.B) * int64(g.Hq) * int64(g.Nq)
+		for _, s := range []struct {
+			buf *deviceBuf
+			n   int64
+			dst *uint64
+		}{{&gb.stM, n, &gp.stM}, {&gb.stL, n, &gp.stL}, {&gb.stAcc, n * int64(g.Dv), &gp.stAcc}} {
+			if err := s.buf.ensure(c, s.n*4); err != nil {
+				return err
+			}
+			*s.dst = uint64(s.buf.ptr)
+		}
+		vi, err := initVariant(p, j.v)
+		if err != nil {
+			return err
+		}
+		if err := uploadPass(c, &gb.pass[0], p.Init, &gp); err != nil {
+			return err
+		}
+		if err := e.launchPass(c, vi, p, &gp); err != nil {
+			return err
+		}
+	}
+	if err := uploadPass(c, &gb.pass[1], p, &gp); err != nil {
+		return err
+	}
+	return e.launchPass(c, j.v, p, &gp)
+}
+
+// launchPass launches one pass of the gathering kernel: a CTA per plan
+// row.
+func (e *Engine) launchPass(c *driver.Ctx, v variant, p *plan.Plan, gp *genParams) error {
+	fn, err := e.function(c, v)
+	if err != nil {
+		return err
+	}
+	g := p.Geometry
+	grid := driver.Dim3{X: uint32(p.QBlocks()), Y: uint32(g.B * g.Hq), Z: 1}
+	if grid.X == 0 || grid.Y == 0 {
+		return nil
+	}
+	return c.Launch(fn, grid, driver.Dim3{X: uint32(v.threads()), Y: 1, Z: 1}, v.sharedBytes(), driver.Arg(gp))
+}
+
+// readGenStats reads the gathering kernel's counters at counters back as
+// the stats of plan p, whose dense pass has dense blocks.
+func readGenStats(c *driver.Ctx, counters driver.Ptr, p *plan.Plan, dense int64) (plan.Stats, error) {
+	n := make([]uint64, genCounters)
+	if err := driver.CopyOut(c, n, counters); err != nil {
+		return plan.Stats{}, err
+	}
+	return genStats(n, p, dense), nil
+}
