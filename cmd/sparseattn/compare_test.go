@@ -21,7 +21,7 @@ import (
 )
 
 // tiny is a workload small enough that a full sweep takes well under a second.
-var tiny = []string{"--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32", "--block-q", "32", "--block-k", "32"}
+var tiny = []string{"--workload", "llm", "--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32", "--block-q", "32", "--block-k", "32"}
 
 func countRefined(c sweepCurve) int {
 	n := 0
@@ -413,9 +413,9 @@ func TestCompareVizUsageErrors(t *testing.T) {
 		{[]string{"compare", "--oracle-refine", "-1"}, "--oracle-refine -1 must be in 0..64"},
 		{[]string{"compare", "--sim"}, "--sim applies to eval"},
 		{[]string{"compare", "--target-l1", "0"}, "--target-l1 0 must be in (0, 10]"},
-		{[]string{"compare", "--order", "hilbert", "--n", "64", "--heads", "1", "--kv-heads", "1"}, "needs a token grid"},
+		{[]string{"compare", "--order", "hilbert", "--workload", "llm", "--n", "64", "--heads", "1", "--kv-heads", "1"}, "needs a token grid"},
 		{[]string{"compare", "--methods", "magic"}, "unknown method"},
-		{[]string{"viz", "--head-index", "9", "--n", "64", "--png", filepath.Join(dir, "v.png")}, "--head-index 9"},
+		{[]string{"viz", "--head-index", "9", "--workload", "llm", "--n", "64", "--png", filepath.Join(dir, "v.png")}, "--head-index 9"},
 		{[]string{"viz", "--decades", "0"}, "--decades"},
 		{[]string{"viz", "--panel-size", "5"}, "--panel-size"},
 		{[]string{"viz", "--repeat", "2"}, "flag provided but not defined"},

@@ -30,8 +30,16 @@ quantizing (median of --repeat runs after --warmup), speedup over dense, and
 dense-equivalent GFLOPS.
 
 Inputs, one of:
-  (nothing)                   the embedded default: an llm workload
+  (nothing)                   the default: --workload lm, real attention
+  --workload lm [--n N] [--lm-text eval|calib|FILE]
+                              the embedded byte-level LM (4 layers × 4 heads,
+                              D=64) run over the first N bytes (default 4096)
+                              of a held-out text; its 16 heads' Q/K/V are
+                              the input, and every method is also scored by
+                              the model's bits per byte with that method's
+                              attention in every layer (column bpb)
   --workload llm|video|image|random [--n --heads --kv-heads --d --seed ...]
+                              synthetic generators
   --input qkv.safetensors     or .npz; tensors named by --q-name/--k-name/--v-name
   --q q.npy --k k.npy --v v.npy
 
@@ -43,6 +51,7 @@ once more in float and the input order, and every error is against it.`
 // inputFlags selects and shapes the Q/K/V to evaluate.
 type inputFlags struct {
 	kind                string
+	lmText              string
 	seed                uint64
 	b, heads, kvHeads   int
 	n, d                int
@@ -58,7 +67,8 @@ type inputFlags struct {
 
 func (in *inputFlags) register(fs *flag.FlagSet) {
 	def := workload.Default()
-	fs.StringVar(&in.kind, "workload", string(def.Kind), "generated workload: llm, video, image or random")
+	fs.StringVar(&in.kind, "workload", lmKind, "workload: lm (real attention of the embedded LM), or a synthetic llm, video, image or random")
+	fs.StringVar(&in.lmText, "lm-text", "eval", "lm workload: the text the model reads: eval, calib (the held-out texts that ship with it) or a file")
 	fs.Uint64Var(&in.seed, "seed", def.Seed, "workload seed")
 	fs.IntVar(&in.b, "batch", def.B, "workload batch size")
 	fs.IntVar(&in.heads, "heads", def.Hq, "workload query heads")
@@ -92,7 +102,8 @@ type problem struct {
 	Source   string
 	q, k, v  *tensor.Tensor
 	Causal   bool
-	workload *workload.Workload // nil for files
+	workload *workload.Workload // nil for files and the lm workload
+	lm       *lmProblem         // the lm workload's model and text, else nil
 }
 
 // loadValid loads the problem and validates its tensors, returning their
@@ -115,8 +126,8 @@ func (in *inputFlags) load(ctx context.Context, fs *flag.FlagSet) (*problem, err
 	fromFiles := in.input != "" || in.qPath != "" || in.kPath != "" || in.vPath != ""
 	var p problem
 	if fromFiles {
-		if set["workload"] {
-			return nil, fmt.Errorf("%w: use either --workload or --input/--q/--k/--v, not both", errUsage)
+		if set["workload"] || set["lm-text"] {
+			return nil, fmt.Errorf("%w: use either --workload (and --lm-text) or --input/--q/--k/--v, not both", errUsage)
 		}
 		for _, name := range append(generatorFlags, gridFlags...) {
 			if name == "text" && set[name] && !set["grid"] {
@@ -163,7 +174,21 @@ func (in *inputFlags) load(ctx context.Context, fs *flag.FlagSet) (*problem, err
 			p.Source = filepath.Base(in.qPath)
 		}
 		p.q, p.k, p.v = ts[0], ts[1], ts[2]
+	} else if in.kind == lmKind {
+		for _, name := range append(generatorFlags, gridFlags...) {
+			if set[name] && name != "n" {
+				return nil, fmt.Errorf("%w: --%s shapes a synthetic workload; the lm workload's shape is the model's (add --workload llm for a synthetic one)", errUsage, name)
+			}
+		}
+		lp, err := loadLM(ctx, in.n, in.lmText)
+		if err != nil {
+			return nil, err
+		}
+		p = *lp
 	} else {
+		if set["lm-text"] {
+			return nil, fmt.Errorf("%w: --lm-text applies to --workload lm", errUsage)
+		}
 		cfg := workload.Default()
 		kind, err := workload.ParseKind(in.kind)
 		if err != nil {
@@ -225,6 +250,9 @@ type evalRow struct {
 	Speedup      float64   `json:"speedup"`
 	GFLOPS       float64   `json:"dense_equivalent_gflops"`
 	NeedleRecall *float64  `json:"needle_cosine,omitempty"` // nil without a planted needle
+	// BitsPerByte is the lm workload's model score with this method's
+	// attention in every layer (nil for other inputs).
+	BitsPerByte *float64 `json:"bits_per_byte,omitempty"`
 }
 
 type evalReport struct {
@@ -266,7 +294,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if vf.activeFlags() {
 		runCount++ // float dense as the reference
 	}
-	bar := progress.New(stderr, runCount*(rf.repeat+rf.warmup)+1)
+	steps := runCount*(rf.repeat+rf.warmup) + 1
+	if in.kind == lmKind {
+		steps += len(planners) // the lm workload: one model pass per method, for bits per byte
+	}
+	bar := progress.New(stderr, steps)
 	defer bar.Finish()
 	bar.Label("loading input")
 	prob, g, err := in.loadValid(ctx, fs)
@@ -314,6 +346,15 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		row.Method = name
+		if prob.lm != nil {
+			bar.Label("bits per byte: " + name)
+			bpb, err := prob.lm.bitsPerByte(ctx, rf, opts)
+			if err != nil {
+				return err
+			}
+			row.BitsPerByte = &bpb
+			bar.Step("")
+		}
 		if ref == nil {
 			ref = &reference{out: res.Out, totalMS: row.TotalMS}
 		}
@@ -404,11 +445,18 @@ func printEval(w io.Writer, r evalReport) {
 	if needle {
 		head += "needle\t"
 	}
+	bpb := len(r.Rows) > 0 && r.Rows[0].BitsPerByte != nil
+	if bpb {
+		head += "bpb\tΔbpb\t"
+	}
 	fmt.Fprintln(tw, head)
 	for _, x := range r.Rows {
 		line := fmt.Sprintf("%s\t%.3f\t%.2e\t%.6f\t%.1f\t%.1f\t%.2fx\t%.1f\t", x.Method, x.Sparsity, x.RelL1, x.Cosine, x.PlanMS, x.TotalMS, x.Speedup, x.GFLOPS)
 		if needle {
 			line += fmt.Sprintf("%.3f\t", *x.NeedleRecall)
+		}
+		if bpb && x.BitsPerByte != nil {
+			line += fmt.Sprintf("%.4f\t%+.2f%%\t", *x.BitsPerByte, 100*(*x.BitsPerByte / *r.Rows[0].BitsPerByte - 1))
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -432,6 +480,9 @@ func printEval(w io.Writer, r evalReport) {
 	fmt.Fprintln(w, "rel L1: Σ|O−O'|/Σ|O| against dense; GFLOPS: dense-equivalent, planning included.")
 	if needle {
 		fmt.Fprintln(w, "needle: cosine (-1..1) of the needle query's output with the needle's value; dense ≈ 1, near 0 means lost.")
+	}
+	if bpb {
+		fmt.Fprintln(w, "bpb: the model's bits per byte over the text with the method's attention in every layer; Δbpb against the first row.")
 	}
 }
 

@@ -32,7 +32,7 @@ func decodeEval(t *testing.T, s string) evalReport {
 }
 
 func TestEvalWorkloadJSON(t *testing.T) {
-	code, out, errs := runCLI(t, "eval", "--n", "512", "--heads", "2", "--kv-heads", "1", "--repeat", "1", "--warmup", "0",
+	code, out, errs := runCLI(t, "eval", "--workload", "llm", "--n", "512", "--heads", "2", "--kv-heads", "1", "--repeat", "1", "--warmup", "0",
 		"--methods", "window,oracle", "--window-size", "128", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -58,7 +58,7 @@ func TestEvalWorkloadJSON(t *testing.T) {
 
 // TestEvalDenseOnceFirst: dense runs once, first, wherever it is listed.
 func TestEvalDenseOnceFirst(t *testing.T) {
-	code, out, errs := runCLI(t, "eval", "--n", "256", "--heads", "1", "--kv-heads", "1", "--repeat", "1", "--warmup", "0",
+	code, out, errs := runCLI(t, "eval", "--workload", "llm", "--n", "256", "--heads", "1", "--kv-heads", "1", "--repeat", "1", "--warmup", "0",
 		"--methods", "window,dense", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -213,7 +213,7 @@ func TestInfoAndBenchJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &info); err != nil || info.Kernels == "" || info.Peak.PerCore <= 0 {
 		t.Fatalf("info %q: %v", out, err)
 	}
-	code, out, errs = runCLI(t, "bench", "--n", "128,200", "--heads", "2", "--kv-heads", "1", "--d", "32", "--repeat", "1", "--warmup", "0", "--json", "--methods", "dense,window")
+	code, out, errs = runCLI(t, "bench", "--workload", "llm", "--n", "128,200", "--heads", "2", "--kv-heads", "1", "--d", "32", "--repeat", "1", "--warmup", "0", "--json", "--methods", "dense,window")
 	if code != 0 {
 		t.Fatalf("bench: exit %d: %s", code, errs)
 	}
@@ -234,7 +234,7 @@ func TestInfoAndBenchJSON(t *testing.T) {
 // TestEvalSparge: the sparge entry runs from the catalog; τ = 1 is the
 // dense limit, a small top-k skips work, and bad values are usage errors.
 func TestEvalSparge(t *testing.T) {
-	base := []string{"eval", "--n", "512", "--heads", "2", "--kv-heads", "1", "--d", "64", "--repeat", "1", "--warmup", "0",
+	base := []string{"eval", "--workload", "llm", "--n", "512", "--heads", "2", "--kv-heads", "1", "--d", "64", "--repeat", "1", "--warmup", "0",
 		"--block-q", "128", "--block-k", "64", "--methods", "sparge", "--json"}
 	code, out, errs := runCLI(t, append(base, "--sparge-cdf", "1")...)
 	if code != 0 {
@@ -263,7 +263,7 @@ func TestEvalSparge(t *testing.T) {
 func TestTune(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "profile.json")
 	args := func(layer string, extra ...string) []string {
-		return append([]string{"tune", "--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32", "--block-q", "64", "--block-k", "32",
+		return append([]string{"tune", "--workload", "llm", "--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32", "--block-q", "64", "--block-k", "32",
 			"--calib", "2", "--holdout", "1", "--layer", layer, "--out", out, "--json"}, extra...)
 	}
 	for _, layer := range []string{"a", "b", "a"} {
@@ -299,7 +299,7 @@ func TestTune(t *testing.T) {
 	// eval runs a tuned layer: per-head parameters from the profile, the
 	// same workload as calibration, so its error stays near the bounds
 	// (held-out inputs are not guaranteed to meet them exactly: 2× slack).
-	evalArgs := []string{"eval", "--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32", "--block-q", "64", "--block-k", "32",
+	evalArgs := []string{"eval", "--workload", "llm", "--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32", "--block-q", "64", "--block-k", "32",
 		"--methods", "sparge", "--repeat", "1", "--warmup", "0", "--json", "--sparge-profile", out}
 	code, stdout, errs := runCLI(t, append(evalArgs, "--sparge-layer", "b")...)
 	if code != 0 {

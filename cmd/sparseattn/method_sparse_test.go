@@ -57,7 +57,7 @@ func TestSparseMethodFlags(t *testing.T) {
 			t.Errorf("%v: got %v, want a usage error naming %s", tc.args, err, tc.flag)
 		}
 	}
-	code, out, errs := runCLI(t, "eval", "--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32",
+	code, out, errs := runCLI(t, "eval", "--workload", "llm", "--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32",
 		"--methods", "s2o,xattn,minference,flexprefill", "--s2o-segment", "128", "--repeat", "1", "--warmup", "0")
 	if code != 0 {
 		t.Fatalf("eval exit %d: %s%s", code, out, errs)

@@ -9,7 +9,7 @@ import (
 // default Top-P, reproduces dense at Top-P 1, and bad flags are usage
 // errors naming the flag.
 func TestEvalUniSparse(t *testing.T) {
-	base := []string{"eval", "--n", "512", "--heads", "2", "--kv-heads", "1", "--d", "64", "--repeat", "1", "--warmup", "0",
+	base := []string{"eval", "--workload", "llm", "--n", "512", "--heads", "2", "--kv-heads", "1", "--d", "64", "--repeat", "1", "--warmup", "0",
 		"--block-q", "32", "--block-k", "32", "--methods", "unisparse", "--json"}
 	code, out, errs := runCLI(t, append(base, "--unisparse-top-p", "0.8")...)
 	if code != 0 {

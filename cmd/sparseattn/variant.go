@@ -74,6 +74,14 @@ func (f *variantFlags) spec(prob *problem, in *inputFlags, fs *flag.FlagSet) (pe
 	}
 	spec := permute.Spec{Kind: kind, Seed: f.orderSeed}
 	switch {
+	case prob.lm != nil:
+		if set["grid"] {
+			return permute.Spec{}, fmt.Errorf("%w: --grid is for input files; a generated workload brings its own grid", errUsage)
+		}
+		if kind != permute.None {
+			return permute.Spec{}, fmt.Errorf("%w: --order needs a token grid; the lm workload has none (use video or image)", errUsage)
+		}
+		return spec, nil
 	case prob.workload != nil:
 		if set["grid"] {
 			return permute.Spec{}, fmt.Errorf("%w: --grid is for input files; a generated workload brings its own grid", errUsage)
