@@ -99,8 +99,14 @@ type Options struct {
 	Order permute.Spec
 	// QuantizeQK runs the executor on SageAttention-style INT8 Q and K
 	// (SpargeAttn §3.5): K smoothed by its mean over the sequence, both
-	// quantized per tile (BlockQ / BlockK tokens) with one scale each.
-	// The planner still sees float Q and K, as in SpargeAttn Algorithm 1.
+	// quantized with one scale per block of tokens. On a Hopper GPU the
+	// quantized kernels run (cuda.Engine.RunQuantized with cuda.QuantQK8:
+	// INT8 QKᵀ with one scale per 16 query rows and per 64 keys, 16-bit
+	// P̃V), quantization included in the run time; elsewhere, and for plans
+	// those kernels do not take (see cuda.Engine.SupportsQuantized), the
+	// executor runs on dequantized copies quantized per tile (BlockQ /
+	// BlockK tokens), and a GPU run that falls back logs one line. The
+	// planner still sees float Q and K, as in SpargeAttn Algorithm 1.
 	QuantizeQK bool
 	// Device is where the plan runs; "" means DeviceCPU. Under DeviceAuto
 	// a machine with no usable GPU runs on the CPU, and under DeviceCUDA
@@ -188,14 +194,6 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 			return nil, err
 		}
 	}
-	runQ, runK := q, k
-	if opts.QuantizeQK {
-		qk, err := quant.QuantizeQK(ctx, q, k, t.BlockQ, t.BlockK)
-		if err != nil {
-			return nil, fmt.Errorf("quantizing Q and K: %w", err)
-		}
-		runQ, runK = qk.Dequantized()
-	}
 	prep := time.Since(prepStart)
 
 	start := time.Now()
@@ -207,7 +205,7 @@ func Attention(ctx context.Context, q, k, v *tensor.Tensor, opts Options) (*Resu
 		return nil, fmt.Errorf("%w: %s returned a plan for another problem", plan.ErrInvalid, planner.Name())
 	}
 	planned := time.Now()
-	out, stats, dev, err := execute(ctx, opts, p, runQ, runK, v, checkInRun)
+	out, stats, dev, err := execute(ctx, opts, p, q, k, v, checkInRun)
 	var nonFinite *tensor.NonFiniteError
 	if checkInRun && errors.As(err, &nonFinite) {
 		return nil, nonFinite // as the separate check reports it
@@ -278,14 +276,35 @@ func checkInExecutor(opts Options, planner plan.Planner) bool {
 
 // execute runs p on the device the options name, falling back to the CPU
 // as Options.Device documents, and reports where it ran. check asks the
-// CPU executor to reject NaN and Inf inputs (checkInExecutor).
+// CPU executor to reject NaN and Inf inputs (checkInExecutor). Under
+// QuantizeQK a GPU engine runs its quantized kernels and any other
+// executor the dequantized INT8 Q and K.
 func execute(ctx context.Context, opts Options, p *plan.Plan, q, k, v *tensor.Tensor, check bool) (*tensor.Tensor, plan.Stats, Device, error) {
 	logf := opts.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
+	runQ, runK := q, k
+	if opts.QuantizeQK {
+		// Quantized lazily: a GPU run quantizes on the device.
+		runQ, runK = nil, nil
+	}
+	inputs := func() (*tensor.Tensor, *tensor.Tensor, error) {
+		if runQ == nil {
+			qk, err := quant.QuantizeQK(ctx, q, k, p.BlockQ, p.BlockK)
+			if err != nil {
+				return nil, nil, fmt.Errorf("quantizing Q and K: %w", err)
+			}
+			runQ, runK = qk.Dequantized()
+		}
+		return runQ, runK, nil
+	}
 	onCPU := func() (*tensor.Tensor, plan.Stats, Device, error) {
-		out, stats, err := cpu.Executor{Workers: opts.Workers, CheckFinite: check}.Run(ctx, p, q, k, v, nil)
+		rq, rk, err := inputs()
+		if err != nil {
+			return nil, plan.Stats{}, DeviceCPU, err
+		}
+		out, stats, err := cpu.Executor{Workers: opts.Workers, CheckFinite: check}.Run(ctx, p, rq, rk, v, nil)
 		return out, stats, DeviceCPU, err
 	}
 	var ex plan.Executor
@@ -313,7 +332,19 @@ func execute(ctx context.Context, opts Options, p *plan.Plan, q, k, v *tensor.Te
 	default:
 		dev = DeviceCaller
 	}
-	out, stats, err := ex.Run(ctx, p, q, k, v, nil)
+	if eng, ok := ex.(*cuda.Engine); ok && opts.QuantizeQK {
+		out, stats, err := eng.RunQuantized(ctx, cuda.QuantQK8, p, q, k, v, nil)
+		if !errors.Is(err, cuda.ErrUnsupported) {
+			return out, stats, dev, err
+		}
+		logf("sparseattn: INT8 Q·K emulated on the CPU: %v", err)
+		return onCPU()
+	}
+	rq, rk, err := inputs()
+	if err != nil {
+		return nil, plan.Stats{}, dev, err
+	}
+	out, stats, err := ex.Run(ctx, p, rq, rk, v, nil)
 	if errors.Is(err, cuda.ErrUnsupported) {
 		logf("sparseattn: running on the CPU: %v", err)
 		return onCPU()

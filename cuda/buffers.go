@@ -28,6 +28,7 @@ type buffers struct {
 	lambda                                deviceBuf // per-head λ·log2(e) of the plan's filter
 	flush                                 deviceBuf // Benchmark's L2 scratch
 	gen                                   genBufs   // the gathering kernel's
+	q8                                    q8Bufs    // RunQuantized's operands
 }
 
 type deviceBuf struct {
@@ -57,7 +58,7 @@ func (bs *buffers) free(c *driver.Ctx) error {
 		errs = append(errs, c.Free(b.ptr))
 		*b = deviceBuf{}
 	}
-	errs = append(errs, bs.gen.free(c))
+	errs = append(errs, bs.gen.free(c), bs.q8.free(c))
 	return errors.Join(errs...)
 }
 

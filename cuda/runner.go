@@ -33,6 +33,7 @@ type Runner struct {
 	mu      sync.Mutex
 	planned bool // the buffers hold a plan for the last inputs planned
 	closed  bool
+	quant   QuantMode // run the quantized kernels (SetQuantized)
 	bufs    runnerBufs
 	events  [3]driver.Event
 }
@@ -44,6 +45,7 @@ type runnerBufs struct {
 	q, k, v                                           deviceBuf // staged inputs, when the kernel cannot read them in place
 	scratch                                           scratchPool
 	gen                                               genBufs // a fixed plan's levels, orders and states (gathering kernel)
+	q8                                                q8Bufs  // quantized operands (SetQuantized)
 }
 
 // Report is what one Runner call measured, with device events.
@@ -178,7 +180,7 @@ func (r *Runner) Close() error {
 			errs = append(errs, c.Free(d.ptr))
 			*d = deviceBuf{}
 		}
-		errs = append(errs, b.scratch.free(c), b.gen.free(c))
+		errs = append(errs, b.scratch.free(c), b.gen.free(c), b.q8.free(c))
 		for _, ev := range r.events {
 			if ev != 0 {
 				errs = append(errs, c.DestroyEvent(ev))
@@ -418,6 +420,9 @@ func (r *Runner) plan(c *driver.Ctx, q, k, v *Tensor) error {
 // execute stages inputs the kernel cannot read in place and launches the
 // attention kernel over the device plan.
 func (r *Runner) execute(c *driver.Ctx, q, k, v, out *Tensor) (Report, error) {
+	if r.quant != QuantOff {
+		return r.executeQ8(c, q, k, v, out)
+	}
 	vr, err := r.variant(out.dtype)
 	if err != nil {
 		return Report{}, err

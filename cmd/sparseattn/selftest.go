@@ -76,6 +76,31 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "\nPASS: %d cases\n\n", len(cuda.Cases()))
 
+	// The quantized kernels (INT8 Q·K, Hopper) against the CPU emulation.
+	if qcs := selftest.QuantCases(); len(qcs) > 0 {
+		if p, err := qcs[0].Plan(r); err == nil && e.SupportsQuantized(p) != nil {
+			fmt.Fprintf(stdout, "quantized kernels: skipped (%v)\n\n", e.SupportsQuantized(p))
+		} else {
+			tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "case\trel L1 vs CPU emulation\ttol\tQK gpu/cpu\tPV gpu/cpu\tresult")
+			qfailed, err := selftest.RunQuantized(ctx, e, r, qcs, func(c selftest.Check) {
+				res := "ok"
+				if c.Err != nil {
+					res = "FAIL: " + c.Err.Error()
+				}
+				fmt.Fprintf(tw, "%s\t%.2e\t%.0e\t%.0f/%.0f\t%.1f/%.1f\t%s\n", c.Name, c.Errors.RelL1, c.Tol, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, res)
+			})
+			tw.Flush()
+			if err != nil {
+				return err
+			}
+			if qfailed > 0 {
+				return fmt.Errorf("%d of %d quantized cases failed", qfailed, len(qcs))
+			}
+			fmt.Fprintf(stdout, "\nPASS: %d quantized cases\n\n", len(qcs))
+		}
+	}
+
 	// Every device planner against its CPU planner.
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "planner/case\trows differ\ttie-break\tQK gpu/cpu\tPV gpu/cpu\trel L1\tplan ms\tresult")

@@ -57,3 +57,34 @@ func TestRunPlanners(t *testing.T) {
 		})
 	}
 }
+
+// TestRunQuantized runs the quantized self-test cases: the GPU's INT8-QK
+// kernels against the CPU emulation. It skips without a GPU, and on GPUs
+// the quantized kernels do not run on (before Hopper).
+func TestRunQuantized(t *testing.T) {
+	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir()})
+	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
+		t.Skipf("no usable GPU: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	cs := QuantCases()
+	if len(cs) == 0 {
+		t.Fatal("no quantized cases")
+	}
+	p, err := cs[0].Plan(testutil.Rand(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SupportsQuantized(p); err != nil {
+		t.Skipf("quantized kernels: %v", err)
+	}
+	failed, err := RunQuantized(context.Background(), e, testutil.Rand(t), cs, func(c Check) {
+		t.Logf("%-40s rel L1 vs CPU emulation %.2e (tol %.0e) QK %v/%v PV %v/%v err=%v", c.Name, c.Errors.RelL1, c.Tol, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Err)
+	})
+	if err != nil || failed > 0 {
+		t.Fatalf("%d cases failed (%v)", failed, err)
+	}
+}
