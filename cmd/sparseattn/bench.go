@@ -34,7 +34,14 @@ dense plan on the CPU the check runs inside the executor's own reads.
 N keys (causal masking treats them as the last Q tokens). --decode is
 --nq 1. With fewer queries than keys the table also gives the rate at which
 K and V are read and its percentage of the machine's plain read bandwidth,
-measured in the same run: decode reads K and V once.`
+measured in the same run: decode reads K and V once.
+
+--peer CMD runs a peer implementation on the same shapes in the same run,
+before ours at each length: CMD is split on spaces and given --n N --nq Q
+--heads H --kv-heads HKV --d D --causal true|false --repeat R --warmup W,
+and must print JSON with "rows": [{"ms": median ms}] and any settings it
+ran with (they go in the report). scripts/peer_torch_cpu.py is PyTorch's
+CPU SDPA: --peer "python3 scripts/peer_torch_cpu.py".`
 
 type benchRow struct {
 	N        int     `json:"n"`
@@ -50,6 +57,9 @@ type benchRow struct {
 	// back; CheckPct is its share of CheckMS + MS.
 	CheckMS  float64 `json:"check_ms"`
 	CheckPct float64 `json:"check_percent"`
+	// PeerMS is the peer's median time (--peer), PeerRatio PeerMS / MS.
+	PeerMS    float64 `json:"peer_ms,omitempty"`
+	PeerRatio float64 `json:"speedup_vs_peer,omitempty"`
 	// KVGBs is the K and V bytes over the time (Nq < N only), ReadPct its
 	// percentage of the measured read bandwidth.
 	KVGBs   float64 `json:"kv_gb_per_s,omitempty"`
@@ -66,8 +76,11 @@ type benchReport struct {
 	Causal   bool         `json:"causal"`
 	Repeat   int          `json:"repeat"`
 	// ReadGBs is the plain read bandwidth on all threads (Nq < N only).
-	ReadGBs float64    `json:"read_gb_per_s,omitempty"`
-	Rows    []benchRow `json:"rows"`
+	ReadGBs float64 `json:"read_gb_per_s,omitempty"`
+	// Peer is the --peer command and what it reported of its settings.
+	Peer     string         `json:"peer,omitempty"`
+	PeerInfo map[string]any `json:"peer_info,omitempty"`
+	Rows     []benchRow     `json:"rows"`
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -86,6 +99,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var rf runFlags
 	rf.register(fs, "point")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	peer := fs.String("peer", "", "peer command timed on the same shapes in the same run (see above)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -155,6 +169,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
+		peerMS := 0.0
+		if *peer != "" {
+			bar.Label(fmt.Sprintf("N=%d peer", n))
+			info, t, err := runPeer(ctx, *peer, g, isCausal, rf)
+			if err != nil {
+				return err
+			}
+			report.Peer, report.PeerInfo, peerMS = *peer, info, t
+		}
 		for _, pl := range planners {
 			opts := sparseattn.Options{Causal: isCausal, Planner: pl}
 			tm, err := timeMethod(ctx, rf, bar, fmt.Sprintf("N=%d %s", n, pl.Name()), q, w.K, w.V, opts)
@@ -169,6 +192,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			gf := metrics.TOPS(g, isCausal, t/1e3) * 1e3
 			row := benchRow{N: g.Nk, NQ: g.Nq, Method: pl.Name(), MS: t, GFLOPS: gf, PeakPct: 100 * gf / report.Peak.AllCores,
 				Sparsity: res.Stats.Sparsity(), CheckMS: checkMS, CheckPct: 100 * checkMS / (checkMS + t)}
+			if peerMS > 0 {
+				row.PeerMS, row.PeerRatio = peerMS, peerMS/t
+			}
 			if g.Nq < g.Nk {
 				kv := float64(g.B*g.Hkv*g.Nk*(g.D*w.K.DType().Size()+g.Dv*w.V.DType().Size())) / 1e9
 				row.KVGBs = kv / (t / 1e3)
@@ -188,18 +214,22 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *nq > 0 {
 		fmt.Fprintf(stdout, "Nq=%d; plain reads %.1f GB/s on %d threads\n", *nq, report.ReadGBs, runtime.GOMAXPROCS(0))
 	}
+	if report.Peer != "" {
+		info, _ := json.Marshal(report.PeerInfo)
+		fmt.Fprintf(stdout, "peer: %s: %s\n", report.Peer, info)
+	}
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if *nq > 0 {
-		fmt.Fprintln(tw, "N\tNq\tmethod\tms\tKV GB/s\t% read BW\tGFLOPS\tsparsity\tcheck ms\tcheck %\t")
+		fmt.Fprintln(tw, "N\tNq\tmethod\tms\tKV GB/s\t% read BW\tGFLOPS\tsparsity\tcheck ms\tcheck %\tpeer ms\tvs peer\t")
 		for _, r := range report.Rows {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t%.1f\t\n", r.N, r.NQ, r.Method, r.MS, r.KVGBs, r.ReadPct, r.GFLOPS, r.Sparsity, r.CheckMS, r.CheckPct)
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t%.1f\t%s\t\n", r.N, r.NQ, r.Method, r.MS, r.KVGBs, r.ReadPct, r.GFLOPS, r.Sparsity, r.CheckMS, r.CheckPct, peerCols(r))
 		}
 		return tw.Flush()
 	}
-	fmt.Fprintln(tw, "N\tmethod\tms\tGFLOPS\t% peak\tsparsity\tcheck ms\tcheck %\t")
+	fmt.Fprintln(tw, "N\tmethod\tms\tGFLOPS\t% peak\tsparsity\tcheck ms\tcheck %\tpeer ms\tvs peer\t")
 	for _, r := range report.Rows {
-		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.1f\t%.3f\t%.2f\t%.1f\t\n", r.N, r.Method, r.MS, r.GFLOPS, r.PeakPct, r.Sparsity, r.CheckMS, r.CheckPct)
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.1f\t%.3f\t%.2f\t%.1f\t%s\t\n", r.N, r.Method, r.MS, r.GFLOPS, r.PeakPct, r.Sparsity, r.CheckMS, r.CheckPct, peerCols(r))
 	}
 	return tw.Flush()
 }
