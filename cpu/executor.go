@@ -90,11 +90,11 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 		r.maxLevel = max(r.maxLevel, maxLevel(p.Init))
 		r.state = newStates(g)
 	}
-	r.readInPlace()
 	if e.CheckFinite {
 		r.check = newFiniteCheck(g, p.KBlocks())
 	}
 	r.stack = stackedHeads(p)
+	r.readInPlace() // after stack: it counts the stacked rows
 	scratch := make([]*tile, workers)
 	for i := range scratch {
 		scratch[i] = newTile(p)

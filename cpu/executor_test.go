@@ -42,6 +42,8 @@ var problems = []problem{
 	{"d200-dv96", 1, 2, 2, 33, 33, 200, 96, 8, 8, true, tensor.Float32, tensor.BHND},
 	{"decode", 1, 4, 2, 1, 300, 128, 128, 64, 64, true, tensor.Float32, tensor.BHND},
 	{"chunked-prefill", 1, 2, 2, 50, 200, 64, 64, 32, 32, true, tensor.Float32, tensor.BHND},
+	{"chunk-16-keys-in-place", 1, 2, 1, 16, 150, 64, 64, 16, 32, true, tensor.Float32, tensor.BHND},
+	{"chunk-13-bnhd-in-place", 1, 2, 2, 13, 100, 48, 48, 32, 16, true, tensor.Float32, tensor.BNHD},
 	{"more-queries-than-keys", 1, 2, 2, 60, 20, 32, 32, 16, 16, true, tensor.Float32, tensor.BHND},
 	{"bnhd", 2, 4, 2, 65, 65, 96, 96, 32, 32, true, tensor.Float32, tensor.BNHD},
 	{"float16", 1, 2, 2, 90, 90, 64, 64, 32, 32, true, tensor.Float16, tensor.BHND},
