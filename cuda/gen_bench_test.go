@@ -65,6 +65,20 @@ func TestGenBench(t *testing.T) {
 	}
 	base := bench("dense", dense)
 	t.Logf("N=%d dense %-28s %.3f ms", n, base.Kernel, base.MedianMS)
+	// The mma.sync kernel the gathering one is built like (32 and 16 rows
+	// a warp), to tell the gathers' cost from the instruction set's.
+	for _, rows := range []int{32, 16} {
+		e2, err := Open(Config{CacheDir: t.TempDir(), Tactics: Tactics{MMASync: true, WarpRows: rows}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, err := e2.Benchmark(context.Background(), dense, q, k, v, 3, 10)
+		e2.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("N=%d dense mma.sync %-28s %.3f ms (%.2f× the default dense)", n, tm.Kernel, tm.MedianMS, tm.MedianMS/base.MedianMS)
+	}
 	report := func(name string, p *plan.Plan, bound float64) {
 		tm := bench(name, p)
 		b := tm.Stats.QKBlocks / tm.Stats.DenseBlocks

@@ -16,7 +16,10 @@ import (
 const selftestSummary = `Checks the GPU engine against the CPU executor on fresh random inputs:
 dense and block-sparse plans, causal and not, GQA, ragged and tiny N,
 Nq != Nk, padded head dims, bf16/fp16/f32 inputs, both layouts and the
-SpargeAttn λ filter. Fails (exit 1) if any output or counter disagrees.`
+SpargeAttn λ filter; PSA's pooled levels and S2O's token orders, two
+passes and early stop on the gathering kernel (also through a Runner);
+and every device planner against its CPU planner. Fails (exit 1) if any
+output or counter disagrees.`
 
 func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("selftest", selftestSummary, stderr)
@@ -100,6 +103,28 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			fmt.Fprintf(stdout, "\nPASS: %d quantized cases\n\n", len(qcs))
 		}
 	}
+
+	// The gathering kernel: PSA's pooled levels, S2O's orders, stops and
+	// two passes, each also through a Runner with the plan uploaded.
+	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "case\tkernel\tdtype\trel L1\trunner\ttol\tQK gpu/cpu\tstopped gpu/cpu\tresult")
+	gcs := selftest.GenCases()
+	gfailed, err := selftest.RunGen(ctx, e, r, gcs, func(c selftest.Check) {
+		res := "ok"
+		if c.Err != nil {
+			res = "FAIL: " + c.Err.Error()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2e\t%.2e\t%.0e\t%.3f/%.3f\t%d/%d\t%s\n", c.Name, c.Kernel, c.DType,
+			c.Errors.RelL1, c.Runner, c.Tol, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.Stopped, c.CPU.Stopped, res)
+	})
+	tw.Flush()
+	if err != nil {
+		return err
+	}
+	if gfailed > 0 {
+		return fmt.Errorf("%d of %d gathering cases failed", gfailed, len(gcs))
+	}
+	fmt.Fprintf(stdout, "\nPASS: %d gathering cases\n\n", len(gcs))
 
 	// Every device planner against its CPU planner.
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
