@@ -88,7 +88,7 @@ func (v variant) outBytes() int64 {
 
 func (v variant) threads() int {
 	if v.gen.on {
-		return v.blockQ / 16 * 32
+		return v.blockQ / (16 * v.mt) * 32
 	}
 	if v.ws {
 		return 384 // a producer and two consumer warpgroups

@@ -42,12 +42,13 @@ func (f genFlags) String() string {
 }
 
 // sharedBytes is the gathering kernel's dynamic shared memory: the Q tile,
-// two stages of K and V tiles, the staged entry list and, with levels, the
-// entries' slot offsets (MAX_LIST+4 int32) and levels (MAX_LIST bytes).
+// two stages of K and V tiles and, with levels, the staged entry list
+// (MAX_LIST int32), the entries' slot offsets (MAX_LIST+4 int32) and
+// levels (MAX_LIST bytes).
 func (f genFlags) sharedBytes(v variant) int {
-	n := (v.blockQ+4*genKT)*v.headDim*2 + maxList*4
+	n := (v.blockQ + 4*genKT) * v.headDim * 2
 	if f.levels {
-		n += (maxList+4)*4 + maxList
+		n += maxList*4 + (maxList+4)*4 + maxList
 	}
 	return n
 }
@@ -58,6 +59,7 @@ func (f genFlags) options(v variant, arch string) []string {
 		"-std=c++17",
 		fmt.Sprintf("-DHEAD_DIM=%d", v.headDim),
 		fmt.Sprintf("-DBLOCK_Q=%d", v.blockQ),
+		fmt.Sprintf("-DMT=%d", v.mt),
 		fmt.Sprintf("-DIS_BF16=%d", b2i(v.bf16)),
 		"-DWGMMA=0",
 		fmt.Sprintf("-DLEVELS=%d", b2i(f.levels)),
@@ -141,8 +143,19 @@ func chooseGen(p *plan.Plan, v variant) (variant, error) {
 		}
 		f.state = 2
 	}
-	v.gen, v.kt, v.mt, v.stages = f, genKT, 1, 2
+	v.gen, v.kt, v.mt, v.stages = f, genKT, genMT(v.blockQ, f), 2
 	return v, nil
+}
+
+// genMT is the gathering kernel's 16-row atoms per warp: two for 128-row
+// blocks, so that each K and V fragment serves both (the mma.sync dense
+// kernel measured 1.5× faster so, BENCHMARKS.md), except with levels,
+// whose staged lists leave room for one CTA of four warps per SM only.
+func genMT(blockQ int, f genFlags) int {
+	if blockQ == 128 && !f.levels {
+		return 2
+	}
+	return 1
 }
 
 // initVariant is the variant that runs the Init plan of a plan run by v.
@@ -152,7 +165,7 @@ func initVariant(p *plan.Plan, v variant) (variant, error) {
 		return v, err
 	}
 	f.state = 1
-	v.gen = f
+	v.gen, v.mt = f, genMT(v.blockQ, f)
 	return v, nil
 }
 

@@ -26,6 +26,8 @@
 //             (the pass that resumes it, S2O §3.3); 0: neither.
 //   STOP      1: the monotone-gain early stop (S2O §3.2): after an entry
 //             whose gain Δℓ < τ·ℓ for every query of the block, the row ends.
+//   MT        16-row MMA atoms per warp (1 or 2; 2 shares each K and V
+//             fragment between two atoms)
 //   OUT16     1 to write the output in the input type, else float32
 
 #ifndef LEVELS
@@ -43,17 +45,20 @@
 #ifndef OUT16
 #define OUT16 0
 #endif
+#ifndef MT
+#define MT 1
+#endif
 #if LEVELS && (GATHER || STOP)
 #error LEVELS takes the natural order and no stop rule
 #endif
 
 #define KT 64             // key slots per tile
-#define NWARPS (BLOCK_Q / 16)
+#define NWARPS (BLOCK_Q / (16 * MT))
 #define NTHREADS (NWARPS * 32)
 #define CPR (HEAD_DIM / 8) // 16-byte chunks per row
 #define RB (HEAD_DIM * 2)  // bytes per tile row
 #define ROWS_PER_PASS (NTHREADS / CPR)
-#define MAX_LIST 2048 // plan entries staged per row (LEVELS needs all of them)
+#define MAX_LIST 2048 // plan entries staged per row under LEVELS
 #define NTAB 3        // slot tables: tiles t, t+1 and t+2 in flight
 #define TOK_NONE 0x7fffffff // an empty slot: always masked
 #define TOK_ANY (-1)        // a pooled slot: never masked
@@ -101,10 +106,10 @@ __device__ __forceinline__ void load_gather(u32 s, const u16* const* rows, const
 	}
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenParams g) {
+extern "C" __global__ void __launch_bounds__(NTHREADS, (MT == 2 ? 2 : 1)) attn_fwd(const GenParams g) {
 	const Params& p = g.p;
-	// Dynamic shared memory: Q, two stages of a K and a V tile, the staged
-	// entry list, and under LEVELS the entries' levels and slot offsets.
+	// Dynamic shared memory: Q, two stages of a K and a V tile, and under
+	// LEVELS the staged entry list, the entries' slot offsets and levels.
 	extern __shared__ __attribute__((aligned(128))) u16 smem[];
 	__shared__ const u16* s_krow[NTAB][KT];
 	__shared__ const u16* s_vrow[NTAB][KT];
@@ -116,8 +121,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	__shared__ unsigned int s_cnt[16];
 	const u32 sQ = smem_addr(smem);
 	const u32 sK0 = sQ + BLOCK_Q * RB; // stage st: K at sK0 + st·2·KT·RB, V after it
-	int* s_kv = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + (BLOCK_Q + 4 * KT) * RB);
 #if LEVELS
+	int* s_kv = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + (BLOCK_Q + 4 * KT) * RB);
 	int* s_pref = s_kv + MAX_LIST;                                              // MAX_LIST + 1 slot offsets
 	unsigned char* s_lvl = reinterpret_cast<unsigned char*>(s_pref + MAX_LIST + 4); // MAX_LIST levels
 #endif
@@ -133,9 +138,9 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	const u16* gq = p.q + b * p.q_sb + h * p.q_sh;
 	const u16* gk = p.k + b * p.k_sb + kvh * p.k_sh;
 	const u16* gv = p.v + b * p.v_sb + kvh * p.v_sh;
-	const bool staged = ne <= MAX_LIST;
-	if (staged)
-		for (int i = tid; i < ne; i += NTHREADS) s_kv[i] = p.kv_block[e0 + i];
+#if LEVELS
+	for (int i = tid; i < ne; i += NTHREADS) s_kv[i] = p.kv_block[e0 + i]; // the host keeps ne ≤ MAX_LIST
+#endif
 	for (int r = tid; r < BLOCK_Q; r += NTHREADS) {
 		int tok = -1;
 		if (q0 + r < p.Nq) tok = (GATHER && g.q_order) ? g.q_order[(long long)bh * p.Nq + q0 + r] : q0 + r;
@@ -231,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 #else
 		if (t < ntiles) {
 			const int i = t / sub;
-			const int kb = staged ? s_kv[i] : p.kv_block[e0 + i];
+			const int kb = p.kv_block[e0 + i];
 			const int pos = kb * p.block_k + (t % sub) * KT + tid;
 			if (pos < klen) {
 				tok = korder ? korder[pos] : pos;
@@ -256,42 +261,50 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	load_kv(1, 1);
 	cp_commit();
 
-	// Online-softmax state of this thread's rows r and r+8 of its warp's
-	// 16, in log2 units; ℓ and O are partial over this thread's columns
-	// until the quad reduction at the end.
-	const int wrow0 = warp * 16;
-	const int rloc[2] = {wrow0 + (lane >> 2), wrow0 + (lane >> 2) + 8};
-	const int qt[2] = {s_qtok[rloc[0]], s_qtok[rloc[1]]};
-	float m[2], l[2];
-	float acc[HEAD_DIM / 8][4];
+	// Online-softmax state of this thread's rows: r and r+8 of each of its
+	// warp's MT 16-row atoms (index 2·mt + hf), in log2 units; ℓ and O are
+	// partial over this thread's columns until the quad reduction at the end.
+	const int wrow0 = warp * 16 * MT;
+	int qt[2 * MT];
+	float m[2 * MT], l[2 * MT];
+	float acc[MT][HEAD_DIM / 8][4];
 #pragma unroll
-	for (int hf = 0; hf < 2; hf++) m[hf] = NEG_INF, l[hf] = 0.f;
+	for (int i = 0; i < 2 * MT; i++) {
+		qt[i] = s_qtok[wrow0 + (i >> 1) * 16 + (lane >> 2) + 8 * (i & 1)];
+		m[i] = NEG_INF, l[i] = 0.f;
+	}
 #pragma unroll
-	for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int j = 0; j < HEAD_DIM / 8; j++) acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.f;
 #if STATE == 2
 	// S2O §3.3: resume the state the Init pass left for each query token.
 #pragma unroll
-	for (int hf = 0; hf < 2; hf++) {
-		if (qt[hf] < 0) continue;
-		const long long at = (long long)bh * p.Nq + qt[hf];
-		m[hf] = g.st_m[at];
-		l[hf] = (lane & 3) == 0 ? g.st_l[at] : 0.f; // the quad's sum, held once
+	for (int i = 0; i < 2 * MT; i++) {
+		if (qt[i] < 0) continue;
+		const long long at = (long long)bh * p.Nq + qt[i];
+		m[i] = g.st_m[at];
+		l[i] = (lane & 3) == 0 ? g.st_l[at] : 0.f; // the quad's sum, held once
 		const float* a = g.st_acc + at * p.Dv;
+		const int mt = i >> 1, hf = i & 1;
 #pragma unroll
 		for (int j = 0; j < HEAD_DIM / 8; j++) {
 			const int col = j * 8 + 2 * (lane & 3);
-			acc[j][2 * hf] = col < p.Dv ? a[col] : 0.f;
-			acc[j][2 * hf + 1] = col + 1 < p.Dv ? a[col + 1] : 0.f;
+			acc[mt][j][2 * hf] = col < p.Dv ? a[col] : 0.f;
+			acc[mt][j][2 * hf + 1] = col + 1 < p.Dv ? a[col + 1] : 0.f;
 		}
 	}
 #endif
 #if STOP
-	float lb[2] = {l[0], l[1]}; // ℓ before the current entry, rescaled with it
-	float ds[2] = {0.f, 0.f};   // the current entry's gain Δℓ
+	float lb[2 * MT], ds[2 * MT]; // ℓ before the current entry (rescaled with it), and the entry's gain Δℓ
+#pragma unroll
+	for (int i = 0; i < 2 * MT; i++) lb[i] = l[i], ds[i] = 0.f;
 	const int after = g.row_after ? g.row_after[prow] : g.after;
 	u32 stopped = 0;
 #endif
-	u32 qf[HEAD_DIM / 16][4];
+#if MT == 1
+	u32 qf[HEAD_DIM / 16][4]; // Q stays in registers with one atom a warp
+#endif
 	const int l7 = lane & 7;
 	const u32 q_off = (wrow0 + (lane & 15)) * RB + (((lane >> 4) ^ l7) << 4);
 	const u32 k_off = (((lane >> 4) << 3) + l7) * RB + ((((lane >> 3) & 1) ^ l7) << 4);
@@ -303,24 +316,41 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 		fill((t + 2) % NTAB, t + 2); // its table was last read by tile t − 1
 		cp_wait_1();
 		__syncthreads(); // tile t is in; table t + 2 is written
+#if MT == 1
 		if (t == 0) {
 #pragma unroll
 			for (int kk = 0; kk < HEAD_DIM / 16; kk++) ldsm_x4(sQ + (q_off ^ (kk << 5)), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
 		}
+#endif
 		const u32 sK = sK0 + st * (2 * KT * RB), sV = sK + KT * RB;
 
-		// S = Q·Kᵀ for this warp's 16 rows and the tile's 64 slots.
-		float s[KT / 8][4];
+		// S = Q·Kᵀ for this warp's MT×16 rows and the tile's 64 slots; each
+		// K fragment serves every atom of the warp.
+		float s[MT][KT / 8][4];
 #pragma unroll
-		for (int j = 0; j < KT / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int j = 0; j < KT / 8; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.f;
 #pragma unroll
 		for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+			u32 a[MT][4];
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++) {
+#if MT == 1
+				a[mt][0] = qf[kk][0], a[mt][1] = qf[kk][1], a[mt][2] = qf[kk][2], a[mt][3] = qf[kk][3];
+#else
+				ldsm_x4(sQ + (q_off ^ (kk << 5)) + mt * 16 * RB, a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
+#endif
+			}
 #pragma unroll
 			for (int jp = 0; jp < KT / 16; jp++) {
 				u32 b0, b1, b2, b3;
 				ldsm_x4(sK + (k_off ^ (kk << 5)) + jp * 16 * RB, b0, b1, b2, b3);
-				mma16816(s[2 * jp], qf[kk], b0, b1);
-				mma16816(s[2 * jp + 1], qf[kk], b2, b3);
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++) {
+					mma16816(s[mt][2 * jp], a[mt], b0, b1);
+					mma16816(s[mt][2 * jp + 1], a[mt], b2, b3);
+				}
 			}
 		}
 
@@ -334,58 +364,66 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				const int kt = s_tok[tb][c];
 				const float bias = s_bias[tb][c];
 #pragma unroll
-				for (int hf = 0; hf < 2; hf++) {
-					const bool masked = kt == TOK_NONE || (p.causal && kt > qt[hf] + off);
-					s[j][2 * hf + e] = masked ? NEG_INF : fma_(s[j][2 * hf + e], p.scale_log2, bias);
+				for (int i = 0; i < 2 * MT; i++) {
+					const bool masked = kt == TOK_NONE || (p.causal && kt > qt[i] + off);
+					float& x = s[i >> 1][j][2 * (i & 1) + e];
+					x = masked ? NEG_INF : fma_(x, p.scale_log2, bias);
 				}
 			}
 		// Online softmax (FlashAttention-2 recurrence).
-		float alphas[2];
+		float alphas[2 * MT];
 		bool rescale = false;
 #pragma unroll
-		for (int hf = 0; hf < 2; hf++) {
+		for (int i = 0; i < 2 * MT; i++) {
+			const int mt = i >> 1, hf = i & 1;
 			float mloc = NEG_INF;
 #pragma unroll
-			for (int j = 0; j < KT / 8; j++) mloc = fmax_(mloc, fmax_(s[j][2 * hf], s[j][2 * hf + 1]));
+			for (int j = 0; j < KT / 8; j++) mloc = fmax_(mloc, fmax_(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]));
 			mloc = fmax_(mloc, shfl_xor(mloc, 1));
 			mloc = fmax_(mloc, shfl_xor(mloc, 2));
-			const float mnew = fmax_(m[hf], mloc);
+			const float mnew = fmax_(m[i], mloc);
 			const float muse = mnew == NEG_INF ? 0.f : mnew;
-			const float alpha = ex2(m[hf] - muse);
+			const float alpha = ex2(m[i] - muse);
 			float sum = 0.f;
 #pragma unroll
 			for (int j = 0; j < KT / 8; j++) {
-				const float p0 = ex2(s[j][2 * hf] - muse), p1 = ex2(s[j][2 * hf + 1] - muse);
-				s[j][2 * hf] = p0, s[j][2 * hf + 1] = p1;
+				const float p0 = ex2(s[mt][j][2 * hf] - muse), p1 = ex2(s[mt][j][2 * hf + 1] - muse);
+				s[mt][j][2 * hf] = p0, s[mt][j][2 * hf + 1] = p1;
 				sum += p0 + p1;
 			}
-			l[hf] = l[hf] * alpha + sum;
-			m[hf] = mnew;
-			alphas[hf] = alpha;
+			l[i] = l[i] * alpha + sum;
+			m[i] = mnew;
+			alphas[i] = alpha;
 			rescale |= alpha != 1.f;
 #if STOP
-			lb[hf] *= alpha;
-			ds[hf] = ds[hf] * alpha + sum;
+			lb[i] *= alpha;
+			ds[i] = ds[i] * alpha + sum;
 #endif
 		}
 		if (any_sync(rescale)) {
 #pragma unroll
-			for (int j = 0; j < HEAD_DIM / 8; j++) {
-				acc[j][0] *= alphas[0], acc[j][1] *= alphas[0];
-				acc[j][2] *= alphas[1], acc[j][3] *= alphas[1];
-			}
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int j = 0; j < HEAD_DIM / 8; j++) {
+					acc[mt][j][0] *= alphas[2 * mt], acc[mt][j][1] *= alphas[2 * mt];
+					acc[mt][j][2] *= alphas[2 * mt + 1], acc[mt][j][3] *= alphas[2 * mt + 1];
+				}
 		}
-		// O += P̃·V
-		u32 pf[KT / 16][4];
-		pack_tile(s, pf);
+		// O += P̃·V; each V fragment serves every atom of the warp.
+		u32 pf[MT][KT / 16][4];
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++) pack_tile(s[mt], pf[mt]);
 #pragma unroll
 		for (int kk = 0; kk < KT / 16; kk++) {
 #pragma unroll
 			for (int dp = 0; dp < HEAD_DIM / 16; dp++) {
 				u32 b0, b1, b2, b3;
 				ldsm_x4_t(sV + (v_off ^ (dp << 5)) + kk * 16 * RB, b0, b1, b2, b3);
-				mma16816(acc[2 * dp], pf[kk], b0, b1);
-				mma16816(acc[2 * dp + 1], pf[kk], b2, b3);
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++) {
+					mma16816(acc[mt][2 * dp], pf[mt][kk], b0, b1);
+					mma16816(acc[mt][2 * dp + 1], pf[mt][kk], b2, b3);
+				}
 			}
 		}
 
@@ -400,12 +438,12 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			// yet has no evidence for a stop.
 			bool small = true;
 #pragma unroll
-			for (int hf = 0; hf < 2; hf++) {
-				float gain = ds[hf], lold = lb[hf];
+			for (int i = 0; i < 2 * MT; i++) {
+				float gain = ds[i], lold = lb[i];
 				gain += shfl_xor(gain, 1), gain += shfl_xor(gain, 2);
 				lold += shfl_xor(lold, 1), lold += shfl_xor(lold, 2);
-				if (qt[hf] >= 0 && (m[hf] == NEG_INF || !(gain < g.tau * lold))) small = false;
-				lb[hf] = l[hf], ds[hf] = 0.f;
+				if (qt[i] >= 0 && (m[i] == NEG_INF || !(gain < g.tau * lold))) small = false;
+				lb[i] = l[i], ds[i] = 0.f;
 			}
 			stop_now = __syncthreads_and(small) && t / sub >= after;
 		}
@@ -423,33 +461,34 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	cp_wait_all(); // no copy outlives the block
 
 #pragma unroll
-	for (int hf = 0; hf < 2; hf++) {
-		float lsum = l[hf];
+	for (int i = 0; i < 2 * MT; i++) {
+		const int mt = i >> 1, hf = i & 1;
+		float lsum = l[i];
 		lsum += shfl_xor(lsum, 1);
 		lsum += shfl_xor(lsum, 2);
-		if (qt[hf] < 0) continue;
-		const long long at = (long long)bh * p.Nq + qt[hf];
+		if (qt[i] < 0) continue;
+		const long long at = (long long)bh * p.Nq + qt[i];
 #if STATE == 1
 		// Leave the state for the pass that resumes it.
-		if ((lane & 3) == 0) g.st_m[at] = m[hf], g.st_l[at] = lsum;
+		if ((lane & 3) == 0) g.st_m[at] = m[i], g.st_l[at] = lsum;
 		float* a = g.st_acc + at * p.Dv;
 #pragma unroll
 		for (int j = 0; j < HEAD_DIM / 8; j++) {
 			const int col = j * 8 + 2 * (lane & 3);
-			if (col < p.Dv) a[col] = acc[j][2 * hf];
-			if (col + 1 < p.Dv) a[col + 1] = acc[j][2 * hf + 1];
+			if (col < p.Dv) a[col] = acc[mt][j][2 * hf];
+			if (col + 1 < p.Dv) a[col + 1] = acc[mt][j][2 * hf + 1];
 		}
 #else
 		const float inv = lsum > 0.f ? 1.f / lsum : 0.f; // no visible key: zeros
 #if OUT16
-		u16* o = reinterpret_cast<u16*>(p.o) + b * p.o_sb + h * p.o_sh + (long long)qt[hf] * p.o_sn;
+		u16* o = reinterpret_cast<u16*>(p.o) + b * p.o_sb + h * p.o_sh + (long long)qt[i] * p.o_sn;
 #else
-		float* o = p.o + b * p.o_sb + h * p.o_sh + (long long)qt[hf] * p.o_sn;
+		float* o = p.o + b * p.o_sb + h * p.o_sh + (long long)qt[i] * p.o_sn;
 #endif
 #pragma unroll
 		for (int j = 0; j < HEAD_DIM / 8; j++) {
 			const int col = j * 8 + 2 * (lane & 3);
-			const float x0 = acc[j][2 * hf] * inv, x1 = acc[j][2 * hf + 1] * inv;
+			const float x0 = acc[mt][j][2 * hf] * inv, x1 = acc[mt][j][2 * hf + 1] * inv;
 #if OUT16
 			const u32 w = pack2(x0, x1);
 			if (col < p.Dv) o[col] = (u16)(w & 0xffff);
