@@ -20,7 +20,7 @@ func newMinferencePlanner(p minference.Planner) (devicePlanner, error) {
 }
 
 func (p minferencePlanner) header(t plan.Tiling) (*plan.Plan, error) {
-	m := p.m
+	m := p.m.ForLength(t.Geometry.Nk)
 	if m.LastQ < 1 || m.Vertical < 1 || m.Slash < 1 {
 		return nil, fmt.Errorf("%w: minference needs LastQ, Vertical and Slash ≥ 1, got %d, %d and %d", plan.ErrInvalid, m.LastQ, m.Vertical, m.Slash)
 	}
@@ -130,9 +130,10 @@ func (p minferencePlanner) plan(c *driver.Ctx, in *planInput) error {
 	if err != nil {
 		return err
 	}
-	ma := miArgs{vflag: uint64(vflag), cs: uint64(cs), vertical: int32(min(p.m.Vertical, 1<<30)), slash: int32(min(p.m.Slash, 1<<30)),
+	m := p.m.ForLength(g.Nk)
+	ma := miArgs{vflag: uint64(vflag), cs: uint64(cs), vertical: int32(min(m.Vertical, 1<<30)), slash: int32(min(m.Slash, 1<<30)),
 		sinks: minference.SinkKeys, recent: minference.RecentSlashes}
-	n := min(p.m.LastQ, g.Nq)
+	n := min(m.LastQ, g.Nq)
 	err = probeGroups(c, in, n, func(pa *probeArgs) error {
 		return c.Launch(sel, driver.Dim3{X: uint32(pa.g), Y: 2, Z: 1}, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0,
 			driver.Arg(&a), driver.Arg(pa), driver.Arg(&ma))

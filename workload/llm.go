@@ -124,22 +124,22 @@ type llmInput struct {
 }
 
 type llmPlan struct {
-	r                   resolved
-	p                   int // rotary pairs, D/2
-	theta               []float64
-	lo, hi              []int // dimensions of every pair
-	posPairs, globPairs []int
-	semDims             []int
-	sinTab, cosTab      []float64 // N×P angle table (nil when too big)
-	kv                  []llmKV
-	q                   []llmQ
-	sigmaXi             float64
-	xiNorm2             float64 // expected |ξ|²
-	scaleQ, scaleK      float64
-	needleQ             int
-	needleHeads         []int
-	needleCos           []float64 // cos((needle query − needle key)·θ)
-	sinkKey             []float64
+	r                    resolved
+	p                    int // rotary pairs, D/2
+	theta                []float64
+	lo, hi               []int // dimensions of every pair
+	posPairs, globPairs  []int
+	semDims              []int
+	sinTab, cosTab       []float64 // N×P angle table (nil when too big)
+	kv                   []llmKV
+	q                    []llmQ
+	sigmaXi              float64
+	xiNorm2              float64 // expected |ξ|²
+	scaleQ, scaleK       float64
+	needleQ              int
+	needleHeads          []int
+	needleCos, needleSin []float64 // cos and −sin of (needle query − needle key)·θ
+	sinkKey              []float64
 }
 
 func genLLM(ctx context.Context, r resolved, w *Workload) error {
@@ -221,9 +221,10 @@ func newLLMPlan(r resolved) *llmPlan {
 		}
 	}
 
-	pl.needleCos = make([]float64, p)
+	pl.needleCos, pl.needleSin = make([]float64, p), make([]float64, p)
 	for f, t := range pl.theta {
-		_, pl.needleCos[f] = dsincos(float64(float64(pl.needleQ-r.needleK) * t))
+		sn, cs := dsincos(float64(float64(pl.needleQ-r.needleK) * t))
+		pl.needleCos[f], pl.needleSin[f] = cs, -sn
 	}
 
 	pl.sigmaXi = llmXiNorm / math.Sqrt(float64(d))
@@ -568,7 +569,17 @@ func (pl *llmPlan) queries(w *Workload, in *llmInput, b, h int) {
 		axpy(q.par.sink*(1+float64(0.1*rg.noise()))/pl.globGain(kv.us, cos), kv.us, row)
 		axpy(q.par.stripe, kv.uv, row)
 		if q.needle && i == pl.needleQ {
-			axpy(q.par.needle/pl.globGain(kv.un, pl.needleCos), kv.un, row)
+			// The needle direction turned back by the query–key distance:
+			// after RoPE turns the query by iθ and the needle key by its
+			// own position, the two align in every pair, so the needle
+			// logit is the full boost at any N (dividing by the rotated
+			// gain instead failed once the distance turned the global
+			// pairs past 90°: dense attention lost the needle at 16K).
+			// Past 4K tokens the boost grows by ln(N/4096) logits, so the
+			// needle keeps its share of the mass against N competing keys.
+			copy(tmp, kv.un)
+			rotatePairs(tmp, pl.lo, pl.hi, pl.needleSin, pl.needleCos)
+			axpy(q.par.needle+max(0, dlog(float64(r.N)/4096)), tmp, row)
 		}
 		axpy(1, q.posConst, row)
 		q.wq.mulVec(semScale, in.x.row(i), sem)

@@ -34,11 +34,50 @@ const (
 // (probe.Last's canonical order), which the device planner repeats.
 const ProbeTile = probe.Tile
 
-// Planner plans the vertical-slash pattern.
+// MInference's defaults (its reference configuration for 128K-token
+// prompts): 64 probe queries, 1000 vertical and 6096 slash lines at
+// DefaultLength keys.
+const (
+	DefaultLastQ    = 64
+	DefaultVertical = 1000
+	DefaultSlash    = 6096
+	DefaultLength   = 128 << 10
+)
+
+// Planner plans the vertical-slash pattern. Its zero value works: a zero
+// field takes MInference's default, with the line counts scaled to the
+// number of keys (see ForLength).
 type Planner struct {
-	LastQ    int // probe queries, ≥ 1; MInference uses 64
-	Vertical int // vertical lines kept, ≥ 1; MInference's default 1000
-	Slash    int // slash lines kept, ≥ 1; MInference's default 6096
+	LastQ    int // probe queries; 0 means DefaultLastQ
+	Vertical int // vertical lines kept; 0 means DefaultVertical·Nk/DefaultLength, at least 1
+	Slash    int // slash lines kept; 0 means DefaultSlash·Nk/DefaultLength, at least 1
+	// Budget in (0, 1] scales both line counts (at least 1 line each
+	// remains); 0 means 1. It is the knob a sweep turns.
+	Budget float64
+}
+
+// ForLength returns m with its zero fields set to the defaults for nk
+// keys and its Budget applied (and then cleared). MInference's 1000 vertical and 6096 slash lines are a setting for
+// 128K tokens; kept at 4K they would keep every line (no sparsity), so the
+// defaults keep the same fraction of the lines (0.76% and 4.65%), rounded
+// up. Planners call it at plan time; device planners call it too.
+func (m Planner) ForLength(nk int) Planner {
+	scale := func(def int) int { return max(1, (def*nk+DefaultLength-1)/DefaultLength) }
+	if m.LastQ == 0 {
+		m.LastQ = DefaultLastQ
+	}
+	if m.Vertical == 0 {
+		m.Vertical = scale(DefaultVertical)
+	}
+	if m.Slash == 0 {
+		m.Slash = scale(DefaultSlash)
+	}
+	if m.Budget > 0 && m.Budget < 1 {
+		m.Vertical = max(1, int(m.Budget*float64(m.Vertical)))
+		m.Slash = max(1, int(m.Budget*float64(m.Slash)))
+	}
+	m.Budget = 0
+	return m
 }
 
 // Name returns "minference".
@@ -46,7 +85,7 @@ func (m Planner) Name() string { return "minference" }
 
 func (m Planner) check() error {
 	if m.LastQ < 1 || m.Vertical < 1 || m.Slash < 1 {
-		return fmt.Errorf("%w: minference needs LastQ, Vertical and Slash ≥ 1, got %d, %d and %d", plan.ErrInvalid, m.LastQ, m.Vertical, m.Slash)
+		return fmt.Errorf("%w: minference needs LastQ, Vertical and Slash ≥ 1 (or 0 for the defaults), got %d, %d and %d", plan.ErrInvalid, m.LastQ, m.Vertical, m.Slash)
 	}
 	return nil
 }
@@ -60,6 +99,10 @@ type Lines struct {
 
 // Plan probes every head and converts its lines to blocks.
 func (m Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	if !(m.Budget >= 0 && m.Budget <= 1) {
+		return nil, fmt.Errorf("%w: minference budget %v must be in [0, 1]", plan.ErrInvalid, m.Budget)
+	}
+	m = m.ForLength(t.Geometry.Nk)
 	if err := m.check(); err != nil {
 		return nil, err
 	}

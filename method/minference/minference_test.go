@@ -3,6 +3,8 @@ package minference
 import (
 	"context"
 	"errors"
+	"math"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -158,17 +160,45 @@ func TestFullBudgetIsDense(t *testing.T) {
 
 func TestRejectsBadOptions(t *testing.T) {
 	q, k, _, tl := inputs(t, shapes[0])
-	for _, m := range []Planner{{0, 10, 10}, {64, 0, 10}, {64, 10, -1}} {
+	for _, m := range []Planner{{LastQ: -1}, {Vertical: -3}, {Slash: -1}, {Budget: 1.5}, {Budget: -0.5}, {Budget: math.NaN()}} {
 		if _, err := m.Plan(context.Background(), tl, q, k, nil); !errors.Is(err, plan.ErrInvalid) {
 			t.Errorf("%+v: got %v, want plan.ErrInvalid", m, err)
 		}
 	}
-	if _, err := (Planner{64, 10, 10}).Plan(context.Background(), tl, k, q, nil); !errors.Is(err, plan.ErrInvalid) {
+	if _, err := (Planner{LastQ: 64, Vertical: 10, Slash: 10}).Plan(context.Background(), tl, k, q, nil); !errors.Is(err, plan.ErrInvalid) {
 		t.Errorf("swapped q and k: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := (Planner{64, 10, 10}).Plan(ctx, tl, q, k, nil); !errors.Is(err, context.Canceled) {
+	if _, err := (Planner{LastQ: 64, Vertical: 10, Slash: 10}).Plan(ctx, tl, q, k, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled: %v", err)
+	}
+}
+
+// The zero value takes MInference's 128K line counts scaled to the keys,
+// and plans exactly as those explicit counts do.
+func TestDefaultsScaleWithLength(t *testing.T) {
+	for _, nk := range []int{1, 100, 4096, 32 << 10, DefaultLength, 1 << 20} {
+		m := Planner{}.ForLength(nk)
+		wantV := max(1, int(math.Ceil(float64(DefaultVertical)*float64(nk)/DefaultLength)))
+		wantS := max(1, int(math.Ceil(float64(DefaultSlash)*float64(nk)/DefaultLength)))
+		if m.LastQ != DefaultLastQ || m.Vertical != wantV || m.Slash != wantS {
+			t.Errorf("Nk %d: %+v, want LastQ %d, Vertical %d, Slash %d", nk, m, DefaultLastQ, wantV, wantS)
+		}
+		if half := (Planner{Budget: 0.5}).ForLength(nk); half.Vertical != max(1, wantV/2) || half.Slash != max(1, wantS/2) {
+			t.Errorf("Nk %d, budget 0.5: %+v", nk, half)
+		}
+	}
+	q, k, _, tl := inputs(t, shapes[0])
+	zero, err := Planner{}.Plan(context.Background(), tl, q, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	explicit, err := Planner{}.ForLength(tl.Geometry.Nk).Plan(context.Background(), tl, q, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(zero, explicit) {
+		t.Error("the zero value plans differently from its explicit defaults")
 	}
 }
