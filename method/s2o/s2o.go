@@ -100,6 +100,7 @@ func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	err := heads.ForEachWorker(ctx, len(perHead), func() func(int) {
 		keys := make([]float32, g.Nk*g.D) // the head's keys, row-major
 		lastKV := -1
+		var sc scratch
 		return func(i int) {
 			b, h := i/g.Hq, i%g.Hq
 			if kv := b*g.Hkv + g.KVHead(h); kv != lastKV {
@@ -108,7 +109,7 @@ func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 				}
 				lastKV = kv
 			}
-			perHead[i] = s.orders(t, q, keys, b, h, segs)
+			perHead[i] = s.orders(t, q, keys, b, h, segs, &sc)
 		}
 	})
 	if err != nil {
@@ -131,7 +132,13 @@ func (s Planner) assemble(t plan.Tiling, perHead []headOrders, segs int) (*plan.
 	heads := len(perHead)
 	qblocks := (g.Nq + t.BlockQ - 1) / t.BlockQ
 	rows := heads * qblocks
-	order := &plan.TokenOrder{KVStart: make([]int, 1, heads*segs+1), RowKV: make([]int32, rows)}
+	total := 0
+	for _, ho := range perHead {
+		for _, seg := range ho.segs {
+			total += len(seg.keys)
+		}
+	}
+	order := &plan.TokenOrder{KV: make([]int32, 0, total), KVStart: make([]int, 1, heads*segs+1), RowKV: make([]int32, rows)}
 	for _, ho := range perHead {
 		for _, seg := range ho.segs {
 			order.KV = append(order.KV, seg.keys...)
@@ -217,65 +224,90 @@ type segOrder struct {
 	local int // how many leading entries of keys are the pass-1 window
 }
 
+// scratch is one worker's reusable buffers for orders.
+type scratch struct {
+	qrows []float32 // one segment's queries, row-major
+	score []float32 // per token: query scores (Eq. 1), then key scores (Eq. 2)
+	rank  ranker
+}
+
 // orders computes Q_perm and the key orders of query head h in batch b.
-// keys holds the head's keys row-major.
-func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h, segs int) headOrders {
+// keys holds the head's keys row-major. Queries are read one segment at a
+// time: Eq. 1 and the segment's mean query need no other.
+func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h, segs int, sc *scratch) headOrders {
 	g := t.Geometry
 	d := g.D
 	off := g.QueryOffset()
-	qrows := make([]float32, g.Nq*d)
-	for i := range g.Nq {
-		q.ReadRow(b, h, i, qrows[i*d:(i+1)*d])
-	}
 	ho := headOrders{query: make([]int32, g.Nq), segs: make([]segOrder, segs)}
 	for i := range ho.query {
 		ho.query[i] = int32(i)
 	}
-
-	// S2O Alg. 1 line 5, Eq. 1: queries scored against the guide key, the
-	// mean key of the first segment, and sorted within their segment.
+	if cap(sc.qrows) < min(s.Segment, g.Nq)*d {
+		sc.qrows = make([]float32, min(s.Segment, g.Nq)*d)
+	}
+	if cap(sc.score) < max(g.Nq, g.Nk) {
+		sc.score = make([]float32, max(g.Nq, g.Nk))
+	}
+	score := sc.score[:max(g.Nq, g.Nk)]
+	var guide []float32
 	if !s.NoQueryPerm {
-		guide := meanRows(keys, d, 0, min(s.Segment, g.Nk))
-		score := make([]float32, g.Nq)
-		for i := range g.Nq {
-			score[i] = kernel.Dot(qrows[i*d:(i+1)*d], guide)
-		}
-		for n := range segs {
-			seg := ho.query[n*s.Segment : min((n+1)*s.Segment, g.Nq)]
-			slices.SortStableFunc(seg, func(a, b int32) int { return descending(score[a], score[b]) })
+		guide = meanRows(keys, d, 0, min(s.Segment, g.Nk))
+	}
+	// The segments' key orders are slices of one allocation: segment n
+	// lists every key before the end of its window (all keys when not
+	// causal).
+	total := 0
+	for n := range segs {
+		total += g.Nk
+		if t.Causal {
+			total -= g.Nk - min(max(min((n+1)*s.Segment, g.Nq)+off, 0), g.Nk)
 		}
 	}
-
-	// S2O Alg. 1 lines 10–13, Eq. 2: each segment's prefix keys scored
-	// against its mean query and sorted, after the segment's own window.
-	score := make([]float32, g.Nk)
+	store := make([]int32, 0, total)
 	for n := range segs {
 		qlo, qhi := n*s.Segment, min((n+1)*s.Segment, g.Nq)
-		// The segment's own keys sit at the positions of its queries.
+		qrows := sc.qrows[:(qhi-qlo)*d]
+		for i := qlo; i < qhi; i++ {
+			q.ReadRow(b, h, i, qrows[(i-qlo)*d:(i-qlo+1)*d])
+		}
+		// S2O Alg. 1 line 5, Eq. 1: queries scored against the guide key,
+		// the mean key of the first segment, and sorted within their
+		// segment.
+		if !s.NoQueryPerm {
+			for i := qlo; i < qhi; i++ {
+				score[i] = kernel.Dot(qrows[(i-qlo)*d:(i-qlo+1)*d], guide)
+			}
+			sc.rank.sort(ho.query[qlo:qhi], score)
+		}
+
+		// S2O Alg. 1 lines 10–13, Eq. 2: the segment's prefix keys scored
+		// against its mean query and sorted, after the segment's own
+		// window. The segment's own keys sit at the positions of its
+		// queries.
 		whi := min(max(qhi+off, 0), g.Nk)
 		wlo := min(max(qlo+off-s.Window, 0), whi)
-		keysOrder := make([]int32, 0, g.Nk)
+		start := len(store)
 		for j := wlo; j < whi; j++ {
-			keysOrder = append(keysOrder, int32(j))
+			store = append(store, int32(j))
 		}
-		local := len(keysOrder)
-		ranked := make([]int32, 0, g.Nk)
+		local := len(store) - start
+		rstart := len(store)
 		for j := range wlo {
-			ranked = append(ranked, int32(j))
+			store = append(store, int32(j))
 		}
 		if !t.Causal {
 			for j := whi; j < g.Nk; j++ {
-				ranked = append(ranked, int32(j))
+				store = append(store, int32(j))
 			}
 		}
-		if len(ranked) > 0 {
-			qmean := meanRows(qrows, d, qlo, qhi)
+		if ranked := store[rstart:]; len(ranked) > 0 {
+			qmean := meanRows(qrows, d, 0, qhi-qlo)
 			for _, j := range ranked {
 				score[j] = kernel.Dot(qmean, keys[int(j)*d:int(j+1)*d])
 			}
-			slices.SortStableFunc(ranked, func(a, b int32) int { return descending(score[a], score[b]) })
+			sc.rank.sort(ranked, score)
 		}
-		ho.segs[n] = segOrder{keys: append(keysOrder, ranked...), local: local}
+		ho.segs[n] = segOrder{keys: store[start:len(store):len(store)], local: local}
 	}
 	return ho
 }
