@@ -38,6 +38,8 @@ type knob struct {
 func methodCatalog() []*method {
 	return []*method{
 		denseMethod(),
+		// The best method and knob per head under an error budget, first.
+		autoMethod(),
 		// The four methods this project implements.
 		spargeMethod(),
 		unisparseMethod(),

@@ -1,0 +1,122 @@
+// Package auto picks the best sparse-attention method and knob per query
+// head under an error budget, and runs the choice.
+//
+// A Profile, written by Tune over calibration inputs, names for each layer
+// and query head a candidate method (every block-mask method of the
+// project, dense, and compositions such as "sparge+psa", whose skipped
+// blocks are read pooled instead of dropped), its knob, and what it
+// measured: the worst rel-L1 against dense and the executor's sparsity.
+// Planner runs one profile layer: it plans each distinct (method, knob)
+// once over all heads and takes each head's rows from its own method's
+// plan, merging SpargeAttn's λ filter into per-head λ and keeping PSA's
+// levels per entry.
+package auto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// Errors of this package. ErrProfile wraps every problem with a profile
+// (a *VersionError too), ErrPlan a plan that cannot be merged or a layer
+// that does not fit the input, ErrBudget an impossible error budget and
+// ErrInput bad calibration inputs.
+var (
+	ErrProfile = errors.New("auto: bad profile")
+	ErrPlan    = errors.New("auto: cannot plan")
+	ErrBudget  = errors.New("auto: impossible error budget")
+	ErrInput   = errors.New("auto: bad calibration inputs")
+)
+
+// Planner runs the per-head choices of one profile layer: Heads[h] for
+// query head h. It is safe for concurrent use.
+type Planner struct {
+	Heads []Head
+}
+
+// Name returns "auto".
+func (Planner) Name() string { return "auto" }
+
+// choice is what identifies one sub-plan: heads with equal choices share it.
+type choice struct {
+	method       string
+	knob, lambda float64
+}
+
+// Plan plans each distinct (method, knob, λ) of the layer once over all
+// heads, then builds the plan whose rows for head h are those of head h's
+// method. The λ filters of sparge heads become Filter.HeadLambda, −Inf
+// (off) on every other head.
+func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	if len(p.Heads) != t.Geometry.Hq {
+		return nil, fmt.Errorf("%w: the layer has %d heads, the input %d", ErrPlan, len(p.Heads), t.Geometry.Hq)
+	}
+	plans := map[choice]*plan.Plan{}
+	src := make([]*plan.Plan, len(p.Heads))
+	for h, hd := range p.Heads {
+		c := choice{hd.Method, hd.Knob, hd.Lambda}
+		if sub, ok := plans[c]; ok {
+			src[h] = sub
+			continue
+		}
+		pl, err := NewMethod(hd.Method, hd.Knob, hd.Lambda)
+		if err != nil {
+			return nil, fmt.Errorf("head %d: %w", h, err)
+		}
+		sub, err := pl.Plan(ctx, t, q, k, v)
+		if err != nil {
+			return nil, fmt.Errorf("head %d (%s): %w", h, hd.Method, err)
+		}
+		if err := simple(hd.Method, sub, t); err != nil {
+			return nil, err
+		}
+		plans[c], src[h] = sub, sub
+	}
+	if len(plans) == 1 {
+		return src[0], nil // one method for every head: its own plan
+	}
+	b, err := plan.NewBuilder(t)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPlan, err)
+	}
+	g := t.Geometry
+	var filter *plan.Filter
+	for h, sub := range src {
+		if sub.Filter == nil {
+			continue
+		}
+		if filter == nil {
+			filter = &plan.Filter{RowGroup: sub.Filter.RowGroup, HeadLambda: make([]float32, g.Hq)}
+			for i := range filter.HeadLambda {
+				filter.HeadLambda[i] = float32(math.Inf(-1))
+			}
+		}
+		if sub.Filter.RowGroup != filter.RowGroup {
+			return nil, fmt.Errorf("%w: λ filters with row groups %d and %d", ErrPlan, filter.RowGroup, sub.Filter.RowGroup)
+		}
+		filter.HeadLambda[h] = sub.Filter.LambdaFor(h)
+	}
+	for bi := range g.B {
+		for h, sub := range src {
+			for qb := range sub.QBlocks() {
+				r := sub.Row(bi, h, qb)
+				for i := sub.RowStart[r]; i < sub.RowStart[r+1]; i++ {
+					b.Add(r, int(sub.KVBlock[i]), sub.LevelAt(i))
+				}
+			}
+		}
+	}
+	if filter != nil {
+		b.SetFilter(filter)
+	}
+	out, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPlan, err)
+	}
+	return out, nil
+}
