@@ -76,8 +76,17 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	workers := fs.Int("workers", 0, "CPU goroutines (0 = all CPUs)")
 	device := fs.String("device", "cpu", "where the tuner's attention passes run: cpu, cuda (GPU; an error without one) or auto (GPU if usable, else CPU)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	tuneMethod := fs.String("method", "sparge", "what to tune: sparge (τ, θ, λ per head) or auto (the best method and knob per head, at --budget)")
+	budget := fs.Float64("budget", 0.05, "--method auto: bound on each head's rel L1 against dense on every calibration input")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *tuneMethod == "auto" {
+		return runTuneAuto(ctx, tuneAutoArgs{fs: fs, in: in, budget: *budget, calib: *calib, layer: *layerName, out: *out,
+			blockQ: *blockQ, blockK: *blockK, workers: *workers, asJSON: *asJSON}, stdout, stderr)
+	}
+	if *tuneMethod != "sparge" {
+		return fmt.Errorf("%w: --method must be sparge or auto, not %q", errUsage, *tuneMethod)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -61,7 +61,9 @@ func pooled() psa.Planner {
 }
 
 // specs is the candidate list, in the order profiles and tables name them.
-// Knob sweeps are those of the CLI's compare. S2O is not a candidate: its
+// Knob sweeps are those of the CLI's compare, with window's and
+// MInference's filled in between (binary search makes a longer sweep
+// cost a step or two, and each head gets closer to its budget). S2O is not a candidate: its
 // plans carry one plan-wide early-stop τ and a first-pass Init plan, which
 // a per-head merge cannot give each head separately.
 var specs = []spec{
@@ -85,11 +87,11 @@ var specs = []spec{
 		build: func(x, _ float64) (plan.Planner, error) {
 			return flexprefill.Planner{Gamma: x, Tau: 0.1}, inUnit("flexprefill", x)
 		}},
-	{name: "minference", knobs: []float64{1, 0.5, 0.25, 0.1, 0.05, 0.02},
+	{name: "minference", knobs: []float64{1, 0.8, 0.65, 0.5, 0.25, 0.1, 0.05, 0.02},
 		build: func(x, _ float64) (plan.Planner, error) {
 			return minference.Planner{LastQ: 64, Vertical: max(1, int(x*1000)), Slash: max(1, int(x*6096))}, inUnit("minference", x)
 		}},
-	{name: "window", knobs: []float64{4096, 2048, 1024, 512, 256, 128},
+	{name: "window", knobs: []float64{4096, 3072, 2048, 1536, 1024, 768, 512, 384, 256, 192, 128},
 		build: func(x, _ float64) (plan.Planner, error) {
 			if !(x >= 0 && x <= maxWindow) || x != math.Trunc(x) {
 				return nil, fmt.Errorf("%w: window knob %v must be a whole number of tokens in [0, %d]", ErrProfile, x, maxWindow)
