@@ -10,7 +10,7 @@ import (
 )
 
 // estimator is one worker's importance estimator and scratch. head selects
-// the (batch, query head) whose rows row then scores.
+// the (batch, query head) whose query blocks group and score then handle.
 type estimator struct {
 	p     *plan.Plan
 	c     config
@@ -23,19 +23,37 @@ type estimator struct {
 	// Keys of the current KV head, one column per sampled key (Sampling)
 	// or per antidiagonal key group (Antidiagonal); colStart[kb] is block
 	// kb's first column, colTok[col] the column's first key token.
-	kT       []float32 // width rows of length cols: kT[d·cols + col]
+	kT       []float32 // width rows of cols columns, in chunks: see at
 	width    int       // D (Sampling) or Stride·D (Antidiagonal)
 	cols     int
 	colStart []int
 	colTok   []int
 
-	qrows   []float32 // query rows (sampled, or reshaped groups), scaled
-	qTok    []int     // first token of each query row
-	logits  []float32
+	slots   []slot    // the query blocks of the current group
+	qTok    []int     // the first slot's query tokens, after row
 	buf     []float32 // one key row
 	visible []bool    // per KV block: listed in the current row
 	score   []float64 // per KV block: importance of the current row
 	perm    []int
+}
+
+// chunkCols is the width of the column chunks of estimator.kT. Each chunk
+// (width rows of chunkCols columns) is contiguous, so one chunk stays in
+// cache while every query block of a group is multiplied by it. It is a
+// multiple of every column strip of kernel.MatMul (16 and 32), which is
+// what keeps each logit's arithmetic that of one MatMul over all columns:
+// see logits.
+const chunkCols = 64
+
+// slot is one query block of a group: its query rows and their logits
+// against the key columns up to its last visible block.
+type slot struct {
+	qb     int
+	blocks []int32
+	tok    []int     // first token of each query row
+	qrows  []float32 // query rows (sampled, or reshaped groups), scaled
+	cols   int
+	logits []float32 // len(tok) rows of cols
 }
 
 func newEstimator(p *plan.Plan, c config, q, k *tensor.Tensor) *estimator {
@@ -46,6 +64,22 @@ func newEstimator(p *plan.Plan, c config, q, k *tensor.Tensor) *estimator {
 	e.visible = make([]bool, p.KBlocks())
 	e.score = make([]float64, p.KBlocks())
 	return e
+}
+
+// groupSize is how many query blocks group takes at once: about 128 query
+// rows, so that a key chunk is reused across them.
+func (e *estimator) groupSize() int {
+	nq := e.c.sampleQ
+	if e.c.estimator == Antidiagonal {
+		nq = (e.p.BlockQ + e.c.stride - 1) / e.c.stride
+	}
+	return max(1, 128/max(nq, 1))
+}
+
+// at is the index in kT of row r (a dimension, or a slot and dimension)
+// and column col.
+func (e *estimator) at(r, col int) int {
+	return (col/chunkCols)*e.width*chunkCols + r*chunkCols + col%chunkCols
 }
 
 // rng returns a generator for one purpose of one (batch, head, block),
@@ -98,13 +132,13 @@ func (e *estimator) head(b, h int) {
 	}
 	e.cols = len(e.colTok)
 	e.colStart[p.KBlocks()] = e.cols
-	e.kT = grow(e.kT, e.width*e.cols)
+	e.kT = grow(e.kT, e.width*chunkCols*((e.cols+chunkCols-1)/chunkCols))
 	clear(e.kT)
 	for col, t := range e.colTok {
 		if e.c.estimator == Sampling {
 			e.k.ReadRow(b, kh, t, e.buf)
 			for d, x := range e.buf {
-				e.kT[d*e.cols+col] = x
+				e.kT[e.at(d, col)] = x
 			}
 			continue
 		}
@@ -119,80 +153,141 @@ func (e *estimator) head(b, h int) {
 			}
 			e.k.ReadRow(b, kh, j, e.buf)
 			for d, x := range e.buf {
-				e.kT[(s*g.D+d)*e.cols+col] = x
+				e.kT[e.at(s*g.D+d, col)] = x
 			}
 		}
 	}
 }
 
 // row returns the importance of each of query block qb's visible blocks,
-// appended to dst in the order of blocks.
+// appended to dst in the order of blocks: group and rank for one block.
 func (e *estimator) row(qb int, blocks []int32, dst []float64) []float64 {
+	e.group([]int{qb}, [][]int32{blocks})
+	e.qTok = e.slots[0].tok
+	return e.rank(&e.slots[0], dst)
+}
+
+// group reads the query rows of query blocks qbs, whose visible blocks are
+// blocks[i], and computes their logits; rank then scores each.
+func (e *estimator) group(qbs []int, blocks [][]int32) {
+	for len(e.slots) < len(qbs) {
+		e.slots = append(e.slots, slot{})
+	}
+	for i, qb := range qbs {
+		e.queries(&e.slots[i], qb, blocks[i])
+	}
+	e.logits(e.slots[:len(qbs)])
+}
+
+// queries fills slot s with query block qb's rows.
+func (e *estimator) queries(s *slot, qb int, blocks []int32) {
 	p, g := e.p, e.g
+	s.qb, s.blocks = qb, blocks
 	qlo, qhi := p.QueryRange(qb)
 	// Query rows: sampled tokens, or Stride-token groups concatenated.
-	e.qTok = e.qTok[:0]
+	s.tok = s.tok[:0]
 	switch e.c.estimator {
 	case Sampling:
 		for _, i := range e.sample(e.rng(0, e.b, e.h, qb), qhi-qlo, e.c.sampleQ) {
-			e.qTok = append(e.qTok, qlo+i)
+			s.tok = append(s.tok, qlo+i)
 		}
 	case Antidiagonal:
 		for t := qlo; t < qhi; t += e.c.stride {
-			e.qTok = append(e.qTok, t)
+			s.tok = append(s.tok, t)
 		}
 	}
-	nq := len(e.qTok)
-	e.qrows = grow(e.qrows, nq*e.width)
-	clear(e.qrows)
+	nq := len(s.tok)
+	s.qrows = grow(s.qrows, nq*e.width)
+	clear(s.qrows)
 	scale := e.scale
 	if e.c.estimator == Antidiagonal {
 		scale /= float32(e.c.stride) // XAttention: mean, not sum, of the antidiagonal
 	}
-	for i, t := range e.qTok {
+	for i, t := range s.tok {
 		n := 1
 		if e.c.estimator == Antidiagonal {
 			n = min(e.c.stride, qhi-t)
 		}
-		for s := range n {
-			qr := e.qrows[i*e.width+s*g.D : i*e.width+(s+1)*g.D]
-			e.q.ReadRow(e.b, e.h, t+s, qr)
+		for k := range n {
+			qr := s.qrows[i*e.width+k*g.D : i*e.width+(k+1)*g.D]
+			e.q.ReadRow(e.b, e.h, t+k, qr)
 			kernel.Scale(qr, scale)
 		}
 	}
 	// Logits against every key column up to the last visible block.
-	cols := 0
+	s.cols = 0
 	if len(blocks) > 0 {
 		last := 0
 		for _, kb := range blocks {
 			last = max(last, int(kb))
 		}
-		cols = e.colStart[last+1]
+		s.cols = e.colStart[last+1]
 	}
-	e.logits = grow(e.logits, nq*max(cols, 1))
-	if cols > 0 {
-		kernel.MatMul(nq, cols, e.width, e.qrows, e.width, e.kT, e.cols, e.logits, cols, false)
+	// Sized for the head's longest row, so that the buffer is allocated
+	// (and its pages touched) once, not again as rows grow.
+	s.logits = grow(s.logits, nq*max(e.cols, 1))[:nq*max(s.cols, 1)]
+}
+
+// logits computes every slot's logits, chunk by chunk of key columns so
+// that a chunk is read from memory once for the whole group. Each call
+// multiplies a slot's rows, as one call over all its columns would, by a
+// chunk that starts at a multiple of chunkCols: kernel.MatMul splits rows
+// into the same panels and columns into the same strips (those strips'
+// boundaries are multiples of their width from the first column), so each
+// logit is the same float32 sum of the same products, in the same order,
+// as that one call's.
+func (e *estimator) logits(slots []slot) {
+	for c0 := 0; ; c0 += chunkCols {
+		done := true
+		chunk := e.kT[(c0/chunkCols)*e.width*chunkCols:]
+		for i := range slots {
+			s := &slots[i]
+			if s.cols <= c0 {
+				continue
+			}
+			done = false
+			kernel.MatMul(len(s.tok), min(chunkCols, s.cols-c0), e.width, s.qrows, e.width, chunk, chunkCols, s.logits[c0:], s.cols, false)
+		}
+		if done {
+			return
+		}
 	}
+}
+
+// rank returns the importance of each of slot s's visible blocks, appended
+// to dst in the order of its blocks.
+func (e *estimator) rank(s *slot, dst []float64) []float64 {
+	p, g := e.p, e.g
+	qb, blocks, cols, nq := s.qb, s.blocks, s.cols, len(s.tok)
+	_, qhi := p.QueryRange(qb)
 	visible := e.visible
 	clear(visible)
 	for _, kb := range blocks {
 		visible[kb] = true
 	}
 	negInf := float32(math.Inf(-1))
-	for i := range nq {
-		s := e.logits[i*cols : (i+1)*cols]
-		for kb := 0; kb*p.BlockK < g.Nk && e.colStart[kb] < cols; kb++ {
-			_, partial := p.BlockVisibility(qb, kb)
-			for col := e.colStart[kb]; col < e.colStart[kb+1]; col++ {
-				switch {
-				case !visible[kb]:
-					s[col] = negInf
-				case e.c.estimator == Sampling:
-					if partial && !p.Visible(e.qTok[i], e.colTok[col]) {
-						s[col] = negInf
+	for kb := 0; kb*p.BlockK < g.Nk && e.colStart[kb] < cols; kb++ {
+		_, partial := p.BlockVisibility(qb, kb)
+		c0, c1 := e.colStart[kb], e.colStart[kb+1]
+		for i := range nq {
+			l := s.logits[i*cols : (i+1)*cols]
+			switch {
+			case !visible[kb]:
+				for col := c0; col < c1; col++ {
+					l[col] = negInf
+				}
+			case e.c.estimator == Sampling:
+				if !partial {
+					continue
+				}
+				for col := c0; col < c1; col++ {
+					if !p.Visible(s.tok[i], e.colTok[col]) {
+						l[col] = negInf
 					}
-				default:
-					s[col] = e.antidiagonal(i, col, s[col], qhi)
+				}
+			default:
+				for col := c0; col < c1; col++ {
+					l[col] = e.antidiagonal(s, i, col, l[col], qhi)
 				}
 			}
 		}
@@ -202,20 +297,29 @@ func (e *estimator) row(qb int, blocks []int32, dst []float64) []float64 {
 	score := e.score
 	clear(score)
 	for i := range nq {
-		s := e.logits[i*cols : (i+1)*cols]
-		m := kernel.Max(s)
+		l := s.logits[i*cols : (i+1)*cols]
+		m := kernel.Max(l)
 		if m == negInf {
 			continue // this query sees no sampled key
 		}
-		sum := float64(kernel.ExpShift(s, s, m)) // masked logits become 0
+		sum := float64(kernel.ExpShift(l, l, m)) // masked logits become 0
 		for _, kb := range blocks {
-			for col := e.colStart[kb]; col < e.colStart[kb+1]; col++ {
-				w := float64(s[col]) / sum
-				if e.c.estimator == Sampling {
-					score[kb] = max(score[kb], w)
-				} else {
-					score[kb] += w
+			c0, c1 := e.colStart[kb], e.colStart[kb+1]
+			if e.c.estimator == Sampling {
+				// The largest weight is the largest exp over the sum:
+				// division by a positive sum is monotone, also rounded.
+				if c0 == c1 {
+					continue
 				}
+				mx := l[c0]
+				for _, x := range l[c0+1 : c1] {
+					mx = max(mx, x)
+				}
+				score[kb] = max(score[kb], float64(mx)/sum)
+				continue
+			}
+			for _, x := range l[c0:c1] {
+				score[kb] += float64(x) / sum
 			}
 		}
 	}
@@ -225,13 +329,14 @@ func (e *estimator) row(qb int, blocks []int32, dst []float64) []float64 {
 	return dst
 }
 
-// antidiagonal returns the logit of query group i against key group col:
-// the matrix product's value when every pair on the tile's antidiagonal is
-// causally visible, the sum over the visible pairs when only some are, and
-// −Inf when there is none (ragged groups may share no antidiagonal pair).
-func (e *estimator) antidiagonal(i, col int, full float32, qhi int) float32 {
+// antidiagonal returns the logit of query group i of slot s against key
+// group col: the matrix product's value when every pair on the tile's
+// antidiagonal is causally visible, the sum over the visible pairs when
+// only some are, and −Inf when there is none (ragged groups may share no
+// antidiagonal pair).
+func (e *estimator) antidiagonal(s *slot, i, col int, full float32, qhi int) float32 {
 	p, g, st := e.p, e.g, e.c.stride
-	qt, kt := e.qTok[i], e.colTok[col]
+	qt, kt := s.tok[i], e.colTok[col]
 	_, khi := p.KeyRange(kt / p.BlockK)
 	// Ragged groups: query slot s exists for s < qn, key slot s for
 	// s ≥ st−kn; with qn + kn ≤ st no slot has both.
@@ -243,15 +348,15 @@ func (e *estimator) antidiagonal(i, col int, full float32, qhi int) float32 {
 	}
 	var sum float32
 	any := false
-	for s := range min(st, qhi-qt) {
-		j := kt + st - 1 - s
-		if j >= khi || !p.Visible(qt+s, j) {
+	for k := range min(st, qhi-qt) {
+		j := kt + st - 1 - k
+		if j >= khi || !p.Visible(qt+k, j) {
 			continue
 		}
 		any = true
-		q := e.qrows[i*e.width+s*g.D : i*e.width+(s+1)*g.D]
+		q := s.qrows[i*e.width+k*g.D : i*e.width+(k+1)*g.D]
 		for d, x := range q {
-			sum += x * e.kT[(s*g.D+d)*e.cols+col]
+			sum += x * e.kT[e.at(k*g.D+d, col)]
 		}
 	}
 	if !any {

@@ -244,13 +244,25 @@ func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	err = heads.ForEachWorker(ctx, g.B*g.Hq, func() func(int) {
 		est := newEstimator(dense, c, q, k)
 		var imp []float64
+		var qbs []int
+		var rowBlocks [][]int32
 		return func(i int) {
 			b, h := i/g.Hq, i%g.Hq
 			est.head(b, h)
+			qbs = qbs[:0]
 			for qb := range dense.QBlocks() {
+				if len(qbs) == 0 || qbs[0]+len(qbs) <= qb {
+					// The next group of query blocks: their logits at once.
+					qbs, rowBlocks = qbs[:0], rowBlocks[:0]
+					for x := qb; x < min(qb+est.groupSize(), dense.QBlocks()); x++ {
+						blocks, _ := dense.Entries(dense.Row(b, h, x))
+						qbs, rowBlocks = append(qbs, x), append(rowBlocks, blocks)
+					}
+					est.group(qbs, rowBlocks)
+				}
 				r := dense.Row(b, h, qb)
-				blocks, _ := dense.Entries(r)
-				imp = est.row(qb, blocks, imp[:0])
+				blocks := rowBlocks[qb-qbs[0]]
+				imp = est.rank(&est.slots[qb-qbs[0]], imp[:0])
 				lv := levels[dense.RowStart[r]:dense.RowStart[r+1]]
 				assign(c, imp, lv)
 				for e, kb := range blocks {
