@@ -46,17 +46,7 @@ func TestPlannerTimes(t *testing.T) {
 	if which == "" {
 		t.Skip("set SPARSEATTN_PLANNER_BENCH=1 (or a list of planner names) to time the device planners")
 	}
-	sizes := []int{8192, 32768}
-	if s := os.Getenv("SPARSEATTN_PLANNER_BENCH_N"); s != "" {
-		sizes = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := benchSizes(t, "SPARSEATTN_PLANNER_BENCH_N", []int{8192, 32768})
 	planners := []plan.Planner{nil}
 	for _, p := range benchPlanners() {
 		if which == "1" || slices.Contains(strings.Split(which, ","), p.Name()) {
@@ -68,29 +58,8 @@ func TestPlannerTimes(t *testing.T) {
 	for _, n := range sizes {
 		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
 		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
-		// Cheap pseudo-random bf16 values of about unit size.
 		x := uint64(0x9e3779b97f4a7c15)
-		mk := func(h int) *Tensor {
-			ht, err := tensor.New(tensor.BFloat16, tensor.BHND, tensor.Shape{B: 1, H: h, N: n, D: 128})
-			if err != nil {
-				t.Fatal(err)
-			}
-			bits := ht.Bits16()
-			for i := range bits {
-				x ^= x << 13
-				x ^= x >> 7
-				x ^= x << 17
-				f := float32(int32(x>>40)&0xffff-0x8000) / 0x4000
-				bits[i] = uint16(math.Float32bits(f) >> 16)
-			}
-			d, err := e.Upload(ctx, ht)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { d.Free() })
-			return d
-		}
-		q, k, v := mk(g.Hq), mk(g.Hkv), mk(g.Hkv)
+		q, k, v := benchTensor(t, e, g.Hq, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x)
 		var denseMS float64
 		for _, p := range planners {
 			name := "dense"
@@ -123,4 +92,46 @@ func TestPlannerTimes(t *testing.T) {
 			t.Logf("N=%d %-12s plan %.3f ms (min %.3f) run %.3f ms; plan/dense run %.1f%%; density %.3f", n, name, plans[2], plans[0], runs[2], 100*plans[2]/denseMS, density)
 		}
 	}
+}
+
+// benchSizes returns the sequence lengths listed in the environment
+// variable env (comma-separated), or def.
+func benchSizes(t *testing.T, env string, def []int) []int {
+	s := os.Getenv(env)
+	if s == "" {
+		return def
+	}
+	var sizes []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("%s: %v", env, err)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
+// benchTensor uploads a [1, h, n, d] bf16 tensor of cheap pseudo-random
+// values of about unit size plus offset, drawn from the xorshift state x;
+// it is freed when the test ends.
+func benchTensor(t *testing.T, e *Engine, h, n, d int, offset float32, x *uint64) *Tensor {
+	ht, err := tensor.New(tensor.BFloat16, tensor.BHND, tensor.Shape{B: 1, H: h, N: n, D: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bits := ht.Bits16()
+	for i := range bits {
+		*x ^= *x << 13
+		*x ^= *x >> 7
+		*x ^= *x << 17
+		f := float32(int32(*x>>40)&0xffff-0x8000)/0x4000 + offset
+		bits[i] = uint16(math.Float32bits(f) >> 16)
+	}
+	dev, err := e.Upload(context.Background(), ht)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Free() })
+	return dev
 }

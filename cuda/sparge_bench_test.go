@@ -2,11 +2,9 @@ package cuda
 
 import (
 	"context"
-	"math"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/cuda/driver"
@@ -29,17 +27,7 @@ func TestSpargePlanTimes(t *testing.T) {
 	}
 	e := openOrSkip(t)
 	ctx := context.Background()
-	sizes := []int{8192, 32768, 131072}
-	if s := os.Getenv("SPARSEATTN_SPARGE_BENCH_N"); s != "" {
-		sizes = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := benchSizes(t, "SPARSEATTN_SPARGE_BENCH_N", []int{8192, 32768, 131072})
 	median := func(xs []float64) float64 {
 		slices.Sort(xs)
 		return xs[len(xs)/2]
@@ -59,26 +47,7 @@ func TestSpargePlanTimes(t *testing.T) {
 		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
 		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: sparge.DefaultBlockQ, BlockK: sparge.DefaultBlockK}
 		x := uint64(0x9e3779b97f4a7c15)
-		mk := func(h int) *Tensor {
-			ht, err := tensor.New(tensor.BFloat16, tensor.BHND, tensor.Shape{B: 1, H: h, N: n, D: 128})
-			if err != nil {
-				t.Fatal(err)
-			}
-			bits := ht.Bits16()
-			for i := range bits {
-				x ^= x << 13
-				x ^= x >> 7
-				x ^= x << 17
-				f := float32(int32(x>>40)&0xffff-0x8000)/0x4000 + offset
-				bits[i] = uint16(math.Float32bits(f) >> 16)
-			}
-			d, err := e.Upload(ctx, ht)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d
-		}
-		q, k, v := mk(32), mk(8), mk(8)
+		q, k, v := benchTensor(t, e, 32, n, 128, offset, &x), benchTensor(t, e, 8, n, 128, offset, &x), benchTensor(t, e, 8, n, 128, offset, &x)
 		dense, err := e.NewRunner(ctx, tl, tensor.BFloat16, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -130,9 +99,6 @@ func TestSpargePlanTimes(t *testing.T) {
 				n, c.name, pm, 100*pm/denseMS, rep.RunMS, float64(rep.Stats.QKBlocks)/float64(rep.Stats.DenseBlocks), pool, rows, whole)
 		}
 		dense.Close()
-		q.Free()
-		k.Free()
-		v.Free()
 	}
 }
 
