@@ -1,13 +1,12 @@
 package auto
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
+	"github.com/sparseattn/sparseattn/internal/jsonfile"
 	"github.com/sparseattn/sparseattn/plan"
 )
 
@@ -146,9 +145,7 @@ func Save(w io.Writer, p *Profile) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(p)
+	return jsonfile.Encode(w, p)
 }
 
 // Load reads and validates a profile. Malformed, oversized or hostile
@@ -156,32 +153,13 @@ func Save(w io.Writer, p *Profile) error {
 // *VersionError. It reads at most MaxProfileBytes+1 bytes, and what it
 // allocates beyond that is bounded by what those bytes encode.
 func Load(r io.Reader) (*Profile, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxProfileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrProfile, err)
-	}
-	if len(data) > MaxProfileBytes {
-		return nil, fmt.Errorf("%w: larger than %d bytes", ErrProfile, MaxProfileBytes)
-	}
-	// The version first, so that a future format is reported as such
-	// rather than as unknown fields.
-	var head struct {
-		Version int `json:"version"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrProfile, err)
-	}
-	if head.Version != Version {
-		return nil, &VersionError{Got: head.Version}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var p Profile
-	if err := dec.Decode(&p); err != nil {
+	var vm *jsonfile.VersionMismatch
+	switch err := jsonfile.Decode(r, MaxProfileBytes, Version, &p); {
+	case errors.As(err, &vm):
+		return nil, &VersionError{Got: vm.Got}
+	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrProfile, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the profile", ErrProfile)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -191,19 +169,7 @@ func Load(r io.Reader) (*Profile, error) {
 
 // SaveFile writes the profile to path, replacing it atomically.
 func SaveFile(path string, p *Profile) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".auto-profile-*.json")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := Save(tmp, p); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return jsonfile.WriteAtomic(path, ".auto-profile-*.json", func(w io.Writer) error { return Save(w, p) })
 }
 
 // LoadFile reads a profile from path.

@@ -1,0 +1,74 @@
+package jsonfile
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type doc struct {
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+}
+
+// TestDecode checks each rejection Decode makes and that a good document
+// round-trips through Encode.
+func TestDecode(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		check    func(error) bool
+	}{
+		{"good", `{"version": 2, "name": "x"}`, func(err error) bool { return err == nil }},
+		{"too large", `{"version": 2, "name": "` + strings.Repeat("x", 100) + `"}`, func(err error) bool { return errors.Is(err, ErrTooLarge) }},
+		{"other version", `{"version": 3, "name": "x", "future": 1}`, func(err error) bool {
+			var vm *VersionMismatch
+			return errors.As(err, &vm) && vm.Got == 3 && vm.Want == 2
+		}},
+		{"unknown field", `{"version": 2, "nme": "x"}`, func(err error) bool { return err != nil }},
+		{"trailing data", `{"version": 2} {}`, func(err error) bool { return err != nil }},
+		{"truncated", `{"version": 2, "na`, func(err error) bool { return err != nil }},
+		{"not JSON", `version 2`, func(err error) bool { return err != nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var d doc
+			err := Decode(strings.NewReader(tc.in), 64, 2, &d)
+			if !tc.check(err) {
+				t.Fatalf("Decode(%q) = %v", tc.in, err)
+			}
+			if err == nil && (d.Version != 2 || d.Name != "x") {
+				t.Fatalf("decoded %+v", d)
+			}
+		})
+	}
+}
+
+// TestWriteAtomic writes, reads back, and leaves no temporary file; a
+// failing writer leaves the old file as it was.
+func TestWriteAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.json")
+	if err := WriteAtomic(path, ".p-*.json", func(w io.Writer) error { return Encode(w, doc{Version: 2, Name: "x"}) }); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d doc
+	err = Decode(f, 1<<10, 2, &d)
+	f.Close()
+	if err != nil || d.Name != "x" {
+		t.Fatalf("read back %+v, %v", d, err)
+	}
+	boom := errors.New("boom")
+	if err := WriteAtomic(path, ".p-*.json", func(io.Writer) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("failing writer: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("directory holds %d entries, want only p.json", len(entries))
+	}
+}
