@@ -395,3 +395,17 @@ func mulAddRowsAVX512(m, n, dv int, p []float32, ldp int, v []float32, ldv int, 
 		one(&p[i*ldp], ldp*4, &v[0], ldv*4, &acc[i*ldacc], ldacc*4, n)
 	}
 }
+
+func dot64Panel(a []float64, lda, l int, bt []float32, out []float64) {
+	if hasAVX512 {
+		dot64PanelZ(&a[0], lda, &bt[0], l, &out[0])
+		return
+	}
+	dot64PanelGeneric(a, lda, l, bt, out)
+}
+
+// dot64PanelZ is Dot64Panel for l ≥ 1 on eight AVX-512 double
+// accumulators (4 query rows × 2 panels).
+//
+//go:noescape
+func dot64PanelZ(a *float64, lda int, bt *float32, l int, out *float64)

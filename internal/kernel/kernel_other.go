@@ -33,3 +33,7 @@ func dotRows(m, n, d int, q []float32, ldq int, k []float32, ldk int, s []float3
 func mulAddRows(m, n, dv int, p []float32, ldp int, v []float32, ldv int, acc []float32, ldacc int) {
 	matMulGeneric(m, dv, n, p, ldp, v, ldv, acc, ldacc, true)
 }
+
+func dot64Panel(a []float64, lda, l int, bt []float32, out []float64) {
+	dot64PanelGeneric(a, lda, l, bt, out)
+}

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sparseattn/sparseattn/internal/kernel"
 	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -57,66 +58,141 @@ func (x Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err := heads.CheckInputs(t, q, k, "xattn"); err != nil {
 		return nil, err
 	}
-	return heads.SelectBlocks(ctx, t, func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
-		mass := x.blockMass(dense, q, k, b, h)
-		return func(qb int, visible []int32) []int32 { return Select(dense, qb, visible, mass[qb], x.Threshold) }
+	return heads.SelectBlocksWorker(ctx, t, func() func(*plan.Plan, int, int) func(int, []int32) []int32 {
+		var sc scratch
+		return func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
+			mass := x.blockMass(dense, q, k, b, h, &sc)
+			return func(qb int, visible []int32) []int32 { return Select(dense, qb, visible, mass[qb], x.Threshold) }
+		}
 	})
+}
+
+// scratch is one worker's buffers for blockMass, kept from head to head so
+// that the large ones are allocated (and their pages touched) once.
+type scratch struct {
+	kt     []float32 // key groups in interleaved panels
+	aq     []float64 // a batch of query groups
+	buf    []float32 // one token row
+	rows   []float64 // a batch's logit rows
+	out    []float64 // one Dot64Panel result
+	mb, eb []float64
+	mass   []float64 // the head's block masses, QBlocks × KBlocks
 }
 
 // blockMass returns, for head h of batch b, the antidiagonal attention
 // estimate summed per block: mass[qb][kb]. Its arithmetic is canonical, as
 // the device planner (cuda/kernels/plan_xattn.cu) repeats it: logits are
 // plan.Dot64 of the float32 rows times the float64 scale, and the softmax
-// and its block sums are plan.AddBlockSoftmax's.
-func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int) [][]float64 {
+// and its block sums are plan.AddBlockSoftmax's. The dot products run in
+// kernel.Dot64Panel, four query groups against sixteen key groups at once,
+// which adds every product in plan.Dot64's order: the same bits, about
+// eighteen times faster than one dot product after another. sc is the
+// caller's scratch; the result lives in it until the next call.
+func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scratch) [][]float64 {
 	g := p.Geometry
 	s, d := x.Stride, g.D
 	qg, kg := (g.Nq+s-1)/s, (g.Nk+s-1)/s
+	L := s * d
 	// Reshaped rows: query group i is Q[iS+S−1], Q[iS+S−2], …, Q[iS]
 	// concatenated, key group j is K[jS], …, K[jS+S−1]; missing tokens of a
 	// ragged last group are zeros. One dot product of length S·D is then
-	// one antidiagonal sum (XAttention §2.1).
-	rq := make([]float32, qg*s*d)
-	for i := range g.Nq {
-		grp, u := i/s, s-1-i%s
-		q.ReadRow(b, h, i, rq[(grp*s+u)*d:(grp*s+u+1)*d])
-	}
-	rk := make([]float32, kg*s*d)
+	// one antidiagonal sum (XAttention §2.1). Key groups are padded with
+	// zero groups to a multiple of 16 and interleaved in panels of
+	// kernel.Dot64Lanes: element e of key group j at (j/8)·8·L + e·8 + j%8.
+	// Query groups are read a tile at a time, widened to float64 (exactly).
+	const rowsPer, keysPer = 4, 2 * kernel.Dot64Lanes
+	sc.kt = grow(sc.kt, (kg+keysPer-1)/keysPer*keysPer*L)
+	// Every element of a panel before the first incomplete key group is
+	// written below; the rest is padding, zero.
+	clear(sc.kt[(g.Nk/s)/kernel.Dot64Lanes*kernel.Dot64Lanes*L:])
+	sc.buf = grow(sc.buf, d)
+	kt, buf := sc.kt, sc.buf
 	for j := range g.Nk {
-		k.ReadRow(b, g.KVHead(h), j, rk[j*d:(j+1)*d])
+		k.ReadRow(b, g.KVHead(h), j, buf)
+		grp, u := j/s, j%s
+		panel := kt[(grp/kernel.Dot64Lanes)*kernel.Dot64Lanes*L+grp%kernel.Dot64Lanes:]
+		for t, v := range buf {
+			panel[(u*d+t)*kernel.Dot64Lanes] = v
+		}
 	}
 	scale := float64(p.SoftmaxScale()) / float64(s)
 	off := g.QueryOffset()
+	// The masses are only read until the next head's call.
+	sc.mass = grow(sc.mass, p.QBlocks()*p.KBlocks())
+	clear(sc.mass)
 	mass := make([][]float64, p.QBlocks())
 	for qb := range mass {
-		mass[qb] = make([]float64, p.KBlocks())
+		mass[qb] = sc.mass[qb*p.KBlocks() : (qb+1)*p.KBlocks()]
 	}
-	row := make([]float64, kg)
-	mb, eb := make([]float64, p.KBlocks()), make([]float64, p.KBlocks())
-	for i := range qg {
-		// Key group j is visible to query group i when its first key is
-		// visible to the group's first query.
-		visible := kg
-		if pos := i*s + off; p.Causal && pos < 0 {
-			visible = 0
-		} else if p.Causal {
-			visible = min(pos/s+1, kg)
+	// visibleTo is the number of key groups query group i sees: key group
+	// j is visible when its first key is visible to the group's first
+	// query.
+	visibleTo := func(i int) int {
+		if !p.Causal {
+			return kg
 		}
-		if visible == 0 {
+		if pos := i*s + off; pos >= 0 {
+			return min(pos/s+1, kg)
+		}
+		return 0
+	}
+	// A tile of tileRows query groups (four Dot64Panel batches) passes
+	// over the key panels together, so a panel pair is read from memory
+	// once per tile and from cache by the other batches.
+	const tileRows = 4 * rowsPer
+	sc.rows = grow(sc.rows, tileRows*kg)
+	sc.aq = grow(sc.aq, tileRows*L)
+	sc.out = grow(sc.out, rowsPer*keysPer)
+	sc.mb, sc.eb = grow(sc.mb, p.KBlocks()), grow(sc.eb, p.KBlocks())
+	aq, out := sc.aq, sc.out
+	for i0 := 0; i0 < qg; i0 += tileRows {
+		most := 0
+		for r := range tileRows {
+			if i0+r < qg {
+				most = max(most, visibleTo(i0+r))
+			}
+		}
+		if most == 0 {
 			continue
 		}
-		qi, L := rq[i*s*d:(i+1)*s*d], s*d
-		j := 0
-		for ; j+4 <= visible; j += 4 {
-			s0, s1, s2, s3 := plan.Dot64x4(qi, rk[j*L:], rk[(j+1)*L:], rk[(j+2)*L:], rk[(j+3)*L:])
-			row[j], row[j+1], row[j+2], row[j+3] = s0*scale, s1*scale, s2*scale, s3*scale
+		clear(aq)
+		for i := i0 * s; i < min((i0+tileRows)*s, g.Nq); i++ {
+			q.ReadRow(b, h, i, buf)
+			grp, u := i/s, s-1-i%s
+			row := aq[((grp-i0)*s+u)*d:]
+			for t, v := range buf {
+				row[t] = float64(v)
+			}
 		}
-		for ; j < visible; j++ {
-			row[j] = plan.Dot64(qi, rk[j*L:(j+1)*L]) * scale
+		for j0 := 0; j0 < most; j0 += keysPer {
+			for r0 := 0; r0 < tileRows && i0+r0 < qg; r0 += rowsPer {
+				kernel.Dot64Panel(aq[r0*L:], L, L, kt[j0*L:], out)
+				for r := range rowsPer {
+					for c, v := range out[r*keysPer : (r+1)*keysPer] {
+						if j0+c < kg {
+							sc.rows[(r0+r)*kg+j0+c] = v * scale
+						}
+					}
+				}
+			}
 		}
-		plan.AddBlockSoftmax(mass[i*s/p.BlockQ], row[:visible], p.BlockK/s, mb, eb)
+		for r := range tileRows {
+			if i := i0 + r; i < qg {
+				if visible := visibleTo(i); visible > 0 {
+					plan.AddBlockSoftmax(mass[i*s/p.BlockQ], sc.rows[r*kg:r*kg+visible], p.BlockK/s, sc.mb, sc.eb)
+				}
+			}
+		}
 	}
 	return mass
+}
+
+// grow returns s resized to n, reallocated only when too small.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // Select applies XAttention's threshold rule to query block qb of plan p:

@@ -103,7 +103,7 @@ func TestPlanMatchesNaiveEquations(t *testing.T) {
 			for b := range g.B {
 				for h := range g.Hq {
 					want := naiveMass(dense, q, k, b, h, s.stride)
-					got := x.blockMass(dense, q, k, b, h)
+					got := x.blockMass(dense, q, k, b, h, new(scratch))
 					for qb := range want {
 						for kb := range want[qb] {
 							if math.Abs(want[qb][kb]-got[qb][kb]) > tol {

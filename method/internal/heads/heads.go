@@ -72,19 +72,29 @@ func ForEachWorker(ctx context.Context, n int, newWorker func() func(i int)) err
 // the row's causally visible KV blocks; the plan visits them in the order
 // picked.
 func SelectBlocks(ctx context.Context, t plan.Tiling, perHead func(dense *plan.Plan, b, h int) func(qb int, visible []int32) []int32) (*plan.Plan, error) {
+	return SelectBlocksWorker(ctx, t, func() func(*plan.Plan, int, int) func(int, []int32) []int32 { return perHead })
+}
+
+// SelectBlocksWorker is SelectBlocks with per-worker state: newWorker runs
+// once in each worker goroutine and returns that worker's perHead, which
+// may then keep scratch buffers from one head to the next.
+func SelectBlocksWorker(ctx context.Context, t plan.Tiling, newWorker func() func(dense *plan.Plan, b, h int) func(qb int, visible []int32) []int32) (*plan.Plan, error) {
 	dense, err := plan.Dense(t)
 	if err != nil {
 		return nil, err
 	}
 	g := t.Geometry
 	kept := make([][]int32, dense.Rows())
-	err = ForEach(ctx, g.B*g.Hq, func(i int) {
-		b, h := i/g.Hq, i%g.Hq
-		pick := perHead(dense, b, h)
-		for qb := range dense.QBlocks() {
-			r := dense.Row(b, h, qb)
-			visible, _ := dense.Entries(r)
-			kept[r] = pick(qb, visible)
+	err = ForEachWorker(ctx, g.B*g.Hq, func() func(int) {
+		perHead := newWorker()
+		return func(i int) {
+			b, h := i/g.Hq, i%g.Hq
+			pick := perHead(dense, b, h)
+			for qb := range dense.QBlocks() {
+				r := dense.Row(b, h, qb)
+				visible, _ := dense.Entries(r)
+				kept[r] = pick(qb, visible)
+			}
 		}
 	})
 	if err != nil {
