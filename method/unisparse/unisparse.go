@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sparseattn/sparseattn/internal/kernel"
 	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -258,7 +259,10 @@ type scorer struct {
 	cq, ck []float32 // composite queries (nq×D, scaled) and keys (nk×D)
 	rows   []float32 // tokens of one composite group, head-averaged (c×D)
 	buf    []float32 // one token row
-	logits []float64 // one composite query's logits
+	ckT    []float32 // ck in interleaved panels of kernel.Dot64Lanes keys
+	aq     []float64 // four composite queries, widened to float64
+	out    []float64 // one kernel.Dot64Panel result
+	logits []float64 // four composite queries' logits, nk each
 	mass   []float64
 	mb, eb []float64 // plan.AddBlockSoftmax scratch
 }
@@ -271,7 +275,11 @@ func newScorer(p *plan.Plan, c config, q, k *tensor.Tensor) *scorer {
 	s.ck = make([]float32, s.nk*g.D)
 	s.rows = make([]float32, max(c.cq, c.ck)*g.D)
 	s.buf = make([]float32, g.D)
-	s.logits = make([]float64, s.nk)
+	keys := (s.nk + 2*kernel.Dot64Lanes - 1) / (2 * kernel.Dot64Lanes) * (2 * kernel.Dot64Lanes)
+	s.ckT = make([]float32, keys*g.D) // padding keys stay zero
+	s.aq = make([]float64, 4*g.D)
+	s.out = make([]float64, 4*2*kernel.Dot64Lanes)
+	s.logits = make([]float64, 4*s.nk)
 	s.mass = make([]float64, p.KBlocks())
 	s.mb = make([]float64, p.KBlocks())
 	s.eb = make([]float64, p.KBlocks())
@@ -297,6 +305,10 @@ func (s *scorer) compress(b, h0 int) {
 		lo, hi := j*c.ck, min((j+1)*c.ck, g.Nk)
 		s.gather(s.k, b, h0, lo, hi, true)
 		pool.pool(s.ck[j*g.D:(j+1)*g.D], s.rows[:(hi-lo)*g.D], g.D, 1)
+		panel := s.ckT[j/kernel.Dot64Lanes*kernel.Dot64Lanes*g.D+j%kernel.Dot64Lanes:]
+		for d, x := range s.ck[j*g.D : (j+1)*g.D] {
+			panel[d*kernel.Dot64Lanes] = x
+		}
 	}
 }
 
@@ -348,25 +360,44 @@ func (s *scorer) blockMass(qb int, blocks []int32) []float64 {
 		return s.mass[:0]
 	}
 	off := g.QueryOffset()
-	for a := a0; a < a1; a++ {
-		vis := cols
-		if p.Causal {
-			lastTok := min((a+1)*c.cq, g.Nq) - 1 + off // composite key j is visible when j·c_k ≤ lastTok
-			vis = 0
-			if lastTok >= 0 {
-				vis = min(cols, lastTok/c.ck+1)
+	visible := func(a int) int {
+		if !p.Causal {
+			return cols
+		}
+		lastTok := min((a+1)*c.cq, g.Nq) - 1 + off // composite key j is visible when j·c_k ≤ lastTok
+		if lastTok < 0 {
+			return 0
+		}
+		return min(cols, lastTok/c.ck+1)
+	}
+	// Four composite queries at a time against sixteen composite keys in
+	// kernel.Dot64Panel, which adds each logit's products in plan.Dot64's
+	// order: the bits of one plan.Dot64 per logit, several times faster.
+	D, keysPer := g.D, 2*kernel.Dot64Lanes
+	for a4 := a0; a4 < a1; a4 += 4 {
+		n := min(4, a1-a4)
+		most := 0
+		for a := a4; a < a4+n; a++ {
+			most = max(most, visible(a))
+		}
+		clear(s.aq)
+		for i, x := range s.cq[a4*D : (a4+n)*D] {
+			s.aq[i] = float64(x)
+		}
+		for j0 := 0; j0 < most; j0 += keysPer {
+			kernel.Dot64Panel(s.aq, D, D, s.ckT[j0*D:], s.out)
+			for r := range n {
+				for c, v := range s.out[r*keysPer : (r+1)*keysPer] {
+					if j0+c < s.nk {
+						s.logits[r*s.nk+j0+c] = v
+					}
+				}
 			}
 		}
-		l := s.logits[:vis]
-		qa := s.cq[a*g.D : (a+1)*g.D]
-		j, D := 0, g.D
-		for ; j+4 <= len(l); j += 4 {
-			l[j], l[j+1], l[j+2], l[j+3] = plan.Dot64x4(qa, s.ck[j*D:], s.ck[(j+1)*D:], s.ck[(j+2)*D:], s.ck[(j+3)*D:])
+		for r := range n {
+			l := s.logits[r*s.nk : r*s.nk+visible(a4+r)]
+			plan.AddBlockSoftmax(s.mass, l, p.BlockK/c.ck, s.mb, s.eb)
 		}
-		for ; j < len(l); j++ {
-			l[j] = plan.Dot64(qa, s.ck[j*D:(j+1)*D])
-		}
-		plan.AddBlockSoftmax(s.mass, l, p.BlockK/c.ck, s.mb, s.eb)
 	}
 	out := s.mass[:len(blocks)]
 	if len(blocks) == p.KBlocks() || blocks[0] == 0 && int(blocks[len(blocks)-1]) == len(blocks)-1 {
