@@ -81,6 +81,12 @@ for s in $sections; do
   plan)
     run plan_16k.txt "$bin" eval --workload llm --n 16384 --repeat 3 --warmup 1 \
       --methods dense,sparge,unisparse,psa,s2o,xattn,flexprefill,minference,window
+    # Each planner's share of one dense pass in the same iteration (wall
+    # and process CPU time), issue 16 item 5: at most 10%, oracle exempt.
+    go test -c -o "$out/root.test" .
+    run plan_cost_16k.txt "$out/root.test" -test.run '^$' -test.bench 'PlanCost16K/all$' \
+      -test.benchtime 1x -test.count 3
+    rm -f "$out/root.test"
     ;;
   *)
     echo "unknown section $s (want info dense decode prefill s2o plan)" >&2
