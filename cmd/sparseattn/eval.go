@@ -52,6 +52,7 @@ once more in float and the input order, and every error is against it.`
 type inputFlags struct {
 	kind                string
 	lmText              string
+	lmOffset            int // lm workload: the first byte of the text read (tune's i-th input reads window i)
 	seed                uint64
 	b, heads, kvHeads   int
 	n, d                int
@@ -65,10 +66,13 @@ type inputFlags struct {
 	causal              string
 }
 
-func (in *inputFlags) register(fs *flag.FlagSet) {
+func (in *inputFlags) register(fs *flag.FlagSet) { in.registerText(fs, "eval") }
+
+// registerText is register with another default for --lm-text.
+func (in *inputFlags) registerText(fs *flag.FlagSet, lmText string) {
 	def := workload.Default()
 	fs.StringVar(&in.kind, "workload", lmKind, "workload: lm (real attention of the embedded LM), or a synthetic llm, video, image or random")
-	fs.StringVar(&in.lmText, "lm-text", "eval", "lm workload: the text the model reads: eval, calib (the held-out texts that ship with it) or a file")
+	fs.StringVar(&in.lmText, "lm-text", lmText, "lm workload: the text the model reads: eval, calib (the held-out texts that ship with it) or a file")
 	fs.Uint64Var(&in.seed, "seed", def.Seed, "workload seed")
 	fs.IntVar(&in.b, "batch", def.B, "workload batch size")
 	fs.IntVar(&in.heads, "heads", def.Hq, "workload query heads")
@@ -180,7 +184,7 @@ func (in *inputFlags) load(ctx context.Context, fs *flag.FlagSet) (*problem, err
 				return nil, fmt.Errorf("%w: --%s shapes a synthetic workload; the lm workload's shape is the model's (add --workload llm for a synthetic one)", errUsage, name)
 			}
 		}
-		lp, err := loadLM(ctx, in.n, in.lmText)
+		lp, err := loadLM(ctx, in.lmOffset, in.n, in.lmText)
 		if err != nil {
 			return nil, err
 		}

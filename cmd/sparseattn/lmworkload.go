@@ -37,22 +37,25 @@ func lmText(name string) ([]byte, string, error) {
 	return b, filepath.Base(name), nil
 }
 
-// loadLM runs the embedded LM densely over the first n bytes of the text
-// and returns every layer's Q, K (after RoPE) and V as one causal problem,
+// loadLM runs the embedded LM densely over n bytes of the text from byte
+// off on and returns every layer's Q, K (after RoPE) and V as one causal problem,
 // layers stacked along the head axis.
-func loadLM(ctx context.Context, n int, textName string) (*problem, error) {
+func loadLM(ctx context.Context, off, n int, textName string) (*problem, error) {
 	text, label, err := lmText(textName)
 	if err != nil {
 		return nil, err
 	}
-	if n < 2 || n > len(text) {
+	if n < 2 || off < 0 || off+n > len(text) {
+		if off > 0 {
+			return nil, fmt.Errorf("%w: --n %d from byte %d: the lm workload reads 2 to %d bytes of the %s (fewer or shorter inputs fit)", errUsage, n, off, len(text), label)
+		}
 		return nil, fmt.Errorf("%w: --n %d: the lm workload reads 2 to %d bytes of the %s", errUsage, n, len(text), label)
 	}
 	m, err := lm.Default()
 	if err != nil {
 		return nil, err
 	}
-	text = text[:n]
+	text = text[off : off+n]
 	pass, err := m.Forward(ctx, text, lm.Options{Capture: true})
 	if err != nil {
 		return nil, err
@@ -63,7 +66,7 @@ func loadLM(ctx context.Context, n int, textName string) (*problem, error) {
 	}
 	c := m.Config()
 	return &problem{
-		Source: fmt.Sprintf("lm (real attention: %d layers × %d heads of the embedded byte-level LM over %d bytes of the %s)", c.Layers, c.Heads, n, label),
+		Source: fmt.Sprintf("lm (real attention: %d layers × %d heads of the embedded byte-level LM over %d bytes of the %s%s)", c.Layers, c.Heads, n, label, from(off)),
 		q:      q, k: k, v: v, Causal: true,
 		lm: &lmProblem{model: m, text: text},
 	}, nil
@@ -81,4 +84,25 @@ func (p *lmProblem) bitsPerByte(ctx context.Context, rf runFlags, opts sparseatt
 		return 0, fmt.Errorf("bits per byte with %s in every layer: %w", opts.Planner.Name(), err)
 	}
 	return pass.BitsPerByte(), nil
+}
+
+// from says where a text window starts, if not at the beginning.
+func from(off int) string {
+	if off == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" from byte %d", off)
+}
+
+// checkLMWindows checks, before any model runs, that count windows of
+// --n bytes fit in the lm workload's text.
+func checkLMWindows(in inputFlags, count int) error {
+	text, label, err := lmText(in.lmText)
+	if err != nil {
+		return err
+	}
+	if count*in.n > len(text) {
+		return fmt.Errorf("%w: %d inputs of --n %d bytes need %d bytes; the %s has %d (fewer or shorter inputs fit)", errUsage, count, in.n, count*in.n, label, len(text))
+	}
+	return nil
 }

@@ -66,3 +66,19 @@ func TestLMWorkloadUsage(t *testing.T) {
 		}
 	}
 }
+
+// tune calibrates on the calib text by default, one window of --n bytes
+// per input, so eval's default (the eval text) is held out.
+func TestTuneLMWorkloadWindows(t *testing.T) {
+	code, out, errs := runCLI(t, "tune", "--calib", "2", "--n", "256", "--block-q", "32", "--block-k", "32", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "bytes of the calib text") || !strings.Contains(out, `"calibration_inputs": 2`) {
+		t.Errorf("report does not say it tuned on 2 windows of the calib text:\n%s", out)
+	}
+	code, _, errs = runCLI(t, "tune", "--calib", "3", "--n", "32768")
+	if code == 0 || !strings.Contains(errs, "3 inputs of --n 32768 bytes need 98304 bytes") {
+		t.Errorf("3 windows of 32K in a 64K text: exit %d, %q", code, errs)
+	}
+}

@@ -28,9 +28,13 @@ Writes (or updates, by --layer name) a versioned JSON profile; in Go,
 tune.LoadFile(path).Options(layer) gives the sparge.Options that run it.
 
 Calibration inputs, one of:
+  (nothing) or --workload lm   the real LM workload over the calib text (eval's
+                               default reads the other held-out text): input
+                               i is the text's i-th window of --n bytes
   --workload ... --calib N     N generated inputs, seeds --seed .. --seed+N-1
   --input a.safetensors,b.npz  one file per input (tensors by --q-name/...)
---holdout M checks the tuned profile on M further seeds of the workload.`
+--holdout M checks the tuned profile on M further seeds (lm: windows) of the
+workload.`
 
 // tuneHead is one head's line of the report.
 type tuneHead struct {
@@ -61,7 +65,7 @@ type tuneReport struct {
 func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("tune", tuneSummary, stderr)
 	var in inputFlags
-	in.register(fs)
+	in.registerText(fs, "calib") // tune on one held-out text, evaluate on the other
 	l1 := fs.Float64("l1", 0.05, "bound on rel L1 with the block mask M_g alone")
 	l2 := fs.Float64("l2", 0.06, "bound on rel L1 with the λ filter too (≥ --l1)")
 	margin := fs.Float64("margin", 0, "tune against l1·(1−margin) and l2·(1−margin), headroom for unseen inputs; in [0,1)")
@@ -118,9 +122,12 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// Load the inputs: files, or seeds of the generated workload.
 	load := func(i int) (*problem, error) {
 		c := in
-		if in.input != "" {
+		switch {
+		case in.input != "":
 			c.input = strings.Split(in.input, ",")[i]
-		} else {
+		case in.kind == lmKind:
+			c.lmOffset = i * in.n // input i: the text's i-th window of --n bytes
+		default:
 			c.seed = in.seed + uint64(i)
 		}
 		return c.load(ctx, fs)
@@ -128,6 +135,11 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	n, held := *calib, *holdout
 	if in.input != "" {
 		n = len(strings.Split(in.input, ","))
+	}
+	if in.kind == lmKind && in.input == "" {
+		if err := checkLMWindows(in, n+held); err != nil {
+			return err
+		}
 	}
 	var calibration, heldOut []tune.Input
 	var first *problem
