@@ -1,0 +1,111 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/plan"
+)
+
+// The runner's device plan: the planner's kernels write each row's KV
+// blocks, csr_scan and csr_compact turn them into the CSR arrays the
+// attention kernel reads, and longest_first orders the rows; DownloadPlan
+// brings the result back for inspection.
+
+// plan runs the device planner and assembles the CSR arrays and the
+// launch order.
+func (r *Runner) plan(c *driver.Ctx, q, k, v *Tensor) error {
+	b := &r.bufs
+	in := &planInput{e: r.e, t: r.t, q: viewOf(q), k: viewOf(k), v: viewOf(v),
+		rowLen: b.rowLen.ptr, lists: b.lists.ptr, stride: kBlocks(r.t), scratch: &b.scratch}
+	r.planned = false
+	if err := r.planner.plan(c, in); err != nil {
+		return fmt.Errorf("planning %s on the device: %w", r.name, err)
+	}
+	rows := int32(in.rows())
+	stride := int32(in.stride)
+	rl, ls, rs, kv, ord := uint64(b.rowLen.ptr), uint64(b.lists.ptr), uint64(b.rowStart.ptr), uint64(b.kvBlock.ptr), uint64(b.order.ptr)
+	scan, err := r.e.auxFunction(c, "runtime.cu", "csr_scan")
+	if err != nil {
+		return err
+	}
+	one := driver.Dim3{X: 1, Y: 1, Z: 1}
+	if err := c.Launch(scan, one, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0, driver.Arg(&rl), driver.Arg(&rs), driver.Arg(&rows)); err != nil {
+		return err
+	}
+	compact, err := r.e.auxFunction(c, "runtime.cu", "csr_compact")
+	if err != nil {
+		return err
+	}
+	if err := c.Launch(compact, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
+		driver.Arg(&rl), driver.Arg(&ls), driver.Arg(&rs), driver.Arg(&kv), driver.Arg(&rows), driver.Arg(&stride)); err != nil {
+		return err
+	}
+	vr, err := r.variant(r.outType())
+	if err != nil {
+		return err
+	}
+	if vr.ws && vr.dynamic && r.e.order == OrderAuto {
+		// Each head's rows longest first, as rowOrder does on the host.
+		lf, err := r.e.auxFunction(c, "runtime.cu", "longest_first")
+		if err != nil {
+			return err
+		}
+		qb := int32(qBlocks(r.t))
+		g := r.t.Geometry
+		if err := c.Launch(lf, driver.Dim3{X: uint32(g.B * g.Hq), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
+			driver.Arg(&rs), driver.Arg(&ord), driver.Arg(&qb)); err != nil {
+			return err
+		}
+	}
+	r.planned = true
+	return nil
+}
+
+// DownloadPlan copies the runner's current device plan to the host, for
+// checks against the CPU planners.
+func (r *Runner) DownloadPlan(ctx context.Context) (*plan.Plan, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrRunnerClosed
+	}
+	if !r.planned {
+		return nil, fmt.Errorf("%w: no plan yet", plan.ErrInvalid)
+	}
+	rows := r.t.Geometry.B * r.t.Geometry.Hq * qBlocks(r.t)
+	starts := make([]int32, rows+1)
+	var kv []int32
+	err := r.e.dev.Do(ctx, func(c *driver.Ctx) error {
+		if err := c.Sync(); err != nil {
+			return err
+		}
+		if err := driver.CopyOut(c, starts, r.bufs.rowStart.ptr); err != nil {
+			return err
+		}
+		kv = make([]int32, starts[rows])
+		return driver.CopyOut(c, kv, r.bufs.kvBlock.ptr)
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := *r.header
+	p.RowStart = make([]int, rows+1)
+	for i, s := range starts {
+		p.RowStart[i] = int(s)
+	}
+	p.KVBlock = kv
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("device plan: %w", err)
+	}
+	return &p, nil
+}
+
+// RunTiming is what Runner.Benchmark measured: medians over the timed
+// calls of the plan, the run and the two together, in milliseconds.
+type RunTiming struct {
+	PlanMS, RunMS, TotalMS float64
+	Last                   Report // the last timed call
+	FlushedL2              bool   // see Engine.Benchmark
+}
