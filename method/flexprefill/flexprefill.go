@@ -78,21 +78,37 @@ func (f Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err := heads.CheckInputs(t, q, k, "flexprefill"); err != nil {
 		return nil, err
 	}
-	return heads.SelectBlocks(ctx, t, func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
-		hd := f.Decide(dense, q, k, b, h)
-		return func(qb int, visible []int32) []int32 { return hd.Row(dense, qb, visible) }
+	return heads.SelectBlocksWorker(ctx, t, func() func(*plan.Plan, int, int) func(int, []int32) []int32 {
+		var sc scratch
+		return func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
+			hd := f.decide(dense, q, k, b, h, &sc)
+			return func(qb int, visible []int32) []int32 { return hd.Row(dense, qb, visible) }
+		}
 	})
+}
+
+// scratch is one worker's memory, kept from head to head: the probe's and
+// its sums'.
+type scratch struct {
+	probe       probe.Scratch
+	vert, slash []float64
 }
 
 // Decide computes head h of batch b's pattern on the dense plan p of the
 // tiling (which gives the block geometry and visibility).
 func (f Planner) Decide(p *plan.Plan, q, k *tensor.Tensor, b, h int) Head {
+	return f.decide(p, q, k, b, h, new(scratch))
+}
+
+// decide is Decide in a worker's scratch; the Head it returns does not
+// refer to the scratch.
+func (f Planner) decide(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scratch) Head {
 	g := p.Geometry
 	bk, nkb := p.BlockK, p.KBlocks()
-	pr := probe.Last(p.Tiling, q, k, b, h, p.BlockQ)
-	n := float64(len(pr.P))
-	vert := pr.Vertical()
-	slash := pr.Slash()
+	pr := sc.probe.Last(p.Tiling, q, k, b, h, p.BlockQ)
+	n := float64(pr.Len())
+	sc.vert, sc.slash = pr.VerticalInto(sc.vert), pr.SlashInto(sc.slash)
+	vert, slash := sc.vert, sc.slash
 	for j := range vert {
 		vert[j] /= n
 	}
@@ -130,7 +146,7 @@ func (f Planner) Decide(p *plan.Plan, q, k *tensor.Tensor, b, h int) Head {
 	// keys) against the probe's pooled vertical attention.
 	keys := blockMeans(k, b, g.KVHead(h), g.Nk, bk, g.D)
 	qmean := make([]float32, g.D)
-	for i := range len(pr.P) {
+	for i := range pr.Len() {
 		axpy(float32(1/n), pr.Queries[i*g.D:(i+1)*g.D], qmean)
 	}
 	est := softmaxDots(qmean, keys, g.D, float64(p.SoftmaxScale()), nkb)

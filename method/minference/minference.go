@@ -109,9 +109,12 @@ func (m Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err := heads.CheckInputs(t, q, k, "minference"); err != nil {
 		return nil, err
 	}
-	return heads.SelectBlocks(ctx, t, func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
-		l := m.Lines(probe.Last(t, q, k, b, h, m.LastQ))
-		return func(qb int, visible []int32) []int32 { return Blocks(dense, qb, visible, l) }
+	return heads.SelectBlocksWorker(ctx, t, func() func(*plan.Plan, int, int) func(int, []int32) []int32 {
+		var sc probe.Scratch
+		return func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
+			l := m.Lines(sc.Last(t, q, k, b, h, m.LastQ))
+			return func(qb int, visible []int32) []int32 { return Blocks(dense, qb, visible, l) }
+		}
 	})
 }
 

@@ -82,8 +82,8 @@ func TestLinesAndBlocksMatchNaive(t *testing.T) {
 					// Naive sums from the probabilities.
 					vert := make(map[int]float64)
 					slash := make(map[int]float64)
-					for i, row := range pr.P {
-						for j, x := range row {
+					for i := range pr.Len() {
+						for j, x := range pr.Row(i, nil) {
 							vert[j] += x
 							slash[pr.Pos[i]-j] += x
 						}
