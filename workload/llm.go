@@ -81,6 +81,27 @@ type llmHeadParams struct {
 	noise    float64 // per-dimension query noise (pre-scaling)
 }
 
+// atLength returns p for an N-token sequence: past 4096 tokens the
+// concentrated components (sinks, the local and slash kernels, the needle) grow by
+// lengthGain·ln(N/4096) logits, so that they hold their share of the mass
+// against the diffuse content-driven part, which spreads over N keys.
+func (p llmHeadParams) atLength(n int) llmHeadParams {
+	g := max(0, float64(lengthGain*dlog(float64(n)/4096)))
+	p.sink += g
+	p.local += g
+	if p.needle != 0 {
+		p.needle += 2 * g // it must outgrow the sinks it competes with
+	}
+	if p.slashPos != 0 {
+		p.slashPos += g
+		p.slashID += g
+	}
+	return p
+}
+
+// lengthGain scales atLength's growth.
+const lengthGain = 1.4
+
 // llmParams holds the calibrated strengths. They were tuned so that, at
 // N = 4096, D = 128, dense attention has realistic spread: sink heads put
 // roughly a third of their mass on the first four tokens and most of the
@@ -317,7 +338,7 @@ func (pl *llmPlan) buildHeads() {
 		kv := &pl.kv[h/group]
 		q := &pl.q[h]
 		q.typ = llmHeadType(h % int(numLLMHeadTypes))
-		q.par = llmParams(q.typ)
+		q.par = llmParams(q.typ).atLength(r.N)
 		q.needle = q.typ == headRetrieval
 		// Query and key projections share a component, so that content
 		// similarity raises the logit (x_iᵀ W_qᵀ W_k x_j has a positive
@@ -351,7 +372,7 @@ func (pl *llmPlan) buildHeads() {
 	if len(pl.needleHeads) == 0 { // a single head: it retrieves too
 		h := r.Hq - 1
 		pl.q[h].needle = true
-		pl.q[h].par.needle = llmParams(headRetrieval).needle
+		pl.q[h].par.needle = llmParams(headRetrieval).atLength(r.N).needle
 		pl.needleHeads = []int{h}
 	}
 }
@@ -575,11 +596,11 @@ func (pl *llmPlan) queries(w *Workload, in *llmInput, b, h int) {
 			// logit is the full boost at any N (dividing by the rotated
 			// gain instead failed once the distance turned the global
 			// pairs past 90°: dense attention lost the needle at 16K).
-			// Past 4K tokens the boost grows by ln(N/4096) logits, so the
+			// Past 4K tokens the boost grows with N (atLength), so the
 			// needle keeps its share of the mass against N competing keys.
 			copy(tmp, kv.un)
 			rotatePairs(tmp, pl.lo, pl.hi, pl.needleSin, pl.needleCos)
-			axpy(q.par.needle+max(0, dlog(float64(r.N)/4096)), tmp, row)
+			axpy(q.par.needle, tmp, row)
 		}
 		axpy(1, q.posConst, row)
 		q.wq.mulVec(semScale, in.x.row(i), sem)
