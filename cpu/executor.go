@@ -95,6 +95,7 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 	}
 	r.stack = stackedHeads(p)
 	r.readInPlace() // after stack: it counts the stacked rows
+	defer r.release()
 	scratch := make([]*tile, workers)
 	for i := range scratch {
 		scratch[i] = newTile(p)
