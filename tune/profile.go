@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 
 	"github.com/sparseattn/sparseattn/internal/jsonfile"
 	"github.com/sparseattn/sparseattn/method/sparge"
@@ -203,15 +202,4 @@ func SaveFile(path string, p *Profile) error {
 }
 
 // LoadFile reads a profile from path.
-func LoadFile(path string) (*Profile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	p, err := Load(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, nil
-}
+func LoadFile(path string) (*Profile, error) { return jsonfile.ReadFile(path, Load) }

@@ -88,3 +88,19 @@ func WriteAtomic(path, pattern string, write func(io.Writer) error) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// ReadFile opens path and reads it with read, naming the path in any error
+// read returns.
+func ReadFile[T any](path string, read func(io.Reader) (T, error)) (T, error) {
+	var zero T
+	f, err := os.Open(path)
+	if err != nil {
+		return zero, err
+	}
+	defer f.Close()
+	v, err := read(f)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
+}

@@ -72,3 +72,31 @@ func TestWriteAtomic(t *testing.T) {
 		t.Fatalf("directory holds %d entries, want only p.json", len(entries))
 	}
 }
+
+// TestReadFile: a missing file gives the open error, a bad one the
+// reader's error prefixed by the path, a good one the value.
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	read := func(r io.Reader) (doc, error) {
+		var d doc
+		return d, Decode(r, 1<<10, 2, &d)
+	}
+	if _, err := ReadFile(filepath.Join(dir, "missing.json"), read); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"version": 3}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var vm *VersionMismatch
+	if _, err := ReadFile(bad, read); !errors.As(err, &vm) || !strings.Contains(err.Error(), bad) {
+		t.Errorf("bad file: %v", err)
+	}
+	good := filepath.Join(dir, "good.json")
+	if err := os.WriteFile(good, []byte(`{"version": 2, "name": "x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := ReadFile(good, read); err != nil || d.Name != "x" {
+		t.Errorf("good file: %+v, %v", d, err)
+	}
+}
