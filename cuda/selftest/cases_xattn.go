@@ -3,6 +3,7 @@ package selftest
 import (
 	"github.com/sparseattn/sparseattn/method/xattn"
 	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
 )
 
 // xattnPlanners are the xattn configurations the device planner is checked
@@ -15,3 +16,7 @@ func xattnPlanners() []plan.Planner {
 		xattn.Planner{Stride: 16, Threshold: 1},
 	}
 }
+
+// xattnTieBreak returns the judge of xattn rows that may differ from the CPU's
+// at a documented tie-break, or nil: xattn's device plans must equal the CPU's.
+func xattnTieBreak(plan.Planner, plan.Tiling, *tensor.Tensor, *tensor.Tensor) rowJudge { return nil }
