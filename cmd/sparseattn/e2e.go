@@ -37,6 +37,9 @@ type e2eRow struct {
 	FlushedL2 bool    `json:"flushed_l2"`
 	Workload  string  `json:"workload"`
 	Skipped   string  `json:"skipped,omitempty"` // why a method did not run on the device
+	// Timed is false for a sweep setting measured by one untimed call
+	// (--target): its sparsity and error hold, its times do not.
+	Timed bool `json:"timed"`
 }
 
 // runE2E times every selected method end to end on the device: the inputs
@@ -56,6 +59,7 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reps := fs.Int("repeat", 5, "timed calls; the median is reported")
 	warmup := fs.Int("warmup", 2, "untimed calls first")
 	sweep := fs.Bool("sweep", true, "also run each method's knob sweep (compare's values)")
+	target := fs.Float64("target", 0, "with --sweep: run each sweep setting once for its error and sparsity, and time only the default and the sparsest setting with rel-L1 <= target (the least error where none is); 0 times every setting")
 	seed := fs.Uint64("seed", 1, "workload seed")
 	engine := addEngineFlags(fs)
 	var mf methodFlags
@@ -105,7 +109,7 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		for _, c := range causals {
 			s := e2eSession{e: e, q: dev[0], k: dev[1], v: dev[2], warmup: *warmup, reps: *reps,
 				t: plan.Tiling{Geometry: g, Causal: c, BlockQ: *bq, BlockK: *bk}, base: e2eRow{N: n, Causal: c, Device: e.Info().Name, Workload: string(wk)}}
-			dense, err := s.run(ctx, nil)
+			dense, err := s.run(ctx, nil, *warmup, *reps)
 			if err != nil {
 				return fmt.Errorf("dense N=%d causal=%v: %w", n, c, err)
 			}
@@ -115,27 +119,87 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				if err != nil {
 					return err
 				}
-				for _, cf := range configs {
-					if err := ctx.Err(); err != nil {
-						return err
-					}
-					res, err := s.run(ctx, cf.planner)
-					row := res.row
-					row.Method, row.Knob = m.name, cf.knob
-					if errors.Is(err, cuda.ErrUnsupported) {
-						row.Skipped = err.Error()
-						enc.Encode(row)
-						break
-					}
-					if err != nil {
-						return fmt.Errorf("%s %s N=%d causal=%v: %w", m.name, cf.knob, n, c, err)
-					}
-					enc.Encode(row)
+				if err := s.method(ctx, enc, m.name, configs, *target); err != nil {
+					return fmt.Errorf("N=%d causal=%v: %w", n, c, err)
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// method writes the rows of one method's configurations. With target > 0
+// and a sweep, every setting first runs once, untimed, for its error and
+// sparsity; then only the default and the sparsest setting within target
+// (the least error when none is) are timed.
+func (s *e2eSession) method(ctx context.Context, enc *json.Encoder, name string, configs []e2eConfig, target float64) error {
+	timed := configs
+	if target > 0 && len(configs) > 1 {
+		var rows []e2eRow
+		for _, cf := range configs {
+			row, stop, err := s.row(ctx, name, cf, false)
+			if err != nil {
+				return err
+			}
+			enc.Encode(row)
+			if stop {
+				return nil
+			}
+			rows = append(rows, row)
+		}
+		best := e2eChoice(rows, target)
+		timed = []e2eConfig{configs[0]}
+		if best > 0 {
+			timed = append(timed, configs[best])
+		}
+	}
+	for _, cf := range timed {
+		row, stop, err := s.row(ctx, name, cf, true)
+		if err != nil {
+			return err
+		}
+		enc.Encode(row)
+		if stop {
+			return nil
+		}
+	}
+	return nil
+}
+
+// e2eChoice returns the index of the sparsest row with rel-L1 ≤ target,
+// or of the row with the least error when none is; the first on ties.
+func e2eChoice(rows []e2eRow, target float64) int {
+	best := 0
+	for i, r := range rows[1:] {
+		b, within, bestWithin := rows[best], r.RelL1 <= target, rows[best].RelL1 <= target
+		if within && (!bestWithin || r.Sparsity > b.Sparsity) || !within && !bestWithin && r.RelL1 < b.RelL1 {
+			best = i + 1
+		}
+	}
+	return best
+}
+
+// row runs one configuration, timed or once. stop reports a method the
+// device does not support; its row says why.
+func (s *e2eSession) row(ctx context.Context, name string, cf e2eConfig, timed bool) (row e2eRow, stop bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return row, false, err
+	}
+	warmup, reps := s.warmup, s.reps
+	if !timed {
+		warmup, reps = 0, 1
+	}
+	res, err := s.run(ctx, cf.planner, warmup, reps)
+	row = res.row
+	row.Method, row.Knob, row.Timed = name, cf.knob, timed
+	if errors.Is(err, cuda.ErrUnsupported) {
+		row.Skipped = err.Error()
+		return row, true, nil
+	}
+	if err != nil {
+		return row, true, fmt.Errorf("%s %s: %w", name, cf.knob, err)
+	}
+	return row, false, nil
 }
 
 // parseCausal parses --causal.
@@ -196,7 +260,7 @@ type e2eResult struct {
 
 // run times planner p (nil: dense) end to end and measures its error
 // against the dense output.
-func (s *e2eSession) run(ctx context.Context, p plan.Planner) (e2eResult, error) {
+func (s *e2eSession) run(ctx context.Context, p plan.Planner, warmup, reps int) (e2eResult, error) {
 	res := e2eResult{row: s.base}
 	r, err := s.e.NewRunner(ctx, s.t, s.q.DType(), p)
 	if err != nil {
@@ -209,7 +273,7 @@ func (s *e2eSession) run(ctx context.Context, p plan.Planner) (e2eResult, error)
 		return res, err
 	}
 	defer out.Free()
-	tm, err := r.Benchmark(ctx, s.q, s.k, s.v, out, s.warmup, s.reps)
+	tm, err := r.Benchmark(ctx, s.q, s.k, s.v, out, warmup, reps)
 	if err != nil {
 		return res, err
 	}

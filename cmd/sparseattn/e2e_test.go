@@ -1,0 +1,26 @@
+package main
+
+import "testing"
+
+// TestE2EChoice: e2e --target times the sparsest setting within the
+// bound, or the least-error one when no setting is within it.
+func TestE2EChoice(t *testing.T) {
+	row := func(sp, rel float64) e2eRow { return e2eRow{Sparsity: sp, RelL1: rel} }
+	for _, tc := range []struct {
+		name string
+		rows []e2eRow
+		want int
+	}{
+		{"one row", []e2eRow{row(0.3, 0.2)}, 0},
+		{"sparsest within", []e2eRow{row(0.5, 0.2), row(0.1, 0.01), row(0.3, 0.04), row(0.2, 0.03)}, 2},
+		{"within beats an out-of-bound sparser one", []e2eRow{row(0.9, 0.5), row(0.05, 0.05)}, 1},
+		{"none within: least error", []e2eRow{row(0.5, 0.2), row(0.2, 0.07), row(0.3, 0.09)}, 1},
+		{"ties keep the first", []e2eRow{row(0.1, 0.5), row(0.3, 0.01), row(0.3, 0.02)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := e2eChoice(tc.rows, 0.05); got != tc.want {
+				t.Errorf("e2eChoice = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
