@@ -25,7 +25,7 @@ func autoMethod() *method {
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&profile, "auto-profile", "", "auto: a profile written by \"sparseattn tune --method auto\" (empty: tune per head on the input itself, at --auto-budget)")
 			fs.StringVar(&layer, "auto-layer", "", "auto: the profile's layer to use (empty: its only layer)")
-			fs.Float64Var(&budget, "auto-budget", 0.05, "auto: rel-L1 budget per head when tuning on the input itself (no --auto-profile)")
+			fs.Float64Var(&budget, "auto-budget", 0.05, "auto: the layer's rel-L1 budget, shared by its heads, when tuning on the input itself (no --auto-profile)")
 		},
 		planner: func() (plan.Planner, error) {
 			if profile == "" {
@@ -49,7 +49,7 @@ func autoMethod() *method {
 			if err != nil {
 				return nil, fmt.Errorf("%w: --auto-layer: %v", errUsage, err)
 			}
-			return &autoPlanner{heads: p.Heads}, nil
+			return &autoPlanner{heads: p.Heads, blockQ: prof.BlockQ, blockK: prof.BlockK, causal: prof.Causal}, nil
 		},
 	}
 }
@@ -68,6 +68,10 @@ func autoMethod() *method {
 type autoPlanner struct {
 	budget float64
 	log    io.Writer // where self-tuning says so
+	// The tiling a loaded profile was tuned at (0 when self-tuning): a
+	// head's choice holds only at it.
+	blockQ, blockK int
+	causal         bool
 
 	mu    sync.Mutex
 	heads []auto.Head
@@ -79,10 +83,14 @@ func (a *autoPlanner) Name() string { return "auto" }
 
 // Plan plans with the heads for t (tuning them first when there are none).
 func (a *autoPlanner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	if a.blockQ != 0 && (t.BlockQ != a.blockQ || t.BlockK != a.blockK || t.Causal != a.causal) {
+		return nil, fmt.Errorf("%w: the auto profile was tuned at %d×%d blocks, causal=%v; this run has %d×%d, causal=%v (pass the same --block-q/--block-k or re-tune)",
+			errUsage, a.blockQ, a.blockK, a.causal, t.BlockQ, t.BlockK, t.Causal)
+	}
 	a.mu.Lock()
 	if a.heads == nil {
-		fmt.Fprintf(a.log, "auto: no --auto-profile; tuning each of %d heads on this input itself (rel-L1 budget %v, single-head runs)\n", t.Geometry.Hq, a.budget)
-		l, err := auto.Tune(ctx, auto.Config{Budget: a.budget, Causal: t.Causal, Scale: t.Scale, BlockQ: t.BlockQ, BlockK: t.BlockK},
+		fmt.Fprintf(a.log, "auto: no --auto-profile; tuning %d heads on this input itself (a layer rel-L1 budget of %v shared by the heads, %v of it held back; single-head runs)\n", t.Geometry.Hq, a.budget, auto.DefaultMargin)
+		l, err := auto.Tune(ctx, auto.Config{Budget: a.budget, Margin: auto.DefaultMargin, Causal: t.Causal, Scale: t.Scale, BlockQ: t.BlockQ, BlockK: t.BlockK},
 			"input", []auto.Input{{Q: q, K: k, V: v}})
 		if err != nil {
 			a.mu.Unlock()

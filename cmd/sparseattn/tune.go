@@ -68,25 +68,26 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	in.registerText(fs, "calib") // tune on one held-out text, evaluate on the other
 	l1 := fs.Float64("l1", 0.05, "bound on rel L1 with the block mask M_g alone")
 	l2 := fs.Float64("l2", 0.06, "bound on rel L1 with the λ filter too (≥ --l1)")
-	margin := fs.Float64("margin", 0, "tune against l1·(1−margin) and l2·(1−margin), headroom for unseen inputs; in [0,1)")
+	margin := fs.Float64("margin", 0, "tune against l1·(1−margin) and l2·(1−margin) (auto: budget·(1−margin); unset, auto's default 0.1), headroom for unseen inputs; in [0,1)")
 	calib := fs.Int("calib", 3, "generated calibration inputs (seeds --seed, --seed+1, ...)")
 	holdout := fs.Int("holdout", 0, "generated held-out inputs checked after tuning (seeds after the calibration ones)")
 	layerName := fs.String("layer", "layer0", "layer name in the profile")
 	out := fs.String("out", "", "profile file to write; an existing one is updated (same tiling and bounds)")
-	blockQ := fs.Int("block-q", sparge.DefaultBlockQ, "query block size")
-	blockK := fs.Int("block-k", sparge.DefaultBlockK, "key block size")
+	blockQ := fs.Int("block-q", sparge.DefaultBlockQ, "query block size (--method auto: 64 unless set, eval's default)")
+	blockK := fs.Int("block-k", sparge.DefaultBlockK, "key block size (--method auto: 64 unless set)")
 	rowGroup := fs.Int("row-group", 0, "query rows per λ decision, dividing --block-q (0: block-q/4)")
 	sink := fs.Bool("sink", false, "always keep key block 0")
 	workers := fs.Int("workers", 0, "CPU goroutines (0 = all CPUs)")
 	device := fs.String("device", "cpu", "where the tuner's attention passes run: cpu, cuda (GPU; an error without one) or auto (GPU if usable, else CPU)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	tuneMethod := fs.String("method", "sparge", "what to tune: sparge (τ, θ, λ per head) or auto (the best method and knob per head, at --budget)")
-	budget := fs.Float64("budget", 0.05, "--method auto: bound on each head's rel L1 against dense on every calibration input")
+	budget := fs.Float64("budget", 0.05, "--method auto: bound on the layer's rel L1 against dense (all its heads, |O|-weighted) on every calibration input")
+	headCap := fs.Float64("head-cap", 0, "--method auto: bound on each head's own rel L1 (0: 3·budget; = budget gives each head the budget on its own)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *tuneMethod == "auto" {
-		return runTuneAuto(ctx, tuneAutoArgs{fs: fs, in: in, budget: *budget, calib: *calib, layer: *layerName, out: *out,
+		return runTuneAuto(ctx, tuneAutoArgs{fs: fs, in: in, budget: *budget, margin: *margin, headCap: *headCap, calib: *calib, layer: *layerName, out: *out,
 			blockQ: *blockQ, blockK: *blockK, workers: *workers, asJSON: *asJSON}, stdout, stderr)
 	}
 	if *tuneMethod != "sparge" {

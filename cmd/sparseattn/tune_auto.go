@@ -22,6 +22,8 @@ type tuneAutoArgs struct {
 	fs             *flag.FlagSet
 	in             inputFlags
 	budget         float64
+	margin         float64 // used when --margin is set, else auto.DefaultMargin
+	headCap        float64
 	calib          int
 	layer, out     string
 	blockQ, blockK int
@@ -36,6 +38,9 @@ type tuneAutoReport struct {
 	Geometry tensor.Geometry `json:"geometry"`
 	Causal   bool            `json:"causal"`
 	Budget   float64         `json:"budget"`
+	Margin   float64         `json:"margin"`
+	HeadCap  float64         `json:"head_cap"`
+	L1       float64         `json:"layer_l1"`
 	Inputs   int             `json:"calibration_inputs"`
 	Seconds  float64         `json:"seconds"`
 	Evals    int             `json:"single_head_runs"`
@@ -51,16 +56,21 @@ func runTuneAuto(ctx context.Context, a tuneAutoArgs, stdout, stderr io.Writer) 
 	a.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if a.in.input != "" {
 		n = len(strings.Split(a.in.input, ","))
-	} else if a.in.kind == lmKind && !set["calib"] {
-		n = 1 // the lm workload reads one text: more seeds add nothing
+	} else if a.in.kind == lmKind {
+		if err := checkLMWindows(a.in, n); err != nil {
+			return err
+		}
 	}
 	var inputs []auto.Input
 	var first *problem
 	for i := range n {
 		c := a.in
-		if a.in.input != "" {
+		switch {
+		case a.in.input != "":
 			c.input = strings.Split(a.in.input, ",")[i]
-		} else {
+		case a.in.kind == lmKind:
+			c.lmOffset = i * a.in.n // input i: the text's i-th window of --n bytes
+		default:
 			c.seed = a.in.seed + uint64(i)
 		}
 		p, err := c.load(ctx, a.fs)
@@ -76,7 +86,19 @@ func runTuneAuto(ctx context.Context, a tuneAutoArgs, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	cfg := auto.Config{Budget: a.budget, Causal: first.Causal, BlockQ: a.blockQ, BlockK: a.blockK, Workers: a.workers}
+	margin := auto.DefaultMargin
+	if set["margin"] {
+		margin = a.margin
+	}
+	// sparge's tuner defaults to the paper's 128×64 blocks; auto's
+	// profiles run at eval's tiling, so they are tuned at it.
+	if !set["block-q"] {
+		a.blockQ = auto.DefaultBlockQ
+	}
+	if !set["block-k"] {
+		a.blockK = auto.DefaultBlockK
+	}
+	cfg := auto.Config{Budget: a.budget, Margin: margin, HeadCap: a.headCap, Causal: first.Causal, BlockQ: a.blockQ, BlockK: a.blockK, Workers: a.workers}
 	prof, err := auto.NewProfile(cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -84,9 +106,10 @@ func runTuneAuto(ctx context.Context, a tuneAutoArgs, stdout, stderr io.Writer) 
 	if a.out != "" {
 		switch p, err := auto.LoadFile(a.out); {
 		case err == nil:
-			if p.BlockQ != prof.BlockQ || p.BlockK != prof.BlockK || p.Budget != prof.Budget || p.Causal != prof.Causal {
-				return fmt.Errorf("%w: %s was tuned with blocks %d×%d, causal=%v, budget %v; use the same or another --out",
-					errUsage, a.out, p.BlockQ, p.BlockK, p.Causal, p.Budget)
+			if p.BlockQ != prof.BlockQ || p.BlockK != prof.BlockK || p.Budget != prof.Budget || p.Causal != prof.Causal ||
+				p.Margin != prof.Margin || p.HeadCap != prof.HeadCap {
+				return fmt.Errorf("%w: %s was tuned with blocks %d×%d, causal=%v, budget %v, margin %v, head cap %v; use the same or another --out",
+					errUsage, a.out, p.BlockQ, p.BlockK, p.Causal, p.Budget, p.Margin, p.HeadCap)
 			}
 			prof = p
 		case errors.Is(err, os.ErrNotExist):
@@ -115,24 +138,22 @@ func runTuneAuto(ctx context.Context, a tuneAutoArgs, stdout, stderr io.Writer) 
 		}
 	}
 	r := tuneAutoReport{Layer: a.layer, Source: first.Source, Geometry: g, Causal: cfg.Causal, Budget: a.budget,
+		Margin: prof.Margin, HeadCap: prof.HeadCap, L1: layer.L1, Mean: layer.Sparsity,
 		Inputs: len(inputs), Seconds: time.Since(start).Seconds(), Evals: evals, Heads: layer.Heads}
-	for _, h := range layer.Heads {
-		r.Mean += h.Sparsity / float64(len(layer.Heads))
-	}
 	if a.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Fprintf(stdout, "auto profile, layer %q: %s\nB=%d Hq=%d Hkv=%d N=%d D=%d causal=%v, budget rel L1 ≤ %v on each of %d inputs; %d single-head runs in %.1f s\n\n",
-		r.Layer, r.Source, g.B, g.Hq, g.Hkv, g.Nq, g.D, r.Causal, r.Budget, r.Inputs, r.Evals, r.Seconds)
+	fmt.Fprintf(stdout, "auto profile, layer %q: %s\nB=%d Hq=%d Hkv=%d N=%d D=%d causal=%v, layer rel L1 ≤ %v·(1−%v) and each head's ≤ %v on each of %d inputs; %d single-head runs in %.1f s\n\n",
+		r.Layer, r.Source, g.B, g.Hq, g.Hkv, g.Nq, g.D, r.Causal, r.Budget, r.Margin, r.HeadCap, r.Inputs, r.Evals, r.Seconds)
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "head\tmethod\tknob\trel L1\tsparsity\t")
 	for h, hd := range layer.Heads {
 		fmt.Fprintf(w, "%d\t%s\t%g\t%.4f\t%.3f\t\n", h, hd.Method, hd.Knob, hd.L1, hd.Sparsity)
 	}
 	w.Flush()
-	fmt.Fprintf(stdout, "\nmean sparsity %.3f", r.Mean)
+	fmt.Fprintf(stdout, "\nmean sparsity %.3f, layer rel L1 %.4f", r.Mean, r.L1)
 	if a.out != "" {
 		fmt.Fprintf(stdout, "; written to %s (run it: eval/compare --auto-profile %s)", a.out, a.out)
 	}

@@ -68,11 +68,11 @@ func pooled() psa.Planner {
 // a per-head merge cannot give each head separately.
 var specs = []spec{
 	{name: Dense, build: func(float64, float64) (plan.Planner, error) { return plan.DensePlanner{}, nil }},
-	{name: "sparge", knobs: []float64{0.999, 0.99, 0.98, 0.95, 0.9, 0.8}, lambda: true,
+	{name: "sparge", knobs: []float64{0.999, 0.99, 0.98, 0.95, 0.93, 0.9, 0.85, 0.8}, lambda: true,
 		build: func(x, l float64) (plan.Planner, error) { return spargeP(x, l) }},
-	{name: "unisparse", knobs: []float64{0.999, 0.99, 0.98, 0.95, 0.9, 0.8},
+	{name: "unisparse", knobs: []float64{0.999, 0.99, 0.98, 0.95, 0.93, 0.9, 0.85, 0.8},
 		build: func(x, _ float64) (plan.Planner, error) { return unisparse.Planner{TopP: x}, inUnit("unisparse", x) }},
-	{name: "psa", knobs: []float64{1.43, 1.3, 1.2, 1.1, 1, 0.8, 0.6},
+	{name: "psa", knobs: []float64{1.43, 1.3, 1.2, 1.1, 1.05, 1, 0.9, 0.8, 0.6},
 		build: func(x, _ float64) (plan.Planner, error) {
 			p := pooled()
 			p.Scale = x
@@ -81,17 +81,17 @@ var specs = []spec{
 			}
 			return p, nil
 		}},
-	{name: "xattn", knobs: []float64{0.999, 0.99, 0.95, 0.9, 0.8, 0.6},
+	{name: "xattn", knobs: []float64{0.999, 0.99, 0.95, 0.93, 0.9, 0.85, 0.8, 0.6},
 		build: func(x, _ float64) (plan.Planner, error) { return xattnP(x) }},
 	{name: "flexprefill", knobs: []float64{0.999, 0.99, 0.95, 0.9, 0.8, 0.6},
 		build: func(x, _ float64) (plan.Planner, error) {
 			return flexprefill.Planner{Gamma: x, Tau: 0.1}, inUnit("flexprefill", x)
 		}},
-	{name: "minference", knobs: []float64{1, 0.8, 0.65, 0.5, 0.25, 0.1, 0.05, 0.02},
+	{name: "minference", knobs: []float64{1, 0.8, 0.65, 0.5, 0.25, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002},
 		build: func(x, _ float64) (plan.Planner, error) {
 			return minference.Planner{LastQ: 64, Vertical: max(1, int(x*1000)), Slash: max(1, int(x*6096))}, inUnit("minference", x)
 		}},
-	{name: "window", knobs: []float64{4096, 3072, 2048, 1536, 1024, 768, 512, 384, 256, 192, 128},
+	{name: "window", knobs: []float64{4096, 3072, 2048, 1536, 1024, 768, 512, 384, 256, 192, 128, 96, 64, 32, 0},
 		build: func(x, _ float64) (plan.Planner, error) {
 			if !(x >= 0 && x <= maxWindow) || x != math.Trunc(x) {
 				return nil, fmt.Errorf("%w: window knob %v must be a whole number of tokens in [0, %d]", ErrProfile, x, maxWindow)

@@ -9,8 +9,10 @@ import (
 	"github.com/sparseattn/sparseattn/plan"
 )
 
-// Version is the profile format this package writes and reads.
-const Version = 1
+// Version is the profile format this package writes and reads. Version 2
+// bounds the layer's rel L1 (version 1 bounded each head's), and records
+// the margin, the head cap and what each layer reached.
+const Version = 2
 
 // MaxProfileBytes bounds the size of a profile file Load accepts.
 const MaxProfileBytes = 16 << 20
@@ -37,21 +39,27 @@ func (e *VersionError) Unwrap() error { return ErrProfile }
 
 // Profile is a tuned per-head choice of method and knob for a model: one
 // Layer per attention layer, one Head per query head, with the tiling and
-// the error budget it was tuned for.
+// the error budget it was tuned for (Config's fields of the same names).
 type Profile struct {
 	Version int     `json:"version"`
 	Method  string  `json:"method"` // "auto"
 	BlockQ  int     `json:"block_q"`
 	BlockK  int     `json:"block_k"`
 	Causal  bool    `json:"causal"`
-	Budget  float64 `json:"budget"` // bound on each head's rel L1 against dense
+	Budget  float64 `json:"budget"`   // bound on each layer's rel L1 against dense
+	Margin  float64 `json:"margin"`   // share of the budget left unspent
+	HeadCap float64 `json:"head_cap"` // bound on each head's rel L1
 	Layers  []Layer `json:"layers"`
 }
 
-// Layer holds the choices of one attention layer.
+// Layer holds the choices of one attention layer and what they reached on
+// the calibration inputs: the layer's largest rel L1 over the inputs and
+// its heads' mean sparsity.
 type Layer struct {
-	Name  string `json:"name"`
-	Heads []Head `json:"heads"`
+	Name     string  `json:"name"`
+	Heads    []Head  `json:"heads"`
+	L1       float64 `json:"l1"`
+	Sparsity float64 `json:"sparsity"`
 }
 
 // Head is one query head's choice and what it achieved on the calibration
@@ -110,6 +118,12 @@ func (p *Profile) Validate() error {
 	if err := checkBudget(p.Budget); err != nil {
 		return fmt.Errorf("%w: %v", ErrProfile, err)
 	}
+	if err := checkBudget(p.HeadCap); err != nil {
+		return fmt.Errorf("%w: head cap: %v", ErrProfile, err)
+	}
+	if !(p.Margin >= 0 && p.Margin < 1) {
+		return fmt.Errorf("%w: margin %v must be in [0, 1)", ErrProfile, p.Margin)
+	}
 	if len(p.Layers) > maxLayers {
 		return fmt.Errorf("%w: %d layers, at most %d", ErrProfile, len(p.Layers), maxLayers)
 	}
@@ -121,6 +135,9 @@ func (p *Profile) Validate() error {
 		seen[l.Name] = true
 		if len(l.Heads) == 0 || len(l.Heads) > maxHeads {
 			return fmt.Errorf("%w: layer %q has %d heads, want 1..%d", ErrProfile, l.Name, len(l.Heads), maxHeads)
+		}
+		if !(l.L1 >= 0 && l.L1 <= 1e6 && l.Sparsity >= 0 && l.Sparsity <= 1) {
+			return fmt.Errorf("%w: layer %q: rel L1 %v must be finite and ≥ 0, sparsity %v in [0, 1]", ErrProfile, l.Name, l.L1, l.Sparsity)
 		}
 		for h, hd := range l.Heads {
 			if _, err := NewMethod(hd.Method, hd.Knob, hd.Lambda); err != nil {

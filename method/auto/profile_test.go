@@ -12,7 +12,7 @@ import (
 
 func sampleProfile() *Profile {
 	return &Profile{Version: Version, Method: "auto", BlockQ: 128, BlockK: 64, Causal: true, Budget: 0.05,
-		Layers: []Layer{{Name: "layer0", Heads: []Head{
+		Margin: 0.1, HeadCap: 0.15, Layers: []Layer{{Name: "layer0", L1: 0.045, Sparsity: 0.525, Heads: []Head{
 			{Method: "sparge", Knob: 0.9, Lambda: -4, L1: 0.04, Sparsity: 0.6},
 			{Method: "sparge+psa", Knob: 0.7, L1: 0.03, Sparsity: 0.7},
 			{Method: Dense},
@@ -54,7 +54,10 @@ func TestLoadHostile(t *testing.T) {
 		"truncated":      good.String()[:good.Len()/2],
 		"empty":          "",
 		"array":          "[]",
-		"version":        edit(`"version": 1`, `"version": 2`),
+		"version":        edit(`"version": 2`, `"version": 1`),
+		"head cap":       edit(`"head_cap": 0.15`, `"head_cap": 0`),
+		"margin":         edit(`"margin": 0.1`, `"margin": 1`),
+		"layer l1":       edit(`"l1": 0.045`, `"l1": -1`),
 		"method":         edit(`"method": "auto"`, `"method": "sparge"`),
 		"unknown field":  edit(`"causal": true`, `"causal": true, "x": 1`),
 		"trailing":       good.String() + "{}",
@@ -66,10 +69,10 @@ func TestLoadHostile(t *testing.T) {
 		"positive λ":     edit(`"lambda": -4`, `"lambda": 4`),
 		"sparsity":       edit(`"sparsity": 0.8`, `"sparsity": 3`),
 		"negative l1":    edit(`"l1": 0.01`, `"l1": -0.01`),
-		"duplicate":      edit(`"layers": [`, `"layers": [{"name":"layer0","heads":[{"method":"dense","knob":0,"l1":0,"sparsity":0}]},`),
+		"duplicate":      edit(`"layers": [`, `"layers": [{"name":"layer0","l1":0,"sparsity":0,"heads":[{"method":"dense","knob":0,"l1":0,"sparsity":0}]},`),
 		"no heads":       edit(`"layers": [`, `"layers": [{"name":"x","heads":[]},`),
-		"huge":           `{"version":1,"method":"auto","pad":"` + strings.Repeat("x", MaxProfileBytes) + `"}`,
-		"nested garbage": `{"version":1,"layers":[[[[[[[[[[]]]]]]]]]]}`,
+		"huge":           `{"version":2,"method":"auto","pad":"` + strings.Repeat("x", MaxProfileBytes) + `"}`,
+		"nested garbage": `{"version":2,"layers":[[[[[[[[[[]]]]]]]]]]}`,
 	}
 	for name, data := range cases {
 		_, err := Load(strings.NewReader(data))
