@@ -61,11 +61,19 @@ func pooled() psa.Planner {
 }
 
 // specs is the candidate list, in the order profiles and tables name them.
-// Knob sweeps are those of the CLI's compare, with window's and
-// MInference's filled in between (binary search makes a longer sweep
-// cost a step or two, and each head gets closer to its budget). S2O is not a candidate: its
-// plans carry one plan-wide early-stop τ and a first-pass Init plan, which
-// a per-head merge cannot give each head separately.
+// Knob sweeps are those of the CLI's compare, filled in between and
+// extended at the sparse end (a tuning run measures each head's sweep up
+// to the first knob over the head cap, so a longer sweep costs runs only
+// where a head can use it).
+//
+// S2O is not a candidate. The plan format could carry it beside other
+// heads only partly: its token orders can be identity rows for the other
+// heads (TokenOrder.Query, RowKV −1), its stop rule can be switched off
+// for them (StopRule.RowAfter at least the row's length) and its first
+// pass can leave their Init rows empty; but StopRule.Tau, its knob, is one
+// per plan, so every S2O head of a layer would share one τ, and a merged
+// plan would mix token orders with PSA's pooled levels and λ filters,
+// which no executor here is tested on.
 var specs = []spec{
 	{name: Dense, build: func(float64, float64) (plan.Planner, error) { return plan.DensePlanner{}, nil }},
 	{name: "sparge", knobs: []float64{0.999, 0.99, 0.98, 0.95, 0.93, 0.9, 0.85, 0.8}, lambda: true,
