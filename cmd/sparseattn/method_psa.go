@@ -87,7 +87,7 @@ func psaMethod() *method {
 			fs.StringVar(&rule, "psa-rule", "threshold", "psa: level assignment, threshold (cumulative importance, Alg. 2) or quantile (fixed block shares)")
 			fs.StringVar(&thresholds, "psa-thresholds", "0.7,0.8,0.9,0.9", "psa: cumulative importance thresholds τ1..τH in [0,1], one per pyramid level")
 			fs.StringVar(&quantiles, "psa-quantiles", "0.05,0.15,0.25,0.5", "psa: cumulative block shares per level in [0,1], for --psa-rule quantile")
-			fs.Float64Var(&scale, "psa-scale", 1.2, "psa: multiplies every threshold or quantile (capped at 1); ≥ 1/τ1 is dense")
+			fs.Float64Var(&scale, "psa-scale", psa.DefaultScale, "psa: multiplies every threshold or quantile (capped at 1); ≥ 1/τ1 is dense")
 			fs.StringVar(&estimator, "psa-estimator", "sampling", "psa: block importance, sampling (video generation) or antidiagonal (video understanding)")
 			fs.IntVar(&sampleQ, "psa-sample-q", 0, "psa: query tokens sampled per block (0 = a quarter of the block)")
 			fs.IntVar(&sampleK, "psa-sample-k", 0, "psa: key tokens sampled per block (0 = a quarter of the block)")

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strconv"
 
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/plan"
@@ -13,7 +14,8 @@ import (
 // block mask (TopCdf τ or top-k, θ self-similarity judge), and the λ
 // filter skips further P̃V products inside the executor.
 func spargeMethod() *method {
-	var cdf, topk, theta, lambda float64
+	cdf := setFloat{v: sparge.DefaultCDF}
+	var topk, theta, lambda float64
 	var rowGroup int
 	var sink bool
 	var profile, layer string
@@ -53,8 +55,8 @@ func spargeMethod() *method {
 	return &method{
 		name: "sparge",
 		flags: func(fs *flag.FlagSet) {
-			fs.Float64Var(&cdf, "sparge-cdf", 0, "sparge: TopCdf τ in (0,1], the predicted mass each query block keeps (0: use --sparge-topk)")
-			fs.Float64Var(&topk, "sparge-topk", 0, fmt.Sprintf("sparge: fraction in (0,1] of each row's causally visible blocks kept when --sparge-cdf is 0 (0: %v)", sparge.DefaultTopK))
+			fs.Var(&cdf, "sparge-cdf", "sparge: TopCdf τ in (0,1], the predicted mass each query block keeps (0, or --sparge-topk set without it: top-k mode)")
+			fs.Float64Var(&topk, "sparge-topk", 0, fmt.Sprintf("sparge: fraction in (0,1] of each row's causally visible blocks kept in top-k mode (0: %v)", sparge.DefaultTopK))
 			fs.Float64Var(&theta, "sparge-theta", 0, fmt.Sprintf("sparge: self-similarity threshold θ in [-1,1] (0: %v; negative: no judge)", sparge.DefaultTheta))
 			fs.Float64Var(&lambda, "sparge-lambda", 0, "sparge: λ < 0 skips a row group's P̃V when max(m_local − m) < λ (0: off)")
 			fs.IntVar(&rowGroup, "sparge-row-group", 0, "sparge: query rows per λ decision, dividing --block-q (0: block-q/4)")
@@ -66,7 +68,10 @@ func spargeMethod() *method {
 			if profile != "" {
 				return fromProfile()
 			}
-			return build(cdf, topk)
+			if topk != 0 && !cdf.set {
+				return build(0, topk) // --sparge-topk alone selects top-k mode
+			}
+			return build(cdf.v, topk)
 		},
 		knob: &knob{
 			name:    "cdf",
@@ -74,4 +79,23 @@ func spargeMethod() *method {
 			planner: func(x float64) (plan.Planner, error) { return build(x, 0) },
 		},
 	}
+}
+
+// setFloat is a float flag that records whether it was set.
+type setFloat struct {
+	v   float64
+	set bool
+}
+
+// String returns the value.
+func (f *setFloat) String() string { return strconv.FormatFloat(f.v, 'g', -1, 64) }
+
+// Set parses the value and marks the flag set.
+func (f *setFloat) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return err
+	}
+	f.v, f.set = v, true
+	return nil
 }

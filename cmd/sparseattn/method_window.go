@@ -20,8 +20,8 @@ func windowMethod() *method {
 	return &method{
 		name: "window",
 		flags: func(fs *flag.FlagSet) {
-			fs.IntVar(&sink, "window-sink", 64, "window: leading sink tokens every query sees")
-			fs.IntVar(&size, "window-size", 1024, "window: tokens of local context")
+			fs.IntVar(&sink, "window-sink", window.DefaultSink, "window: leading sink tokens every query sees")
+			fs.IntVar(&size, "window-size", window.DefaultWindow, "window: tokens of local context")
 		},
 		planner: func() (plan.Planner, error) { return build(sink, size) },
 		knob: &knob{
