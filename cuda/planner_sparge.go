@@ -35,8 +35,13 @@ type spargeHead struct {
 	theta, cdf, topk float64
 }
 
-// spargeThreads is the block size of both kernels (__launch_bounds__).
-const spargeThreads = 128
+// spargeThreads is the block size of sparge_rows (__launch_bounds__);
+// sparge_pool runs spargePoolWarps warps a block, one block of tokens each
+// (POOL_WARPS).
+const (
+	spargeThreads   = 128
+	spargePoolWarps = 4
+)
 
 // newSpargePlanner returns the device planner of p.
 func newSpargePlanner(p sparge.Planner) (devicePlanner, error) {
@@ -161,7 +166,8 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 
 // launchPool pools and judges every query and key block.
 func (l *spargeLaunch) launchPool(c *driver.Ctx) error {
-	return c.Launch(l.pool, driver.Dim3{X: uint32(l.qRows + l.kRows), Y: 1, Z: 1}, driver.Dim3{X: spargeThreads, Y: 1, Z: 1}, 0,
+	blocks := (l.qRows + l.kRows + spargePoolWarps - 1) / spargePoolWarps
+	return c.Launch(l.pool, driver.Dim3{X: uint32(blocks), Y: 1, Z: 1}, driver.Dim3{X: 32 * spargePoolWarps, Y: 1, Z: 1}, 0,
 		driver.Arg(&l.a), driver.Arg(&l.q), driver.Arg(&l.k), driver.Arg(&l.qm), driver.Arg(&l.qsim), driver.Arg(&l.kmt), driver.Arg(&l.ksim))
 }
 

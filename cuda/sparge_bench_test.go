@@ -14,9 +14,9 @@ import (
 )
 
 // TestSpargePlanTimes times the sparge device planner against the dense
-// kernel at B=1, Hq=32, Hkv=8, D=128, bf16, causal, on pseudo-random
-// inputs, for N in SPARSEATTN_SPARGE_BENCH_N (default 8192,32768,131072):
-// the median PlanMS of seven Plan calls after a warm-up, at the defaults
+// kernel at B=1, Hq=32, Hkv=8, D=128, bf16, causal and non-causal, on
+// pseudo-random inputs, for N in SPARSEATTN_SPARGE_BENCH_N (default
+// 8192,32768,131072): the median PlanMS of seven Plan calls after a warm-up, at the defaults
 // (top-k 0.5, θ 0.3) and in CDF mode (τ 0.9), the device time of each of
 // its two kernels and of the whole plan step (spargeStages), and the
 // median RunMS of three dense runs. It runs only when
@@ -26,12 +26,7 @@ func TestSpargePlanTimes(t *testing.T) {
 		t.Skip("set SPARSEATTN_SPARGE_BENCH=1 to time the sparge device planner")
 	}
 	e := openOrSkip(t)
-	ctx := context.Background()
 	sizes := benchSizes(t, "SPARSEATTN_SPARGE_BENCH_N", []int{8192, 32768, 131072})
-	median := func(xs []float64) float64 {
-		slices.Sort(xs)
-		return xs[len(xs)/2]
-	}
 	// offset is added to every element: 1.5 makes each block's CosSim about
 	// 0.6, above the default θ, so that the whole predictor runs (with 0,
 	// every block would be judged non-self-similar and every row dense).
@@ -44,10 +39,24 @@ func TestSpargePlanTimes(t *testing.T) {
 		offset = float32(f)
 	}
 	for _, n := range sizes {
-		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
-		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: sparge.DefaultBlockQ, BlockK: sparge.DefaultBlockK}
 		x := uint64(0x9e3779b97f4a7c15)
 		q, k, v := benchTensor(t, e, 32, n, 128, offset, &x), benchTensor(t, e, 8, n, 128, offset, &x), benchTensor(t, e, 8, n, 128, offset, &x)
+		for _, causal := range []bool{true, false} {
+			spargeTimes(t, e, n, causal, q, k, v)
+		}
+	}
+}
+
+// spargeTimes is TestSpargePlanTimes at one N, causal or not.
+func spargeTimes(t *testing.T, e *Engine, n int, causal bool, q, k, v *Tensor) {
+	ctx := context.Background()
+	median := func(xs []float64) float64 {
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	{
+		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
+		tl := plan.Tiling{Geometry: g, Causal: causal, BlockQ: sparge.DefaultBlockQ, BlockK: sparge.DefaultBlockK}
 		dense, err := e.NewRunner(ctx, tl, tensor.BFloat16, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -67,7 +76,7 @@ func TestSpargePlanTimes(t *testing.T) {
 			runs = append(runs, rep.RunMS)
 		}
 		denseMS := median(runs)
-		t.Logf("N=%d dense run %.3f ms, dense plan %.4f ms", n, denseMS, median(dplan))
+		t.Logf("N=%d causal=%v dense run %.3f ms, dense plan %.4f ms", n, causal, denseMS, median(dplan))
 		for _, c := range []struct {
 			name string
 			p    sparge.Planner
@@ -95,8 +104,8 @@ func TestSpargePlanTimes(t *testing.T) {
 			out.Free()
 			run.Close()
 			pm := median(ms)
-			t.Logf("N=%d sparge %s: plan %.4f ms (%.2f%% of dense), run %.3f ms, density %.3f; GPU busy before: pool %.4f rows %.4f, whole plan %.4f ms",
-				n, c.name, pm, 100*pm/denseMS, rep.RunMS, float64(rep.Stats.QKBlocks)/float64(rep.Stats.DenseBlocks), pool, rows, whole)
+			t.Logf("N=%d causal=%v sparge %s: plan %.4f ms (%.2f%% of dense), run %.3f ms, density %.3f; GPU busy before: pool %.4f rows %.4f, whole plan %.4f ms",
+				n, causal, c.name, pm, 100*pm/denseMS, rep.RunMS, float64(rep.Stats.QKBlocks)/float64(rep.Stats.DenseBlocks), pool, rows, whole)
 		}
 		dense.Close()
 	}

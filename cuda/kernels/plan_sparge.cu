@@ -2,10 +2,12 @@
 // §3.2; package method/sparge on the CPU, whose plans these kernels
 // reproduce bit for bit). Two kernels:
 //
-//   sparge_pool  one block per query block (b, h, qb) and per key block
+//   sparge_pool  one warp per query block (b, h, qb) and per key block
 //                (b, kvh, kb), the key side once per KV head (GQA): the
 //                block's mean token and its self-similarity CosSim, in one
-//                pass over the tokens.
+//                pass over the tokens, with no float64 staging in shared
+//                memory (the earlier block-per-task kernel was bound by
+//                its shared-memory traffic).
 //   sparge_rows  one block per SR plan rows of one KV head (query heads of
 //                the group fastest, then query blocks): the compressed
 //                logits scale·q̄·k̄ᵀ, the θ judge, the compressed softmax,
@@ -51,133 +53,175 @@ __device__ __forceinline__ double f2d(float f) {
 	return (double)f;
 }
 
-// sparge_pool: per block of tokens [lo, hi) of one head, mean[d] =
-// (Σ_n x[n,d])/cnt and CosSim = |Σ_n x̂_n|²/cnt² (sparge.blockStats). For
-// query blocks it writes qm[row·SD + d] = mean[d]·scale and qsim[row], row
-// = (b·Hq + h)·q_blocks + qb; for key blocks kmt[((b·Hkv + kvh)·nkb + kb)·SD
-// + d] = mean[d] and ksim[(b·Hkv + kvh)·nkb + kb]. 128 threads, CHUNK tokens at a time:
-// each warp loads whole token rows (8 bytes a lane when the rows allow)
-// into shared memory as float64 and computes their norms in warp_sum
-// order; then thread d accumulates column d in token order.
-extern "C" __global__ void __launch_bounds__(128) sparge_pool(PlanArgs a, View q, View k, double* qm, double* qsim, double* kmt,
-                                                              double* ksim) {
-	__shared__ double tok[CHUNK][SD];
-	__shared__ double tinv[CHUNK];
-	__shared__ double unit_s[SD];
-	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	int nkb = (a.Nk + a.bk - 1) / a.bk;
-	long long nq = (long long)a.B * a.Hq * a.q_blocks;
-	long long blk = blockIdx.x;
-	bool isq = blk < nq;
-	View x = isq ? q : k;
-	int b, h, lo, hi;
-	if (isq) {
-		b = (int)(blk / ((long long)a.Hq * a.q_blocks));
-		h = (int)(blk / a.q_blocks % a.Hq);
-		int qb = (int)(blk % a.q_blocks);
-		lo = qb * a.bq, hi = min(lo + a.bq, a.Nq);
-	} else {
-		blk -= nq;
-		b = (int)(blk / ((long long)a.Hkv * nkb));
-		h = (int)(blk / nkb % a.Hkv);
-		int kb = (int)(blk % nkb);
-		lo = kb * a.bk, hi = min(lo + a.bk, a.Nk);
+#define TG 8         // tokens a pool warp loads at a time
+#define POOL_WARPS 4 // sparge_pool's warps (tasks) per block: cuda.spargePoolWarps
+// bf16_to_f64 is (double) of a bfloat16 for normal values by building the
+// high word (sign, exponent + 1023 − 127, 7 mantissa bits); others convert.
+__device__ __forceinline__ double bf16_to_f64(u16 b) {
+	u32 e = b & 0x7f80u;
+	if (e - 0x80u < 0x7f00u) return __hiloint2double((int)((((u32)b & 0x8000u) << 16) | ((((u32)b & 0x7fffu) << 13) + (896u << 20))), 0);
+	return (double)bf16_to_f32(b);
+}
+
+// Raw is the storage type of an input type; conv64 converts it to float64
+// (exactly).
+template <int DT> struct Raw {
+	typedef u16 T;
+};
+template <> struct Raw<DT_F32> {
+	typedef float T;
+};
+template <int DT> __device__ __forceinline__ double conv64(typename Raw<DT>::T r) {
+	if constexpr (DT == DT_F32)
+		return f2d(r);
+	else if constexpr (DT == DT_F16)
+		return f2d(f16_to_f32(r));
+	else
+		return bf16_to_f64(r);
+}
+
+// tree_sum32 is warp_sum's result over 32 partials p(l), l = 0..31, held
+// by one thread: the butterfly 16, 8, 4, 2, 1 is a balanced tree whose
+// leaves, left to right, are l in 5-bit bit-reversed order, so a
+// depth-first walk with a stack of partial sums adds exactly the pairs
+// warp_sum adds (addition is commutative).
+__device__ constexpr int brev5(int k) { return ((k & 1) << 4) | ((k & 2) << 2) | (k & 4) | ((k & 8) >> 2) | ((k & 16) >> 4); }
+template <typename F> __device__ __forceinline__ double tree_sum32(F p) {
+	double st[5];
+	int top = 0;
+#pragma unroll
+	for (int k = 0; k < 32; k++) {
+		double v = p(brev5(k));
+#pragma unroll
+		for (int b = k; b & 1; b >>= 1) v = add64(st[--top], v);
+		st[top++] = v;
 	}
-	// 16-bit rows of 8-byte-aligned groups of 4 elements load as uint2.
-	bool vec = x.dtype != DT_F32 && SD % 4 == 0 && (unsigned long long)x.ptr % 8 == 0 && x.sn % 4 == 0 && x.sh % 4 == 0 && x.sb % 4 == 0;
-	const u16* base16 = (const u16*)x.ptr + (long long)b * x.sb + (long long)h * x.sh;
-	// The vector path loads the next chunk while the block works on this one.
-	uint2 pre[CHUNK / 4];
-	auto fetch = [&](int c0) {
-		int cn = min(CHUNK, hi - c0);
+	return st[0];
+}
+
+// pool_task pools tokens [lo, hi) of one head with one warp: lane l owns
+// the dimensions d ≡ l (mod 32); x points at the head's token 0, sn is the
+// token stride. part is the warp's TG×33 scratch. The raw elements of the
+// next TG tokens are loaded while the warp works on these (all loads ahead
+// of any conversion: its branch would otherwise serialize them). See
+// sparge_pool.
+template <int DT>
+__device__ __forceinline__ void pool_task(const typename Raw<DT>::T* x, long long sn, int lo, int hi, double (*part)[33], double* msum,
+                                          double* usum) {
+	typedef typename Raw<DT>::T T;
+	int lane = threadIdx.x & 31;
 #pragma unroll
-		for (int s = 0; s < CHUNK / 4; s++) {
-			int t = warp + 4 * s;
-			if (lane < SD / 4 && t < cn) pre[s] = *(const uint2*)(base16 + (long long)(c0 + t) * x.sn + 4 * lane);
-		}
-	};
-	if (vec) fetch(lo);
-	double msum = 0, usum = 0;
-	for (int c0 = lo; c0 < hi; c0 += CHUNK) {
-		int cn = min(CHUNK, hi - c0);
-		if (vec) {
+	for (int i = 0; i < NL; i++) msum[i] = 0, usum[i] = 0;
+	T raw[TG][NL], nxt[TG][NL];
+	auto fetch = [&](T(&r)[TG][NL], int c0) {
+		int cn = min(TG, hi - c0);
 #pragma unroll
-			for (int s = 0; s < CHUNK / 4; s++) {
-				int t = warp + 4 * s;
-				if (lane < SD / 4 && t < cn) {
-					uint2 w = pre[s];
-					u16 e[4] = {(u16)(w.x & 0xffff), (u16)(w.x >> 16), (u16)(w.y & 0xffff), (u16)(w.y >> 16)};
-#pragma unroll
-					for (int i = 0; i < 4; i++) tok[t][4 * lane + i] = f2d(x.dtype == DT_F16 ? f16_to_f32(e[i]) : bf16_to_f32(e[i]));
-				}
-			}
-		} else {
-#pragma unroll
-			for (int s = 0; s < CHUNK / 4; s++) {
-				int t = warp + 4 * s;
-				if (t < cn) {
-#pragma unroll
-					for (int i = 0; i < NL; i++) {
-						int d = lane + 32 * i;
-						if (d < SD) tok[t][d] = f2d(load(x, b, h, c0 + t, d));
-					}
-				}
-			}
-		}
-		__syncthreads();
-		if (vec && c0 + CHUNK < hi) fetch(c0 + CHUNK);
-		double nn[CHUNK / 4];
-#pragma unroll
-		for (int s = 0; s < CHUNK / 4; s++) {
-			int t = warp + 4 * s;
-			nn[s] = 0;
+		for (int t = 0; t < TG; t++)
 #pragma unroll
 			for (int i = 0; i < NL; i++) {
 				int d = lane + 32 * i;
-				if (d < SD && t < cn) nn[s] = add64(nn[s], mul64(tok[t][d], tok[t][d]));
+				r[t][i] = t < cn && d < SD ? x[(long long)(c0 + t) * sn + d] : (T)0;
 			}
-		}
+	};
+	fetch(raw, lo);
+	for (int c0 = lo; c0 < hi; c0 += TG) {
+		int cn = min(TG, hi - c0);
+		if (c0 + TG < hi) fetch(nxt, c0 + TG);
+		// Lane partials of each token's |x|², d ≡ lane (mod 32) in
+		// increasing d (0 + x² = x² exactly: x² is not −0).
 #pragma unroll
-		for (int s = 0; s < CHUNK / 4; s++) {
-			int t = warp + 4 * s;
-			double v = warp_sum(nn[s]);
-			if (lane == 0 && t < cn) tinv[t] = v == 0 ? -1.0 : 1.0 / sqrt(v); // -1: a zero token adds nothing to the unit sum
-		}
-		__syncthreads();
-		if (tid < SD) {
+		for (int t = 0; t < TG; t++) {
+			double f = conv64<DT>(raw[t][0]), p = mul64(f, f);
 #pragma unroll
-			for (int t = 0; t < CHUNK; t++) {
-				if (t < cn) {
-					double f = tok[t][tid], iv = tinv[t];
-					msum = add64(msum, f);
-					if (iv != -1.0) usum = add64(usum, mul64(f, iv));
+			for (int i = 1; i < NL; i++) {
+				f = conv64<DT>(raw[t][i]);
+				p = add64(p, mul64(f, f));
+			}
+			part[t][lane] = p;
+		}
+		__syncwarp();
+		// Lane t reduces token t's partials; −1 marks a zero token, which
+		// adds nothing to the unit sum.
+		double inv = -1.0;
+		if (lane < cn) {
+			double nn = tree_sum32([&](int l) { return part[lane][l]; });
+			if (nn != 0) inv = 1.0 / sqrt(nn);
+		}
+		__syncwarp();
+#pragma unroll
+		for (int t = 0; t < TG; t++) {
+			double iv = __shfl_sync(0xffffffffu, inv, t);
+			if (t < cn) {
+#pragma unroll
+				for (int i = 0; i < NL; i++) {
+					double f = conv64<DT>(raw[t][i]);
+					msum[i] = add64(msum[i], f);
+					if (iv != -1.0) usum[i] = add64(usum[i], mul64(f, iv));
 				}
 			}
 		}
-		__syncthreads();
-	}
-	double cnt = hi - lo;
-	if (tid < SD) unit_s[tid] = usum;
-	__syncthreads();
-	double sim = 0;
-	if (warp == 0) {
-		double s = 0;
 #pragma unroll
-		for (int i = 0; i < NL; i++) {
-			int d = lane + 32 * i;
-			if (d < SD) s = add64(s, mul64(unit_s[d], unit_s[d]));
-		}
-		sim = warp_sum(s) / mul64(cnt, cnt);
+		for (int t = 0; t < TG; t++)
+#pragma unroll
+			for (int i = 0; i < NL; i++) raw[t][i] = nxt[t][i];
 	}
+}
+
+// sparge_pool: per block of tokens [lo, hi) of one head, mean[d] =
+// (Σ_n x[n,d])/cnt and CosSim = |Σ_n x̂_n|²/cnt² (sparge.blockStats), one
+// warp per block of tokens. Task t < B·Hq·q_blocks is query row t =
+// (b·Hq + h)·q_blocks + qb: it writes qm[t·SD + d] = mean[d]·scale and
+// qsim[t]; the others are key blocks: kmt[((b·Hkv + kvh)·nkb + kb)·SD + d]
+// = mean[d] and ksim[(b·Hkv + kvh)·nkb + kb].
+extern "C" __global__ void __launch_bounds__(32 * POOL_WARPS)
+    sparge_pool(PlanArgs a, View q, View k, double* qm, double* qsim, double* kmt, double* ksim) {
+	__shared__ double part[POOL_WARPS][TG][33]; // padded: lane t reads row t
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	int nkb = (a.Nk + a.bk - 1) / a.bk;
+	long long nq = (long long)a.B * a.Hq * a.q_blocks;
+	long long task = (long long)blockIdx.x * POOL_WARPS + warp;
+	if (task >= nq + (long long)a.B * a.Hkv * nkb) return;
+	bool isq = task < nq;
+	int b, h, lo, hi;
 	if (isq) {
-		long long row = blockIdx.x;
-		if (tid < SD) qm[row * SD + tid] = mul64(msum / cnt, (double)a.scale);
-		if (tid == 0) qsim[row] = sim;
+		b = (int)(task / ((long long)a.Hq * a.q_blocks));
+		h = (int)(task / a.q_blocks % a.Hq);
+		int qb = (int)(task % a.q_blocks);
+		lo = qb * a.bq, hi = min(lo + a.bq, a.Nq);
 	} else {
-		long long bh = (long long)b * a.Hkv + h;
-		int kb = lo / a.bk;
-		if (tid < SD) kmt[(bh * nkb + kb) * SD + tid] = msum / cnt;
-		if (tid == 0) ksim[bh * nkb + kb] = sim;
+		long long t = task - nq;
+		b = (int)(t / ((long long)a.Hkv * nkb));
+		h = (int)(t / nkb % a.Hkv);
+		int kb = (int)(t % nkb);
+		lo = kb * a.bk, hi = min(lo + a.bk, a.Nk);
+	}
+	const void* ptr = isq ? q.ptr : k.ptr;
+	long long sn = isq ? q.sn : k.sn, off = (long long)b * (isq ? q.sb : k.sb) + (long long)h * (isq ? q.sh : k.sh);
+	int dt = isq ? q.dtype : k.dtype;
+	double msum[NL], usum[NL];
+	if (dt == DT_BF16)
+		pool_task<DT_BF16>((const u16*)ptr + off, sn, lo, hi, part[warp], msum, usum);
+	else if (dt == DT_F16)
+		pool_task<DT_F16>((const u16*)ptr + off, sn, lo, hi, part[warp], msum, usum);
+	else
+		pool_task<DT_F32>((const float*)ptr + off, sn, lo, hi, part[warp], msum, usum);
+	double cnt = hi - lo;
+	double s = 0;
+#pragma unroll
+	for (int i = 0; i < NL; i++)
+		if (lane + 32 * i < SD) s = add64(s, mul64(usum[i], usum[i]));
+	double sim = warp_sum(s) / mul64(cnt, cnt);
+	if (isq) {
+#pragma unroll
+		for (int i = 0; i < NL; i++)
+			if (lane + 32 * i < SD) qm[task * SD + lane + 32 * i] = mul64(msum[i] / cnt, (double)a.scale);
+		if (lane == 0) qsim[task] = sim;
+	} else {
+		long long t = task - nq;
+#pragma unroll
+		for (int i = 0; i < NL; i++)
+			if (lane + 32 * i < SD) kmt[t * SD + lane + 32 * i] = msum[i] / cnt;
+		if (lane == 0) ksim[t] = sim;
 	}
 }
 
