@@ -34,7 +34,13 @@ Calibration inputs, one of:
   --workload ... --calib N     N generated inputs, seeds --seed .. --seed+N-1
   --input a.safetensors,b.npz  one file per input (tensors by --q-name/...)
 --holdout M checks the tuned profile on M further seeds (lm: windows) of the
-workload.`
+workload.
+
+--method auto tunes the best method and knob per head instead (package
+method/auto): the layer's rel L1 (all heads, |O|-weighted) stays within
+--budget·(1−--margin) on every calibration input and each head's within
+--head-cap, at 64×64 blocks unless --block-q/--block-k are set; run the
+profile with eval/compare --auto-profile.`
 
 // tuneHead is one head's line of the report.
 type tuneHead struct {

@@ -145,7 +145,7 @@ func runTuneAuto(ctx context.Context, a tuneAutoArgs, stdout, stderr io.Writer) 
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Fprintf(stdout, "auto profile, layer %q: %s\nB=%d Hq=%d Hkv=%d N=%d D=%d causal=%v, layer rel L1 ≤ %v·(1−%v) and each head's ≤ %v on each of %d inputs; %d single-head runs in %.1f s\n\n",
+	fmt.Fprintf(stdout, "auto profile, layer %q: %s\nB=%d Hq=%d Hkv=%d N=%d D=%d causal=%v, layer rel L1 ≤ %.3g·(1−%.3g) and each head's ≤ %.3g on each of %d inputs; %d single-head runs in %.1f s\n\n",
 		r.Layer, r.Source, g.B, g.Hq, g.Hkv, g.Nq, g.D, r.Causal, r.Budget, r.Margin, r.HeadCap, r.Inputs, r.Evals, r.Seconds)
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "head\tmethod\tknob\trel L1\tsparsity\t")
