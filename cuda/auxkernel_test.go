@@ -20,7 +20,7 @@ func TestExpandIncludes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(src, "#include") || !strings.Contains(src, "void pass_mass(") {
+		if strings.Contains(src, "#include") || !strings.Contains(src, "bm_mass(PlanArgs a, BmArgs m)") {
 			t.Errorf("%s: block_mass.cuh not expanded", file)
 		}
 		lines := strings.Split(string(body), "\n")

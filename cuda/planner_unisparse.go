@@ -9,9 +9,12 @@ import (
 )
 
 // unisparsePlanner is unisparse.Planner on the device
-// (kernels/plan_unisparse.cu). It repeats the CPU planner's canonical
-// arithmetic operation for operation, stochastic pooling's PCG streams
-// included, so its plans are the CPU planner's.
+// (kernels/plan_unisparse.cu and block_mass.cuh). Its composite tokens are
+// the CPU planner's, bit for bit (stochastic pooling's PCG streams
+// included); their logits are float32 tensor-core sums of bf16 halves
+// where the CPU sums in float64, so a block whose cumulative mass lands
+// within rounding of Top-P may be kept by one side only (the self-test's
+// unisparseTieBreak states the bound).
 type unisparsePlanner struct{ u unisparse.Planner }
 
 // newUnisparsePlanner returns the device planner of p.
@@ -19,54 +22,13 @@ func newUnisparsePlanner(p unisparse.Planner) (devicePlanner, error) {
 	return unisparsePlanner{p}, nil
 }
 
-// The tiling of the mass kernels in kernels/plan_unisparse.cu and
-// plan_xattn.cu (UT, URP, UMS, UDC, UTK).
-const (
-	uniThreads  = 256
-	uniPassRows = 32
-	uniMaxSegs  = 4
-	uniDimTile  = 16
-	uniMaxKeys  = 128
-)
-
-// massLaunch returns the key tile, the segments per work item, the number
-// of CTAs, the per-CTA scratch doubles and the dynamic shared memory of a
-// mass kernel for KV blocks of per keys (or key groups), rows query rows
-// per query block and work items work.
-func massLaunch(e *Engine, t plan.Tiling, per, rows, segments int) (tk, spi, ctas, scratch, shared int) {
-	tk = per * (uniMaxKeys / per)
-	spi = min(uniMaxSegs, max(1, uniPassRows/max(rows, 1)))
-	kb := kBlocks(t)
-	work := (segments + spi - 1) / spi
-	ctas = max(1, min(work, 2*e.Info().SMs))
-	scratch = kb * (uniMaxSegs + 2*uniPassRows)
-	p2 := 1
-	for p2 < kb {
-		p2 <<= 1
-	}
-	gemm := uniDimTile*uniPassRows*8 + uniPassRows*(tk+tk/per)*8 + uniDimTile*(tk+1)*4 // qs, lg, ks
-	shared = max(gemm, p2*13)
-	return
-}
-
-// uniArgs mirrors struct UniArgs in kernels/plan_unisparse.cu.
-type uniArgs struct {
-	cq, ck, scratch uint64
-	nq, nk, l       int32
-	cqf, ckf, ch    int32
-	ksets, keyPerKV int32
-	per, tk         int32
-	hpi, spi        int32
-	topP            float64
-}
-
 func (p unisparsePlanner) header(t plan.Tiling) (*plan.Plan, error) {
 	c, err := p.u.Resolve(t)
 	if err != nil {
 		return nil, err
 	}
-	if per := t.BlockK / c.CK; per > uniMaxKeys {
-		return nil, fmt.Errorf("%w: the unisparse device planner takes at most %d composite keys per KV block, got BlockK/CK = %d", ErrUnsupported, uniMaxKeys, per)
+	if err := bmCheck(t.BlockQ / c.CQ); err != nil {
+		return nil, err
 	}
 	return &plan.Plan{Tiling: t}, nil
 }
@@ -88,13 +50,12 @@ func (p unisparsePlanner) plan(c *driver.Ctx, in *planInput) error {
 	if perKV {
 		keySets = g.B * g.Hkv
 	}
-	cq, err := in.scratch.get(c, "unisparse.cq", int64(groups*nq*g.D)*4)
-	if err != nil {
-		return err
-	}
-	ck, err := in.scratch.get(c, "unisparse.ck", int64(keySets*nk*g.D)*4)
-	if err != nil {
-		return err
+	// Composites as bf16 halves: [B][query sets][nq][D] and [B][key sets][nk][D].
+	var halves [4]driver.Ptr
+	for i, n := range []int{groups * nq, groups * nq, keySets * nk, keySets * nk} {
+		if halves[i], err = in.scratch.get(c, fmt.Sprintf("unisparse.c%d", i), int64(n*g.D)*2); err != nil {
+			return err
+		}
 	}
 	// Stochastic pooling: token norms, then the PCG walks (streams 0 and 1
 	// are the query and key draws of each head group).
@@ -110,11 +71,11 @@ func (p unisparsePlanner) plan(c *driver.Ctx, in *planInput) error {
 		if pickK, err = in.scratch.get(c, "unisparse.pickk", int64(groups*nk)*4); err != nil {
 			return err
 		}
-		fnN, err := in.e.auxFunction(c, "plan_unisparse.cu", "uni_norms")
+		fnN, err := in.e.auxFunction(c, "plan_unisparse.cu", "uni_norms", bmStubDefs...)
 		if err != nil {
 			return err
 		}
-		fnD, err := in.e.auxFunction(c, "plan_unisparse.cu", "uni_draw")
+		fnD, err := in.e.auxFunction(c, "plan_unisparse.cu", "uni_draw", bmStubDefs...)
 		if err != nil {
 			return err
 		}
@@ -139,56 +100,44 @@ func (p unisparsePlanner) plan(c *driver.Ctx, in *planInput) error {
 		}
 	}
 	// Composite queries (scaled) and keys (UniSparse Eq. 2–3).
-	fnP, err := in.e.auxFunction(c, "plan_unisparse.cu", "uni_pool")
+	fnP, err := in.e.auxFunction(c, "plan_unisparse.cu", "uni_pool", bmStubDefs...)
 	if err != nil {
 		return err
 	}
 	pooling := int32(cfg.Pooling)
 	for _, s := range []struct {
 		x           view
-		out         driver.Ptr
+		hi, lo      driver.Ptr
 		sets, ntok  int
 		comp, c     int
 		keys, perKV bool
 		pick        driver.Ptr
 		scale       float32
 	}{
-		{in.q, cq, groups, g.Nq, nq, cfg.CQ, false, false, pickQ, a.scale},
-		{in.k, ck, keySets, g.Nk, nk, cfg.CK, true, perKV, pickK, 0},
+		{in.q, halves[0], halves[1], groups, g.Nq, nq, cfg.CQ, false, false, pickQ, a.scale},
+		{in.k, halves[2], halves[3], keySets, g.Nk, nk, cfg.CK, true, perKV, pickK, 0},
 	} {
-		x, out, sets, ntok, ncomp, cc, ch := s.x, uint64(s.out), int32(s.sets), int32(s.ntok), int32(s.comp), int32(s.c), int32(cfg.CH)
+		x, hi, lo, sets, ntok, ncomp, cc, ch := s.x, uint64(s.hi), uint64(s.lo), int32(s.sets), int32(s.ntok), int32(s.comp), int32(s.c), int32(cfg.CH)
 		keys, pkv, pick, scale := uniFlag(s.keys), uniFlag(s.perKV), uint64(s.pick), s.scale
 		grid, block := grid1(s.sets*s.comp*g.D, 256)
-		if err := c.Launch(fnP, grid, block, 0, driver.Arg(&a), driver.Arg(&x), driver.Arg(&out), driver.Arg(&sets), driver.Arg(&ntok), driver.Arg(&ncomp),
+		if err := c.Launch(fnP, grid, block, 0, driver.Arg(&a), driver.Arg(&x), driver.Arg(&hi), driver.Arg(&lo), driver.Arg(&sets), driver.Arg(&ntok), driver.Arg(&ncomp),
 			driver.Arg(&cc), driver.Arg(&ch), driver.Arg(&keys), driver.Arg(&pkv), driver.Arg(&pooling), driver.Arg(&pick), driver.Arg(&scale)); err != nil {
 			return err
 		}
 	}
 	// Compressed attention, block masses and Top-P (Eq. 4–6). A key set's
 	// head groups share work items, so that staged keys serve all of them.
-	per := in.t.BlockK / cfg.CK
-	hpi := 1
+	hpi, hk := 1, g.Hq/cfg.CH
 	if perKV {
-		hpi = g.Hq / g.Hkv
+		hpi, hk = g.Hq/g.Hkv, g.Hkv
 	}
-	tk, spi, ctas, perCTA, shared := massLaunch(in.e, in.t, per, in.t.BlockQ/cfg.CQ, qBlocks(in.t)*hpi*keySets)
-	scratch, err := in.scratch.get(c, "unisparse.mass", int64(ctas*perCTA)*8)
-	if err != nil {
-		return err
-	}
-	fnM, err := in.e.auxFunction(c, "plan_unisparse.cu", "uni_mass")
-	if err != nil {
-		return err
-	}
-	if shared > 48<<10 {
-		if err := c.SetMaxDynamicShared(fnM, shared); err != nil {
-			return err
-		}
-	}
-	u := uniArgs{cq: uint64(cq), ck: uint64(ck), scratch: uint64(scratch), nq: int32(nq), nk: int32(nk), l: int32(g.D),
-		cqf: int32(cfg.CQ), ckf: int32(cfg.CK), ch: int32(cfg.CH), ksets: int32(keySets), keyPerKV: uniFlag(perKV),
-		per: int32(per), tk: int32(tk), hpi: int32(hpi), spi: int32(spi), topP: cfg.TopP}
-	return c.Launch(fnM, driver.Dim3{X: uint32(ctas), Y: 1, Z: 1}, driver.Dim3{X: uniThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&u))
+	D := int64(g.D)
+	m := bmMass{file: "plan_unisparse.cu", split: true, nrows: nq, ncols: nk, cq: cfg.CQ, ck: cfg.CK, visLast: true,
+		per: in.t.BlockK / cfg.CK, hk: hk, hpi: hpi, ch: cfg.CH, rule: bmRuleTopP, thresh: cfg.TopP,
+		lscale: 1, // the composite queries carry the softmax scale
+		q:      bmOpOf(uint64(halves[0]), uint64(halves[1]), int64(g.Hq/cfg.CH*nq)*D, int64(nq)*D, D, nq, g.D, 1, false),
+		k:      bmOpOf(uint64(halves[2]), uint64(halves[3]), int64(hk*nk)*D, int64(nk)*D, D, nk, g.D, 1, false)}
+	return m.launch(c, in, "unisparse")
 }
 
 // uniFlag is 1 for true and 0 for false, as the kernels take flags.

@@ -1,40 +1,138 @@
 // The block-mass machinery shared by the UniSparse and XAttention device
-// planners (plan_unisparse.cu, plan_xattn.cu): both score float32 pooled
-// (or reshaped) query rows against pooled key rows in float64, in the
-// canonical order of plan.Dot64, take the blockwise canonical softmax,
-// sum it per KV block and select blocks by a cumulative share. The
-// including file defines LSCALE(x), its logit scaling.
+// planners (plan_unisparse.cu, plan_xattn.cu): query rows against key
+// columns on the tensor cores, the row softmax of those logits summed per
+// KV block and per query block, and the selection of each plan row's
+// blocks by a cumulative share. One pass of QKᵀ, no recomputation.
+//
+// A row (or column) is S consecutive tokens of D values read as one vector
+// of S·D (XAttention §2.1's reshaping: rev = 1 reads query tokens
+// rS+S−1, …, rS; UniSparse's composites have S = 1). Its dot products run
+// as mma.sync m16n8k16 with float32 accumulation; the 16-bit operands are
+// the inputs themselves (bf16 or f16), or, for float32 values (BM_SPLIT),
+// their bf16 high and low halves, three products summed (the low·low
+// term, about 2⁻¹⁸ relative, is dropped).
+//
+// A work item is up to BM_SPI segments — (query head, query block) pairs
+// that read the same key set — whose rows are stacked into one 128-row
+// tile. Eight warps compute 128×128 logit tiles (each warp 32 rows × 64
+// columns) from key tiles staged by cp.async in BM_NST stages. Each warp
+// keeps its rows' running softmax maximum and sum and writes, per chunk of
+// cs = gcd(per, 8) columns, the sum of exp(logit − running max) to global
+// scratch, with the running max of every 64 columns. At the end the
+// chunks are rescaled to the rows' final maximum and sum, summed per KV
+// block and per segment into the block masses (in float64), and the
+// selection runs per segment.
+//
+// Compile-time: BM_F16 (1: f16 operands, 0: bf16), BM_SPLIT (1: hi and lo
+// operands), BM_DP (the head dim rounded up to 16), BM_BK (the k chunk, a
+// divisor of BM_DP), BM_NST (pipeline stages).
 
-#define UT 256   // threads of the mass kernel
-#define UQ 4     // thread quarters: each owns UR rows of a pass
-#define UR 8     // rows per quarter
-#define URP 32   // rows per pass, UQ·UR
-#define UMS 4    // most segments per work item
-#define UDC 16   // dimensions per staged tile
-#define UTK 128  // most keys per tile
-#define UKP (UDC * UTK / UT) // staged key elements per thread
+#define BM_T 256  // threads
+#define BM_R 128  // rows of a work item
+#define BM_C 128  // columns of a logit tile
+#define BM_SPI 16 // most segments per work item
+#define BM_KP (BM_BK + 8) // staged row pitch in 16-bit elements: ldmatrix rows hit distinct banks
+#define BM_NEG_INF __int_as_float(0xff800000)
+#define BM_LOG2E 1.4426950408889634f
 
-// A work item of the mass kernel is up to UMS segments — (head, query
-// block) pairs that read the same keys — whose query rows are stacked and
-// processed URP rows at a time, so that each staged key serves up to URP
-// rows. Each segment keeps its own masses, summed in increasing row order
-// as on the CPU.
+// BmOp is one operand: 16-bit rows of S tokens (see above), strides in
+// elements; vec when every 8-element piece is 16-byte aligned.
+struct BmOp {
+	const u16* hi;
+	const u16* lo; // BM_SPLIT only
+	long long sb, sh, sn;
+	int N, S, rev, vec;
+};
 
-// fetch_tile loads dimensions db..db+UDC−1 of the tile's keys (rows j0…,
-// below maxvis) and of the pass's query rows (at roff[r], r < nr) into the
-// registers kpre and qpre, zero outside.
-__device__ __forceinline__ void fetch_tile(float (&kpre)[UKP], float (&qpre)[2], const float* K, const float* Qbase, const long long* roff,
-                                           int tid, int j0, int maxvis, int nr, int db, int L, int TK) {
-#pragma unroll
-	for (int i = 0; i < UKP; i++) {
-		int e = tid + i * UT, j = j0 + e / UDC, d = db + e % UDC;
-		kpre[i] = (e < UDC * TK && j < maxvis && d < L) ? K[(long long)j * L + d] : 0.0f;
+// BmArgs mirrors cuda.bmArgs on the Go side.
+struct BmArgs {
+	BmOp q, k;
+	float* ework;         // per CTA: e[chunks][BM_R], then the running maxima [subs][BM_R]
+	double* mass;         // per CTA: [BM_SPI][KB]
+	int chunks, subs;     // per-CTA capacity of the two scratch arrays
+	int nrows, ncols;     // query rows per query set, key columns per key set
+	int cq, ck, vis_last; // causal: column j is visible when j·ck ≤ the row's last (vis_last) or first token, rows of cq tokens
+	int per, cs;          // columns per KV block; columns per chunk, gcd(per, 8)
+	int hk, hpi;          // key sets per batch; query sets per key set
+	int ksets, ch, spi;   // key sets in all; plan heads per query set; segments per work item
+	int rule;             // 0: XAttention's threshold (causal: first and diagonal block forced), 1: Top-P
+	float lscale;         // logit = dot · lscale, in log2 units
+	double thresh;        // the threshold or Top-P
+};
+
+__device__ __forceinline__ u32 bm_smem(const void* p) {
+	u32 r;
+	asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+	return r;
+}
+__device__ __forceinline__ void bm_cp16(u32 dst, const void* src, int bytes) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void bm_st16(u32 dst, u32 a, u32 b, u32 c, u32 d) {
+	asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};\n" ::"r"(dst), "r"(a), "r"(b), "r"(c), "r"(d));
+}
+__device__ __forceinline__ void bm_ldsm4(u32 (&r)[4], u32 addr) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void bm_mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+	// Not volatile: a register-only operation the compiler may schedule.
+#if BM_F16
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+#else
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+#endif
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// bm_split writes x (any input type) as bf16 high and low halves, [B][H][N][D]
+// contiguous: hi = bf16(x), lo = bf16(x − hi).
+extern "C" __global__ void bm_split(View x, u16* hi, u16* lo) {
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	const long long n = (long long)x.B * x.H * x.N * x.D;
+	if (i >= n) return;
+	int d = (int)(i % x.D);
+	long long r = i / x.D;
+	int t = (int)(r % x.N), bh = (int)(r / x.N);
+	float v = load(x, bh / x.H, bh % x.H, t, d);
+	u32 h;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(h) : "f"(0.0f), "f"(v));
+	float rest = v - __uint_as_float(h << 16);
+	u32 l;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(l) : "f"(0.0f), "f"(rest));
+	hi[i] = (u16)h;
+	lo[i] = (u16)l;
+}
+
+#define BM_PPR (BM_BK / 8)              // 16-byte pieces per staged row
+#define BM_PPT (BM_R * BM_PPR / BM_T)    // pieces per thread per operand
+
+// bm_piece stages one 16-byte piece: 8 elements of o from element offset
+// at (valid when ok; zeros otherwise, and past D from dim d) into shared
+// memory at dhi (and dlo).
+__device__ __forceinline__ void bm_piece(const BmOp& o, u32 dhi, u32 dlo, long long at, bool ok, int d, int D) {
+	if (o.vec) {
+		bm_cp16(dhi, ok ? (const void*)(o.hi + at) : (const void*)o.hi, ok ? 16 : 0);
+#if BM_SPLIT
+		bm_cp16(dlo, ok ? (const void*)(o.lo + at) : (const void*)o.lo, ok ? 16 : 0);
+#endif
+		return;
 	}
+	u32 w[4];
 #pragma unroll
-	for (int i = 0; i < 2; i++) {
-		int e = tid + i * UT, r = e % URP, d = db + e / URP;
-		qpre[i] = (r < nr && d < L) ? Qbase[roff[r] + d] : 0.0f;
+	for (int e = 0; e < 4; e++) {
+		u32 x0 = ok && d + 2 * e < D ? o.hi[at + 2 * e] : 0, x1 = ok && d + 2 * e + 1 < D ? o.hi[at + 2 * e + 1] : 0;
+		w[e] = x0 | (x1 << 16);
 	}
+	bm_st16(dhi, w[0], w[1], w[2], w[3]);
+#if BM_SPLIT
+#pragma unroll
+	for (int e = 0; e < 4; e++) {
+		u32 x0 = ok && d + 2 * e < D ? o.lo[at + 2 * e] : 0, x1 = ok && d + 2 * e + 1 < D ? o.lo[at + 2 * e + 1] : 0;
+		w[e] = x0 | (x1 << 16);
+	}
+	bm_st16(dlo, w[0], w[1], w[2], w[3]);
+#endif
 }
 
 // precedes orders blocks for selection: heavier first, then lower index
@@ -46,7 +144,7 @@ __device__ __forceinline__ bool precedes(u64 ka, int ia, u64 kb, int ib) { retur
 __device__ __forceinline__ void sort_desc(u64* skey, int* sidx, int n2, int tid) {
 	for (int kq = 2; kq <= n2; kq <<= 1) {
 		for (int j = kq >> 1; j > 0; j >>= 1) {
-			for (int i = tid; i < n2; i += UT) {
+			for (int i = tid; i < n2; i += BM_T) {
 				int ixj = i ^ j;
 				if (ixj > i) {
 					bool up = (i & kq) == 0;
@@ -62,120 +160,6 @@ __device__ __forceinline__ void sort_desc(u64* skey, int* sidx, int n2, int tid)
 			}
 			__syncthreads();
 		}
-	}
-}
-
-// pass_mass computes, for the nr rows of one pass, the logits (times
-// lscale) against their visible keys, the blockwise canonical softmax and
-// adds each row's block weights to its segment's masses
-// (plan.AddBlockSoftmax), in increasing row order.
-__device__ __forceinline__ void pass_mass(const float* K, const float* Qbase, const int* vis, const int* rseg, const long long* roff,
-                                          double* rsum, const int* snvis, int ns, int nr, double lscale, double* mass, double* mbS,
-                                          double* ebS, unsigned char* smem, int KB, int L, int TK, int per) {
-	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, qq = tid / 64, kk = tid % 64;
-	const int LGP = TK + TK / per;        // logit row pitch: one pad per block
-	double* qs = (double*)smem;           // [UDC][URP]
-	double* lg = qs + UDC * URP;          // [URP][LGP]
-	float* ks = (float*)(lg + URP * LGP); // [UDC][TK + 1]
-	int maxvis = 0;
-	for (int r = 0; r < nr; r++) maxvis = max(maxvis, vis[r]);
-	for (int j0 = 0; j0 < maxvis; j0 += TK) {
-		double accA[UR], accB[UR];
-#pragma unroll
-		for (int r = 0; r < UR; r++) accA[r] = accB[r] = 0.0;
-		// The next UDC dimensions are fetched into registers while the
-		// current ones are multiplied from shared memory.
-		float kpre[UKP], qpre[2];
-		fetch_tile(kpre, qpre, K, Qbase, roff, tid, j0, maxvis, nr, 0, L, TK);
-		for (int d0 = 0; d0 < L; d0 += UDC) {
-			__syncthreads();
-#pragma unroll
-			for (int i = 0; i < UKP; i++) {
-				int e = tid + i * UT;
-				if (e < UDC * TK) ks[(e % UDC) * (TK + 1) + e / UDC] = kpre[i];
-			}
-			qs[tid] = (double)qpre[0];
-			qs[tid + UT] = (double)qpre[1];
-			__syncthreads();
-			if (d0 + UDC < L) fetch_tile(kpre, qpre, K, Qbase, roff, tid, j0, maxvis, nr, d0 + UDC, L, TK);
-			const int dn = min(UDC, L - d0);
-			for (int dd = 0; dd < dn; dd++) {
-				const double kA = kk < TK ? (double)ks[dd * (TK + 1) + kk] : 0.0;
-				const double kB = kk + 64 < TK ? (double)ks[dd * (TK + 1) + kk + 64] : 0.0;
-				const double* qd = qs + dd * URP + qq * UR;
-#pragma unroll
-				for (int r2 = 0; r2 < UR / 2; r2++) {
-					const double qx = qd[2 * r2], qy = qd[2 * r2 + 1];
-					// Products of float32 values are exact in float64, so the
-					// FMA rounds as plan.Dot64's add does.
-					accA[2 * r2] = __fma_rn(qx, kA, accA[2 * r2]);
-					accB[2 * r2] = __fma_rn(qx, kB, accB[2 * r2]);
-					accA[2 * r2 + 1] = __fma_rn(qy, kA, accA[2 * r2 + 1]);
-					accB[2 * r2 + 1] = __fma_rn(qy, kB, accB[2 * r2 + 1]);
-				}
-			}
-		}
-		// Tile-local key jj of row r goes to lg[r][jj + jj/per].
-#pragma unroll
-		for (int r = 0; r < UR; r++) {
-			double* lr = lg + (qq * UR + r) * LGP;
-			if (kk < TK) lr[kk + kk / per] = LSCALE(accA[r]);
-			if (kk + 64 < TK) lr[kk + 64 + (kk + 64) / per] = LSCALE(accB[r]);
-		}
-		__syncthreads();
-		// Each block's maximum and its shifted exponentials' sum, in
-		// increasing key order (plan.AddBlockSoftmax).
-		const int nblk = TK / per;
-		for (int e = tid; e < URP * nblk; e += UT) {
-			int r = e / nblk, bt = e % nblk;
-			int jlo = j0 + bt * per;
-			if (r >= nr || jlo >= vis[r]) continue;
-			int jhi = min(jlo + per, vis[r]);
-			const double* l = lg + r * LGP + bt * (per + 1) - j0 - bt * per; // l[j] for global j
-			double bm = -__longlong_as_double(0x7ff0000000000000ll);
-			for (int j = jlo; j < jhi; j++)
-				if (l[j] > bm) bm = l[j];
-			double sm = 0.0;
-			for (int j = jlo; j < jhi; j++) sm = add64(sm, exp64_canon(__dsub_rn(l[j], bm)));
-			int kb = jlo / per;
-			mbS[r * KB + kb] = bm;
-			ebS[r * KB + kb] = sm;
-		}
-	}
-	__syncthreads();
-	// Each row (warp w takes rows w, w+8, …): rescale the block sums to the
-	// row maximum and take their canonical sum (plan.Sum64 = warp_sum).
-	for (int r = warp; r < nr; r += UT / 32) {
-		if (vis[r] == 0) continue;
-		const int nb = (vis[r] + per - 1) / per;
-		double m = -__longlong_as_double(0x7ff0000000000000ll);
-		for (int kb = lane; kb < nb; kb += 32) {
-			double v = mbS[r * KB + kb];
-			if (v > m) m = v;
-		}
-#pragma unroll
-		for (int o = 16; o > 0; o >>= 1) {
-			double v = __shfl_xor_sync(0xffffffffu, m, o);
-			if (v > m) m = v;
-		}
-		double p = 0.0;
-		for (int kb = lane; kb < nb; kb += 32) {
-			double wv = mul64(ebS[r * KB + kb], exp64_canon(__dsub_rn(mbS[r * KB + kb], m)));
-			ebS[r * KB + kb] = wv;
-			p = add64(p, wv);
-		}
-		p = warp_sum(p);
-		if (lane == 0) rsum[r] = p;
-	}
-	__syncthreads();
-	// Each segment's masses take its rows in increasing order.
-	for (int e = tid; e < ns * KB; e += UT) {
-		int k = e / KB, kb = e % KB;
-		if (kb >= snvis[k]) continue;
-		double mv = mass[e];
-		for (int r = 0; r < nr; r++)
-			if (rseg[r] == k && kb * per < vis[r]) mv = add64(mv, __ddiv_rn(ebS[r * KB + kb], rsum[r]));
-		mass[e] = mv;
 	}
 }
 
@@ -197,4 +181,336 @@ __device__ __forceinline__ void write_rows(const PlanArgs& a, const unsigned cha
 	}
 	if (lane == 0)
 		for (int i = 0; i < nrow; i++) a.row_len[row0 + i * rstep] = n;
+}
+
+// bm_select flags the blocks of one segment (masses ms[0..nvis)) by the
+// rule: forced blocks (XAttention, causal: the first and the last visible)
+// and then, heaviest first, the others until the kept mass reaches
+// thresh × the total (XAttention §2.2 as xattn.Select; UniSparse Eq. 6 as
+// unisparse's topP, which keeps nothing when the total is 0 and
+// everything when Top-P ≥ 1). Sums are float64 in a fixed order; they
+// differ from the CPU's only in rounding.
+__device__ __forceinline__ void bm_select(const PlanArgs& a, const BmArgs& m, const double* ms, int nvis, unsigned char* smem) {
+	__shared__ double wpart[BM_T / 32];
+	__shared__ double stot, shave;
+	__shared__ int scount;
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	int n2 = 1;
+	while (n2 < nvis) n2 <<= 1;
+	u64* skey = (u64*)smem;
+	int* sidx = (int*)(skey + n2);
+	unsigned char* flag = (unsigned char*)(sidx + n2);
+	const bool xrule = m.rule == 0, forcing = xrule && a.causal;
+	// The total, in a fixed order.
+	double p = 0.0;
+	for (int kb = tid; kb < nvis; kb += BM_T) p += ms[kb];
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) p += __shfl_xor_sync(0xffffffffu, p, o);
+	if (lane == 0) wpart[warp] = p;
+	__syncthreads();
+	if (tid == 0) {
+		double t = 0.0;
+		for (int x = 0; x < BM_T / 32; x++) t += wpart[x];
+		stot = t;
+		double h = 0.0;
+		if (forcing && nvis > 0) h = ms[0] + (nvis > 1 ? ms[nvis - 1] : 0.0);
+		shave = h;
+		scount = n2;
+	}
+	__syncthreads();
+	const double total = stot;
+	if (!xrule && (total == 0.0 || m.thresh >= 1.0)) {
+		for (int kb = tid; kb < nvis; kb += BM_T) flag[kb] = total != 0.0;
+		__syncthreads();
+		return;
+	}
+	auto forced = [&](int kb) { return forcing && (kb == 0 || kb == nvis - 1); };
+	for (int i = tid; i < n2; i += BM_T) {
+		skey[i] = i < nvis && !forced(i) ? (u64)__double_as_longlong(ms[i]) : 0ull;
+		sidx[i] = i < nvis ? i : 0x7fffffff;
+	}
+	__syncthreads();
+	sort_desc(skey, sidx, n2, tid);
+	// The kept count is the first position s at which the forced mass plus
+	// the sorted masses before s reach thresh × total.
+	const double need = m.thresh * total;
+	const int span = (n2 + BM_T - 1) / BM_T, lo = tid * span, hi = min(lo + span, n2);
+	double loc = 0.0;
+	for (int s = lo; s < hi; s++) loc += __longlong_as_double((long long)skey[s]);
+	double inc = loc;
+#pragma unroll
+	for (int o = 1; o < 32; o <<= 1) {
+		double y = __shfl_up_sync(0xffffffffu, inc, o);
+		if (lane >= o) inc += y;
+	}
+	__syncthreads();
+	if (lane == 31) wpart[warp] = inc;
+	__syncthreads();
+	double c = shave + (inc - loc);
+	for (int x = 0; x < warp; x++) c += wpart[x];
+	for (int s = lo; s < hi; s++) {
+		if (c >= need) {
+			atomicMin(&scount, s);
+			break;
+		}
+		c += __longlong_as_double((long long)skey[s]);
+	}
+	__syncthreads();
+	const int count = scount;
+	for (int s = tid; s < n2; s += BM_T) {
+		int kb = sidx[s];
+		if (kb < nvis) flag[kb] = s < count || forced(kb);
+	}
+	__syncthreads();
+}
+
+extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs m) {
+	extern __shared__ __align__(16) unsigned char smem[];
+	__shared__ long long roff[BM_R];
+	__shared__ int rvis[BM_R], rtok[BM_R];
+	__shared__ float rM[2][BM_R], rL[2][BM_R];
+	__shared__ int sqb[BM_SPI], sqs[BM_SPI], snvis[BM_SPI];
+	__shared__ int smax;
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wr = warp & 3, wc = warp >> 2, g = lane >> 2, t = lane & 3;
+	const int KB = a.stride, D = a.D;
+	const int na = a.bq / m.cq;             // rows per query block
+	const int nseg = a.q_blocks * m.hpi;    // segments per key set
+	const int ipk = (nseg + m.spi - 1) / m.spi;
+	const int work = m.ksets * ipk;
+	const int off = a.Nk - a.Nq;
+	constexpr int NCH = BM_DP / BM_BK;      // k chunks per token
+	const int kch = m.q.S * NCH;            // k chunks per logit tile
+	constexpr u32 OPB = BM_R * BM_KP * 2;   // bytes of one staged operand
+	constexpr u32 STB = OPB * (BM_SPLIT ? 4 : 2);
+	const u32 sbase = bm_smem(smem);
+	float* E = m.ework + (long long)blockIdx.x * (m.chunks + m.subs) * BM_R;
+	float* MT = E + (long long)m.chunks * BM_R;
+	double* mass = m.mass + (long long)blockIdx.x * BM_SPI * KB;
+	// Work items come heaviest first; rounds alternate direction over the
+	// CTAs, so that a CTA with a heavy item in one round gets a light one
+	// in the next.
+	for (int round = 0; round * (int)gridDim.x < work; round++) {
+		const int w = round * gridDim.x + ((round & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+		if (w >= work) continue;
+		const int kset = w % m.ksets, it = w / m.ksets;
+		const int s0 = it * m.spi, ns = min(m.spi, nseg - s0);
+		const int b = kset / m.hk, kh = kset % m.hk;
+		__syncthreads(); // the previous item is done with every table
+		if (tid < ns) {
+			int s = s0 + tid;
+			sqb[tid] = a.q_blocks - 1 - s / m.hpi; // heaviest first
+			sqs[tid] = kh * m.hpi + s % m.hpi;
+			snvis[tid] = visible_blocks(a, sqb[tid]);
+		}
+		if (tid == 0) smax = 0;
+		__syncthreads();
+		if (tid < BM_R) {
+			int k = tid / na, v = 0;
+			long long o = -1;
+			if (k < ns) {
+				int i = sqb[k] * na + tid % na;
+				if (i < m.nrows) {
+					int cap = min(m.ncols, snvis[k] * m.per);
+					v = cap;
+					if (a.causal) {
+						int first = i * m.cq, last = min(first + m.cq, a.Nq) - 1;
+						int pos = (m.vis_last ? last : first) + off;
+						v = pos < 0 ? 0 : min(cap, pos / m.ck + 1);
+					}
+					o = (long long)b * m.q.sb + (long long)sqs[k] * m.q.sh + (long long)i * m.q.S * m.q.sn;
+				}
+			}
+			roff[tid] = o;
+			rvis[tid] = v;
+			rtok[tid] = o >= 0 ? (sqb[k] * na + tid % na) * m.q.S : 0;
+			if (v > 0) atomicMax(&smax, v);
+		}
+		__syncthreads();
+		const int maxvis = smax;
+		const int ntiles = (maxvis + BM_C - 1) / BM_C, total = ntiles * kch;
+		const long long kbase = (long long)b * m.k.sb + (long long)kh * m.k.sh;
+		// Each thread stages the same pieces of every chunk: rows pr0 +
+		// i·(BM_T/BM_PPR) (of the query rows and of the tile's key columns),
+		// dims pd…pd+7 of the chunk; the query rows' offsets and first
+		// tokens are in roff and rtok.
+		const int pr0 = tid / BM_PPR, pd = (tid % BM_PPR) * 8;
+		// The next chunk to stage: tile lt, chunk lc of the tile.
+		int lt = 0, lc = 0, lcount = 0;
+		auto stage_next = [&]() {
+			const int u = lc / NCH, d0 = (lc % NCH) * BM_BK;
+			const u32 st = sbase + (u32)(lcount % BM_NST) * STB;
+			const int uq = m.q.rev ? m.q.S - 1 - u : u, uk = m.k.rev ? m.k.S - 1 - u : u;
+			const int d = d0 + pd;
+#pragma unroll
+			for (int i = 0; i < BM_PPT; i++) {
+				const int r = pr0 + i * (BM_T / BM_PPR);
+				const u32 so = (u32)(r * BM_KP + pd) * 2;
+				const long long qo = roff[r];
+				bm_piece(m.q, st + so, st + 2 * OPB + so, qo + (long long)uq * m.q.sn + d, qo >= 0 && rtok[r] + uq < m.q.N && d < D, d, D);
+				const int j = lt * BM_C + r, tk = j * m.k.S + uk;
+				bm_piece(m.k, st + OPB + so, st + 3 * OPB + so, kbase + (long long)tk * m.k.sn + d, j < m.ncols && tk < m.k.N && d < D, d, D);
+			}
+			lcount++;
+			if (++lc == kch) lc = 0, lt++;
+		};
+		float acc[2][8][4];
+		float mrun[4], lrun[4];
+#pragma unroll
+		for (int i = 0; i < 4; i++) mrun[i] = BM_NEG_INF, lrun[i] = 0.0f;
+#pragma unroll
+		for (int x = 0; x < 2; x++)
+#pragma unroll
+			for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
+#pragma unroll
+		for (int s = 0; s < BM_NST - 1; s++) {
+			if (s < total) stage_next();
+			asm volatile("cp.async.commit_group;\n" ::);
+		}
+		int cchunk = 0, ctile = 0; // the chunk computed: chunk cchunk of tile ctile
+		for (int iter = 0; iter < total; iter++) {
+			asm volatile("cp.async.wait_group %0;\n" ::"n"(BM_NST - 2));
+			__syncthreads(); // stage iter is in; every warp is done with stage iter − 1
+			if (iter + BM_NST - 1 < total) stage_next();
+			asm volatile("cp.async.commit_group;\n" ::);
+			const u32 st = sbase + (u32)(iter % BM_NST) * STB;
+#pragma unroll
+			for (int kk = 0; kk < BM_BK / 16; kk++) {
+				u32 af[2][4];
+#if BM_SPLIT
+				u32 al[2][4];
+#endif
+#pragma unroll
+				for (int x = 0; x < 2; x++) {
+					u32 ad = (u32)((wr * 32 + x * 16 + (lane & 15)) * BM_KP + kk * 16 + (lane >> 4) * 8) * 2;
+					bm_ldsm4(af[x], st + ad);
+#if BM_SPLIT
+					bm_ldsm4(al[x], st + 2 * OPB + ad);
+#endif
+				}
+#pragma unroll
+				for (int np = 0; np < 4; np++) {
+					u32 bd = (u32)((wc * 64 + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * BM_KP + kk * 16 + ((lane >> 3) & 1) * 8) * 2;
+					u32 bf[4];
+					bm_ldsm4(bf, st + OPB + bd);
+#if BM_SPLIT
+					u32 bl[4];
+					bm_ldsm4(bl, st + 3 * OPB + bd);
+#endif
+#pragma unroll
+					for (int x = 0; x < 2; x++) {
+						bm_mma(acc[x][2 * np], af[x], bf[0], bf[1]);
+						bm_mma(acc[x][2 * np + 1], af[x], bf[2], bf[3]);
+#if BM_SPLIT
+						bm_mma(acc[x][2 * np], af[x], bl[0], bl[1]);
+						bm_mma(acc[x][2 * np + 1], af[x], bl[2], bl[3]);
+						bm_mma(acc[x][2 * np], al[x], bf[0], bf[1]);
+						bm_mma(acc[x][2 * np + 1], al[x], bf[2], bf[3]);
+#endif
+					}
+				}
+			}
+			if (++cchunk < kch) continue;
+			cchunk = 0;
+			// A logit tile is complete: the running softmax of its rows and
+			// the chunk sums.
+			const int tile = ctile++, cb = tile * BM_C + wc * 64, sub = tile * 2 + wc;
+#pragma unroll
+			for (int x = 0; x < 2; x++) {
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					const int row = wr * 32 + x * 16 + g + 8 * hf, vis = rvis[row], ri = 2 * x + hf;
+					float tm = BM_NEG_INF;
+#pragma unroll
+					for (int j = 0; j < 8; j++) {
+#pragma unroll
+						for (int e = 0; e < 2; e++) {
+							int col = cb + 8 * j + 2 * t + e;
+							float v = col < vis ? acc[x][j][2 * hf + e] * m.lscale : BM_NEG_INF;
+							acc[x][j][2 * hf + e] = v;
+							tm = fmaxf(tm, v);
+						}
+					}
+					tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
+					tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
+					const float mn = fmaxf(mrun[ri], tm);
+					float ls = mrun[ri] == BM_NEG_INF ? 0.0f : lrun[ri] * exp2f(mrun[ri] - mn);
+#pragma unroll
+					for (int j = 0; j < 8; j++) {
+						float p0 = acc[x][j][2 * hf] == BM_NEG_INF ? 0.0f : exp2f(acc[x][j][2 * hf] - mn);
+						float p1 = acc[x][j][2 * hf + 1] == BM_NEG_INF ? 0.0f : exp2f(acc[x][j][2 * hf + 1] - mn);
+						ls += p0 + p1;
+						const int col = cb + 8 * j + 2 * t;
+						if (m.cs == 1) {
+							E[(long long)col * BM_R + row] = p0;
+							E[(long long)(col + 1) * BM_R + row] = p1;
+						} else {
+							float s = p0 + p1;
+							if (m.cs >= 4) s += __shfl_xor_sync(0xffffffffu, s, 1);
+							if (m.cs >= 8) s += __shfl_xor_sync(0xffffffffu, s, 2);
+							if ((2 * t) % m.cs == 0) E[(long long)(col / m.cs) * BM_R + row] = s;
+						}
+					}
+					mrun[ri] = mn;
+					lrun[ri] = ls;
+					if (t == 0) MT[(long long)sub * BM_R + row] = mn;
+				}
+			}
+#pragma unroll
+			for (int x = 0; x < 2; x++)
+#pragma unroll
+				for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
+		}
+		asm volatile("cp.async.wait_group 0;\n" ::);
+		// Each row's maximum and sum over both column halves.
+#pragma unroll
+		for (int ri = 0; ri < 4; ri++) {
+			float l = lrun[ri];
+			l += __shfl_xor_sync(0xffffffffu, l, 1);
+			l += __shfl_xor_sync(0xffffffffu, l, 2);
+			const int row = wr * 32 + (ri >> 1) * 16 + g + 8 * (ri & 1);
+			if (t == 0) {
+				rM[wc][row] = mrun[ri];
+				rL[wc][row] = l;
+			}
+		}
+		__syncthreads();
+		if (tid < BM_R) {
+			float m0 = rM[0][tid], m1 = rM[1][tid], mx = fmaxf(m0, m1);
+			float l = (m0 == BM_NEG_INF ? 0.0f : rL[0][tid] * exp2f(m0 - mx)) + (m1 == BM_NEG_INF ? 0.0f : rL[1][tid] * exp2f(m1 - mx));
+			rM[0][tid] = mx;
+			rL[0][tid] = l > 0.0f ? 1.0f / l : 0.0f;
+		}
+		__syncthreads();
+		// Block masses: warp by warp over the KV blocks, each lane four rows,
+		// then each segment's rows summed in order (float64).
+		float* wbuf = (float*)smem + warp * BM_R;
+		for (int kb = warp; kb < snvis[0]; kb += BM_T / 32) {
+#pragma unroll
+			for (int i = 0; i < BM_R / 32; i++) {
+				const int r = lane + 32 * i, vis = rvis[r];
+				float wv = 0.0f;
+				const int c0 = kb * m.per, c1 = min((kb + 1) * m.per, vis);
+				for (int c = c0; c < c1; c += m.cs) wv += E[(long long)(c / m.cs) * BM_R + r] * exp2f(MT[(long long)(c / 64) * BM_R + r] - rM[0][r]);
+				wbuf[r] = wv * rL[0][r];
+			}
+			__syncwarp();
+			for (int k = lane; k < ns; k += 32) {
+				if (kb >= snvis[k]) continue;
+				double s = 0.0;
+				for (int i = 0; i < na; i++) s += (double)wbuf[k * na + i];
+				mass[k * KB + kb] = s;
+			}
+			__syncwarp();
+		}
+		__syncthreads();
+		for (int k = 0; k < ns; k++) {
+			const int nvis = snvis[k];
+			bm_select(a, m, mass + k * KB, nvis, smem);
+			int n2 = 1;
+			while (n2 < nvis) n2 <<= 1;
+			const unsigned char* flag = smem + n2 * 12;
+			write_rows(a, flag, nvis, ((long long)b * a.Hq + (long long)sqs[k] * m.ch) * a.q_blocks + sqb[k], a.q_blocks, m.ch);
+			__syncthreads();
+		}
+	}
 }

@@ -1,38 +1,23 @@
 // The UniSparse planner on the device (package method/unisparse; UniSparse
 // §4, "A Unified Sparse Attention via Multi-Granularity Compression").
-// Every value is computed in the canonical order that the CPU planner
-// uses (see method/unisparse's scorer and plan/canon.go), operation for
-// operation, so that the plans are identical:
+// The composite tokens are computed in the CPU planner's canonical order,
+// operation for operation (see method/unisparse's scorer), so they are the
+// CPU's; the logits are float32 tensor-core sums of their bf16 halves, so
+// block masses differ from the CPU's float64 ones by rounding and a block
+// at the Top-P boundary may be decided differently:
 //
 //   uni_norms, uni_draw  stochastic pooling only: token norms, then one
 //                        thread per PCG stream walking math/rand/v2's PCG
 //                        exactly as the CPU draws (Float64, or IntN when
 //                        every token of a composite is zero);
 //   uni_pool             composite queries (scaled) and keys in float32
-//                        (UniSparse Eq. 2–3);
-//   uni_mass             per (head group, query block) segment, several
-//                        segments sharing composite keys per work item:
-//                        float64 logits of the composite queries against
-//                        the visible composite keys, the blockwise
-//                        canonical softmax summed per KV block (Eq. 4–5),
-//                        and Top-P (Eq. 6), writing the rows of every head
-//                        of the group.
-
-// UniArgs mirrors cuda.uniArgs on the Go side.
-struct UniArgs {
-	const float* cq;  // composite queries [groups][nq][L], scaled
-	const float* ck;  // composite keys [key sets][nk][L]
-	double* scratch;  // per CTA: mass[UMS][KB], mb[URP][KB], eb[URP][KB]
-	int nq, nk, L;    // composites and their length (D)
-	int cqf, ckf, ch; // c_q, c_k, c_h
-	int ksets;        // key sets: (b, KV head) pairs when key_per_kv, else head groups
-	int key_per_kv;   // key sets are (b, KV head) rather than head groups
-	int per;          // composite keys per KV block, BlockK/c_k
-	int tk;           // composite keys per tile, a multiple of per, at most UTK
-	int hpi;          // head groups per key set
-	int spi;          // segments per work item, at most UMS
-	double top_p;
-};
+//                        (UniSparse Eq. 2–3), written as bf16 high and
+//                        low halves;
+//   bm_mass              (block_mass.cuh) the composite queries against
+//                        the visible composite keys on the tensor cores,
+//                        the softmax summed per KV block and query block
+//                        (Eq. 4–5), and Top-P (Eq. 6), writing the rows of
+//                        every head of the group.
 
 // set_heads gives the batch and first query head of head group g.
 __device__ __forceinline__ void set_heads(const PlanArgs& a, int ch, int g, int* b, int* h0) {
@@ -54,11 +39,12 @@ __device__ __forceinline__ float tok(const PlanArgs& a, const View& x, int b, in
 	return s;
 }
 
-// uni_pool writes composite c of each set, element by element: sets are
-// head groups, or (b, KV head) pairs when per_kv. pooling: 0 average, 1
-// max, 2 stochastic (the token pick[set·ncomp + c]). Queries (scale ≠ 0)
-// are multiplied by the softmax scale.
-extern "C" __global__ void uni_pool(PlanArgs a, View x, float* out, int sets, int ntok, int ncomp, int c, int ch, int keys,
+// uni_pool writes composite c of each set, element by element, as bf16
+// high and low halves (out_hi, out_lo): sets are head groups, or (b, KV head)
+// pairs when per_kv. pooling: 0 average, 1 max, 2 stochastic (the token
+// pick[set·ncomp + c]). Queries (scale ≠ 0) are multiplied by the softmax
+// scale, in float32 as the CPU does, before the split.
+extern "C" __global__ void uni_pool(PlanArgs a, View x, u16* out_hi, u16* out_lo, int sets, int ntok, int ncomp, int c, int ch, int keys,
                                     int per_kv, int pooling, const int* pick, float scale) {
 	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
 	int D = a.D;
@@ -90,7 +76,11 @@ extern "C" __global__ void uni_pool(PlanArgs a, View x, float* out, int sets, in
 		v = __fmul_rn(s, __fdiv_rn(1.0f, (float)(hi - lo)));
 	}
 	if (scale != 0.0f) v = __fmul_rn(v, scale);
-	out[i] = v;
+	u32 h, l;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(h) : "f"(0.0f), "f"(v));
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(l) : "f"(0.0f), "f"(v - __uint_as_float(h << 16)));
+	out_hi[i] = (u16)h;
+	out_lo[i] = (u16)l;
 }
 
 // uni_norms writes the L2 norm of each head-averaged token of each head
@@ -182,130 +172,4 @@ extern "C" __global__ void uni_draw(PlanArgs a, const double* norms, int* pick, 
 	}
 }
 
-// Logits are the dot products themselves: the composite queries carry
-// the softmax scale.
-#define LSCALE(x) (x)
-
 #include "block_mass.cuh"
-
-extern "C" __global__ void __launch_bounds__(UT) uni_mass(PlanArgs a, UniArgs u) {
-	extern __shared__ __align__(16) unsigned char smem[];
-	__shared__ int vis[URP], rseg[URP];
-	__shared__ long long roff[URP];
-	__shared__ double rsum[URP];
-	__shared__ int sqb[UMS], sg[UMS], snvis[UMS], scols[UMS], srow0[UMS + 1];
-	__shared__ double tot;
-	__shared__ int kept_n;
-	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	const int KB = a.stride, L = u.L, per = u.per;
-	// Top-P reuses the shared memory: keys, indices, flags.
-	int P2 = 1;
-	while (P2 < KB) P2 <<= 1;
-	u64* skey = (u64*)smem;
-	int* sidx = (int*)(skey + P2);
-	unsigned char* flag = (unsigned char*)(sidx + P2);
-
-	double* mass = u.scratch + (long long)blockIdx.x * KB * (UMS + 2 * URP); // [UMS][KB]
-	double* mbS = mass + UMS * KB;                                            // [URP][KB]
-	double* ebS = mbS + URP * KB;                                             // [URP][KB]
-	const int na = a.bq / u.cqf;                                              // composite queries per query block
-	const int nseg = a.q_blocks * u.hpi;                                      // segments per key set
-	const int ipk = (nseg + u.spi - 1) / u.spi;                               // work items per key set
-	const int work = u.ksets * ipk;
-	const int off = a.Nk - a.Nq;
-	for (int w = blockIdx.x; w < work; w += gridDim.x) {
-		const int kset = w % u.ksets, it = w / u.ksets;
-		const int s0 = it * u.spi, ns = min(u.spi, nseg - s0);
-		const float* K = u.ck + (long long)kset * u.nk * L;
-		__syncthreads(); // the previous item is done with the segment table
-		if (tid == 0) {
-			int rows = 0;
-			for (int k = 0; k < ns; k++) {
-				int s = s0 + k, qb = a.q_blocks - 1 - s / u.hpi, gi = s % u.hpi;
-				int nvis = visible_blocks(a, qb);
-				int a0 = qb * na, a1 = min(a0 + na, u.nq);
-				sqb[k] = qb;
-				sg[k] = u.key_per_kv ? (kset / a.Hkv) * a.Hq + (kset % a.Hkv) * u.hpi + gi : kset;
-				snvis[k] = nvis;
-				scols[k] = min(u.nk, nvis * per);
-				srow0[k] = rows;
-				rows += a1 - a0;
-			}
-			srow0[ns] = rows;
-		}
-		__syncthreads();
-		const int rows = srow0[ns];
-		for (int e = tid; e < ns * KB; e += UT)
-			if (e % KB < snvis[e / KB]) mass[e] = 0.0;
-		for (int p0 = 0; p0 < rows; p0 += URP) {
-			const int nr = min(URP, rows - p0);
-			__syncthreads(); // the previous pass is done with vis, rseg, roff
-			if (tid < URP) {
-				int v = 0, k = 0;
-				long long o = 0;
-				if (tid < nr) {
-					int ri = p0 + tid;
-					while (ri >= srow0[k + 1]) k++;
-					int ai = sqb[k] * na + (ri - srow0[k]); // composite query
-					v = scols[k];
-					if (a.causal) { // composite key j is visible when j·c_k ≤ its last token
-						int last = min((ai + 1) * u.cqf, a.Nq) - 1 + off;
-						v = last >= 0 ? min(scols[k], last / u.ckf + 1) : 0;
-					}
-					o = ((long long)sg[k] * u.nq + ai) * L;
-				}
-				vis[tid] = v;
-				rseg[tid] = k;
-				roff[tid] = o;
-			}
-			__syncthreads();
-			pass_mass(K, u.cq, vis, rseg, roff, rsum, snvis, ns, nr, 1.0, mass, mbS, ebS, smem, KB, L, u.tk, per);
-		}
-		// UniSparse §4.3, Eq. 6 per segment: the fewest blocks, heaviest
-		// first, whose mass reaches Top-P of the total (method/unisparse's
-		// topP).
-		for (int k = 0; k < ns; k++) {
-			const int nvis = snvis[k], qb = sqb[k];
-			const double* ms = mass + k * KB;
-			int b, h0;
-			set_heads(a, u.ch, sg[k], &b, &h0);
-			__syncthreads(); // masses complete; shared memory free
-			if (warp == 0) {
-				double p = 0.0;
-				for (int kb = lane; kb < nvis; kb += 32) p = add64(p, ms[kb]);
-				p = warp_sum(p);
-				if (lane == 0) tot = p;
-			}
-			__syncthreads();
-			const double total = tot;
-			if (total == 0.0 || u.top_p >= 1.0) {
-				for (int kb = tid; kb < nvis; kb += UT) flag[kb] = total != 0.0;
-			} else {
-				int n2 = 1;
-				while (n2 < nvis) n2 <<= 1;
-				for (int i = tid; i < n2; i += UT) {
-					skey[i] = i < nvis ? (u64)__double_as_longlong(ms[i]) : 0ull;
-					sidx[i] = i < nvis ? i : 0x7fffffff;
-				}
-				__syncthreads();
-				sort_desc(skey, sidx, n2, tid);
-				if (tid == 0) {
-					const double need = mul64(u.top_p, total);
-					double cum = 0.0;
-					int n = 0;
-					while (n < nvis) { // skey[n] holds the bits of ms[sidx[n]]
-						cum = add64(cum, __longlong_as_double((long long)skey[n]));
-						n++;
-						if (cum >= need) break;
-					}
-					kept_n = n;
-				}
-				__syncthreads();
-				for (int s = tid; s < nvis; s += UT) flag[sidx[s]] = s < kept_n;
-			}
-			__syncthreads();
-			// UniSparse §4.2: the group's mask goes to each of its heads.
-			write_rows(a, flag, nvis, (long long)(b * a.Hq + h0) * a.q_blocks + qb, a.q_blocks, u.ch);
-		}
-	}
-}

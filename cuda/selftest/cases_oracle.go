@@ -73,11 +73,36 @@ func oracleTieBreak(p plan.Planner, t plan.Tiling, q, k *tensor.Tensor) rowJudge
 // block left out outweighs a kept one by more than tol. That is what the
 // device oracle's plan must satisfy when it differs from the CPU's.
 func topCDFWithin(mass []float64, kept []int32, cdf, tol float64) error {
+	if len(kept) == 0 {
+		return fmt.Errorf("no block kept")
+	}
+	return thresholdWithin(mass, kept, nil, cdf, tol)
+}
+
+// thresholdWithin reports whether kept is what a cumulative-share
+// selection keeps from mass — the forced blocks, then the heaviest others
+// until the kept mass reaches thr — under a perturbation of the masses by
+// tol: kept holds every forced block and at least thr − tol of the mass,
+// it would fall below thr + tol without its lightest unforced block, and
+// no unforced block left out outweighs an unforced kept one by more than
+// tol. The oracle's TopCdf, XAttention's threshold and UniSparse's Top-P
+// are such selections.
+func thresholdWithin(mass []float64, kept, forced []int32, thr, tol float64) error {
 	var sum float64
 	lightest, heaviestOut := math.Inf(1), 0.0
+	for _, kb := range forced {
+		if !slices.Contains(kept, kb) {
+			return fmt.Errorf("forced block %d not kept", kb)
+		}
+	}
 	for _, kb := range kept {
+		if int(kb) >= len(mass) || kb < 0 {
+			return fmt.Errorf("block %d kept of %d visible", kb, len(mass))
+		}
 		sum += mass[kb]
-		lightest = min(lightest, mass[kb])
+		if !slices.Contains(forced, kb) {
+			lightest = min(lightest, mass[kb])
+		}
 	}
 	for kb, m := range mass {
 		if !slices.Contains(kept, int32(kb)) {
@@ -85,12 +110,10 @@ func topCDFWithin(mass []float64, kept []int32, cdf, tol float64) error {
 		}
 	}
 	switch {
-	case len(kept) == 0:
-		return fmt.Errorf("no block kept")
-	case sum < cdf-tol:
-		return fmt.Errorf("kept mass %.9f below CDF %.9f", sum, cdf)
-	case sum-lightest >= cdf+tol:
-		return fmt.Errorf("kept mass %.9f reaches CDF %.9f without its lightest block (%.3g)", sum, cdf, lightest)
+	case sum < thr-tol:
+		return fmt.Errorf("kept mass %.9f below the threshold %.9f", sum, thr)
+	case !math.IsInf(lightest, 1) && sum-lightest >= thr+tol:
+		return fmt.Errorf("kept mass %.9f reaches the threshold %.9f without its lightest block (%.3g)", sum, thr, lightest)
 	case heaviestOut > lightest+tol:
 		return fmt.Errorf("a block of mass %.3g left out while one of %.3g is kept", heaviestOut, lightest)
 	}

@@ -11,6 +11,7 @@ package unisparse
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
@@ -204,8 +205,7 @@ func (u Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 // topP marks in kept the fewest blocks, heaviest first, whose mass reaches
 // p of the row's total (UniSparse §4.3, Eq. 6); ties keep key order. p = 1
 // keeps every block; a row without mass keeps none (it sees no key). The
-// total is plan.Sum64's and the running sum adds in the sorted order, as
-// the device planner does.
+// total is plan.Sum64's and the running sum adds in the sorted order.
 func topP(mass []float64, p float64, kept []bool) {
 	clear(kept)
 	total := plan.Sum64(mass)
@@ -243,12 +243,14 @@ func topP(mass []float64, p float64, kept []bool) {
 
 // scorer is one worker's compressed-attention state.
 //
-// Every value is computed in a canonical order that the device planner
-// (cuda/kernels/plan_unisparse.cu) repeats operation for operation, so that
-// both give the same plans: composite tokens in float32 with separately
-// rounded multiplies and adds in increasing token (and head) order, logits
-// as plan.Dot64 of the float32 composites, the softmax and its per-block
-// sums as plan.AddBlockSoftmax.
+// Every value is computed in a canonical order: composite tokens in
+// float32 with separately rounded multiplies and adds in increasing token
+// (and head) order, which the device planner
+// (cuda/kernels/plan_unisparse.cu) repeats operation for operation, then
+// logits as plan.Dot64 of the float32 composites, the softmax and its
+// per-block sums as plan.AddBlockSoftmax. (The device scores the
+// composites in float32 on the tensor cores instead; its self-test judges
+// it against BlockScores.)
 type scorer struct {
 	p    *plan.Plan
 	c    config
@@ -408,4 +410,62 @@ func (s *scorer) blockMass(qb int, blocks []int32) []float64 {
 		tmp[i] = s.mass[kb]
 	}
 	return tmp
+}
+
+// Scores are one head group's block masses as Plan computes them, in
+// float64, before Top-P. The device planner's self-test (package
+// cuda/selftest) judges device plans against them.
+type Scores struct {
+	// Mass[qb] holds query block qb's compressed attention mass on each of
+	// its visible KV blocks, in key order (UniSparse Eq. 4–5).
+	Mass [][]float64
+	// Bound is the largest norm of the group's composite queries (scaled
+	// by the softmax scale) times the largest norm of its composite keys:
+	// every logit's products sum in absolute value to at most Bound.
+	Bound float64
+}
+
+// BlockScores returns the scores of the head group whose first query head
+// is h0 (a multiple of CH) of batch b, those Plan keeps Top-P of.
+func (u Planner) BlockScores(ctx context.Context, t plan.Tiling, q, k *tensor.Tensor, b, h0 int) (Scores, error) {
+	dense, err := plan.Dense(t)
+	if err != nil {
+		return Scores{}, err
+	}
+	c, err := u.config(t)
+	if err != nil {
+		return Scores{}, err
+	}
+	if err := heads.CheckInputs(t, q, k, "unisparse"); err != nil {
+		return Scores{}, err
+	}
+	if h0%c.ch != 0 || h0 < 0 || h0 >= t.Geometry.Hq {
+		return Scores{}, fmt.Errorf("%w: unisparse head group start %d is not a multiple of CH %d below %d", plan.ErrInvalid, h0, c.ch, t.Geometry.Hq)
+	}
+	if err := ctx.Err(); err != nil {
+		return Scores{}, err
+	}
+	s := newScorer(dense, c, q, k)
+	s.compress(b, h0)
+	out := Scores{Mass: make([][]float64, dense.QBlocks())}
+	for qb := range dense.QBlocks() {
+		blocks, _ := dense.Entries(dense.Row(b, h0, qb))
+		out.Mass[qb] = slices.Clone(s.blockMass(qb, blocks))
+	}
+	d := t.Geometry.D
+	out.Bound = maxNorm(s.cq, d) * maxNorm(s.ck, d)
+	return out, nil
+}
+
+// maxNorm is the largest Euclidean norm of the rows of d values in x.
+func maxNorm(x []float32, d int) float64 {
+	var best float64
+	for i := 0; i+d <= len(x); i += d {
+		var s float64
+		for _, v := range x[i : i+d] {
+			s += float64(v) * float64(v)
+		}
+		best = max(best, s)
+	}
+	return math.Sqrt(best)
 }

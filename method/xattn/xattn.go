@@ -16,6 +16,7 @@ package xattn
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
@@ -80,10 +81,11 @@ type scratch struct {
 }
 
 // blockMass returns, for head h of batch b, the antidiagonal attention
-// estimate summed per block: mass[qb][kb]. Its arithmetic is canonical, as
-// the device planner (cuda/kernels/plan_xattn.cu) repeats it: logits are
-// plan.Dot64 of the float32 rows times the float64 scale, and the softmax
-// and its block sums are plan.AddBlockSoftmax's. The dot products run in
+// estimate summed per block: mass[qb][kb]. Its arithmetic is canonical:
+// logits are plan.Dot64 of the float32 rows times the float64 scale, and
+// the softmax and its block sums are plan.AddBlockSoftmax's. (The device
+// planner, cuda/kernels/plan_xattn.cu, scores in float32 on the tensor
+// cores instead; its self-test judges it against BlockScores.) The dot products run in
 // kernel.Dot64Panel, four query groups against sixteen key groups at once,
 // which adds every product in plan.Dot64's order: the same bits, about
 // eighteen times faster than one dot product after another. sc is the
@@ -209,7 +211,7 @@ func Select(p *plan.Plan, qb int, visible []int32, mass []float64, threshold flo
 	for i, kb := range visible {
 		vm[i] = mass[kb]
 	}
-	total := plan.Sum64(vm) // canonical, as the device planner sums
+	total := plan.Sum64(vm) // canonical
 	need := threshold * total
 	keep := make([]int32, 0, len(visible))
 	rest := make([]int32, 0, len(visible))
@@ -239,4 +241,63 @@ func Select(p *plan.Plan, qb int, visible []int32, mass []float64, threshold flo
 	}
 	slices.Sort(keep)
 	return keep
+}
+
+// Scores are one head's block scores as Plan computes them, in float64,
+// before its selection. The device planner's self-test (package
+// cuda/selftest) judges device plans against them.
+type Scores struct {
+	// Mass[qb][kb] is the antidiagonal softmax weight of query block qb's
+	// query groups summed over KV block kb (XAttention §2.1), zero for
+	// blocks qb does not see.
+	Mass [][]float64
+	// Bound is the softmax scale over the stride times the largest
+	// reshaped query-group norm times the largest key-group norm: every
+	// logit's products sum in absolute value to at most Bound.
+	Bound float64
+}
+
+// BlockScores returns the scores of head h of batch b that Plan selects
+// from (Mass is what Select reads for each query block).
+func (x Planner) BlockScores(ctx context.Context, t plan.Tiling, q, k *tensor.Tensor, b, h int) (Scores, error) {
+	if err := x.Check(t); err != nil {
+		return Scores{}, err
+	}
+	if err := heads.CheckInputs(t, q, k, "xattn"); err != nil {
+		return Scores{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Scores{}, err
+	}
+	dense, err := plan.Dense(t)
+	if err != nil {
+		return Scores{}, err
+	}
+	g := t.Geometry
+	var sc scratch
+	mass := x.blockMass(dense, q, k, b, h, &sc)
+	s := Scores{Mass: make([][]float64, len(mass))}
+	for qb, m := range mass {
+		s.Mass[qb] = slices.Clone(m)
+	}
+	s.Bound = float64(t.SoftmaxScale()) / float64(x.Stride) * groupNorm(q, b, h, g.Nq, x.Stride) * groupNorm(k, b, g.KVHead(h), g.Nk, x.Stride)
+	return s, nil
+}
+
+// groupNorm is the largest Euclidean norm of the groups of s consecutive
+// tokens of head h of batch b (of n tokens) of x.
+func groupNorm(x *tensor.Tensor, b, h, n, s int) float64 {
+	buf := make([]float32, x.Shape().D)
+	var best, cur float64
+	for i := range n {
+		if i%s == 0 {
+			cur = 0
+		}
+		x.ReadRow(b, h, i, buf)
+		for _, v := range buf {
+			cur += float64(v) * float64(v)
+		}
+		best = max(best, cur)
+	}
+	return math.Sqrt(best)
 }

@@ -1,0 +1,211 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// The tiling of bm_mass in kernels/block_mass.cuh (BM_T, BM_R, BM_C,
+// BM_SPI).
+const (
+	bmThreads = 256
+	bmRows    = 128
+	bmCols    = 128
+	bmMaxSegs = 16
+)
+
+// bmOp mirrors struct BmOp in kernels/block_mass.cuh: one operand of the
+// block-mass kernel, 16-bit rows of s tokens.
+type bmOp struct {
+	hi, lo     uint64
+	sb, sh, sn int64
+	n, s       int32
+	rev, vec   int32
+}
+
+// bmArgs mirrors struct BmArgs in kernels/block_mass.cuh.
+type bmArgs struct {
+	q, k           bmOp
+	ework, mass    uint64
+	chunks, subs   int32
+	nrows, ncols   int32
+	cq, ck         int32
+	visLast        int32
+	per, cs        int32
+	hk, hpi        int32
+	ksets, ch, spi int32
+	rule           int32
+	lscale         float32
+	thresh         float64
+}
+
+// The selection rules of bm_mass.
+const (
+	bmRuleThreshold = 0 // XAttention §2.2
+	bmRuleTopP      = 1 // UniSparse Eq. 6
+)
+
+// log2e converts natural-log logits to the kernel's log2 units.
+const log2e = 1.4426950408889634
+
+// bmOpOf describes a 16-bit [B, H, N, D] operand at hi (and lo) with
+// element strides sb, sh, sn, read as rows of s tokens (reversed when
+// rev). Rows move by cp.async when every 8-element piece is 16-byte
+// aligned.
+func bmOpOf(hi, lo uint64, sb, sh, sn int64, n, d, s int, rev bool) bmOp {
+	o := bmOp{hi: hi, lo: lo, sb: sb, sh: sh, sn: sn, n: int32(n), s: int32(s)}
+	if rev {
+		o.rev = 1
+	}
+	aligned := (hi|lo)%16 == 0 && sb%8 == 0 && sh%8 == 0 && sn%8 == 0 && d%8 == 0
+	if aligned {
+		o.vec = 1
+	}
+	return o
+}
+
+// bmMass is one launch of bm_mass: the operands, the geometry of rows and
+// columns, and the rule.
+type bmMass struct {
+	file         string // the kernel source that includes block_mass.cuh
+	q, k         bmOp
+	f16, split   bool // f16 operands (else bf16); hi and lo halves
+	nrows, ncols int  // query rows per query set, key columns per key set
+	cq, ck       int  // tokens per query row and per key column
+	visLast      bool
+	per          int // columns per KV block
+	hk, hpi      int // key sets per batch, query sets per key set
+	ch           int // plan heads per query set
+	rule         int
+	lscale       float64 // the logit scale, natural units
+	thresh       float64
+}
+
+// bmCheck returns an error wrapping ErrUnsupported when bm_mass cannot
+// take a tiling with rows query rows per query block.
+func bmCheck(rows int) error {
+	if rows < 1 || rows > bmRows {
+		return fmt.Errorf("%w: the device block-mass kernel takes 1 to %d query rows per query block, got %d", ErrUnsupported, bmRows, rows)
+	}
+	return nil
+}
+
+// gcd is the greatest common divisor of a and b.
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// launch runs bm_mass for in's plan.
+func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
+	t := in.t
+	g := t.Geometry
+	na := t.BlockQ / m.cq
+	if err := bmCheck(na); err != nil {
+		return err
+	}
+	// The k chunk and the pipeline depth keep two CTAs of eight warps on a
+	// multiprocessor (at most about 100 KB of shared memory each): two
+	// stages of 64 head dims for 16-bit operands, else four of 32, and four
+	// of 16 for hi and lo halves. On an H100 at 32K tokens, xattn planned
+	// in 1.83 ms with 64×2 and 2.17 ms with 32×4.
+	dp := (g.D + 15) / 16 * 16
+	bk, nst := 16, 4
+	if !m.split && dp%64 == 0 {
+		bk, nst = 64, 2
+	} else if !m.split && dp%32 == 0 {
+		bk = 32
+	}
+	defs := []string{fmt.Sprintf("BM_F16=%d", uniFlag(m.f16)), fmt.Sprintf("BM_SPLIT=%d", uniFlag(m.split)),
+		fmt.Sprintf("BM_DP=%d", dp), fmt.Sprintf("BM_BK=%d", bk), fmt.Sprintf("BM_NST=%d", nst)}
+	fn, err := in.e.auxFunction(c, m.file, "bm_mass", defs...)
+	if err != nil {
+		return err
+	}
+	opb := bmRows * (bk + 8) * 2
+	stage := opb * 2
+	if m.split {
+		stage *= 2
+	}
+	kb := kBlocks(t)
+	p2 := 1
+	for p2 < kb {
+		p2 <<= 1
+	}
+	shared := max(nst*stage, p2*13, bmThreads/32*bmRows*4)
+	if shared > in.e.dev.MaxSharedOptin {
+		return fmt.Errorf("%w: the device block-mass kernel needs %d bytes of shared memory for %d KV blocks, the device allows %d", ErrUnsupported, shared, kb, in.e.dev.MaxSharedOptin)
+	}
+	if shared > 48<<10 {
+		if err := c.SetMaxDynamicShared(fn, shared); err != nil {
+			return err
+		}
+	}
+	ksets := g.B * m.hk
+	spi := min(bmMaxSegs, bmRows/na)
+	segs := qBlocks(t) * m.hpi
+	work := ksets * ((segs + spi - 1) / spi)
+	ctas := max(1, min(work, 2*in.e.Info().SMs))
+	cs := gcd(m.per, 8)
+	tiles := (m.ncols + bmCols - 1) / bmCols
+	chunks, subs := tiles*bmCols/cs, tiles*2
+	ework, err := in.scratch.get(c, name+".e", int64(ctas)*int64(chunks+subs)*bmRows*4)
+	if err != nil {
+		return err
+	}
+	mass, err := in.scratch.get(c, name+".mass", int64(ctas)*bmMaxSegs*int64(kb)*8)
+	if err != nil {
+		return err
+	}
+	args := bmArgs{q: m.q, k: m.k, ework: uint64(ework), mass: uint64(mass), chunks: int32(chunks), subs: int32(subs),
+		nrows: int32(m.nrows), ncols: int32(m.ncols), cq: int32(m.cq), ck: int32(m.ck), visLast: uniFlag(m.visLast),
+		per: int32(m.per), cs: int32(cs), hk: int32(m.hk), hpi: int32(m.hpi), ksets: int32(ksets), ch: int32(m.ch), spi: int32(spi),
+		rule: int32(m.rule), lscale: float32(m.lscale * log2e), thresh: m.thresh}
+	a := in.args()
+	return c.Launch(fn, driver.Dim3{X: uint32(ctas), Y: 1, Z: 1}, driver.Dim3{X: bmThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&args))
+}
+
+// bmSplit writes x as bf16 high and low halves, [B][H][N][D] contiguous,
+// into scratch buffers called name; it returns the operand's pointers and
+// strides.
+func bmSplit(c *driver.Ctx, in *planInput, file, name string, x view) (hi, lo uint64, sb, sh, sn int64, err error) {
+	n := int64(x.b) * int64(x.h) * int64(x.n) * int64(x.d)
+	h, err := in.scratch.get(c, name+".hi", n*2)
+	if err != nil {
+		return
+	}
+	l, err := in.scratch.get(c, name+".lo", n*2)
+	if err != nil {
+		return
+	}
+	fn, err := in.e.auxFunction(c, file, "bm_split", bmStubDefs...)
+	if err != nil {
+		return
+	}
+	hi, lo = uint64(h), uint64(l)
+	grid, block := grid1(int(n), 256)
+	if err = c.Launch(fn, grid, block, 0, driver.Arg(&x), driver.Arg(&hi), driver.Arg(&lo)); err != nil {
+		return
+	}
+	sn = int64(x.d)
+	sh = sn * int64(x.n)
+	sb = sh * int64(x.h)
+	return
+}
+
+// bmStubDefs compile a block_mass.cuh includer for its other kernels
+// (bm_split, the pooling kernels); bm_mass itself is compiled per shape.
+var bmStubDefs = []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=16", "BM_BK=16", "BM_NST=2"}
+
+// bmViewOp is operand x (a bf16 or f16 input view) read as rows of s
+// tokens.
+func bmViewOp(x view, s int, rev bool) bmOp {
+	return bmOpOf(x.ptr, 0, x.sb, x.sh, x.sn, int(x.n), int(x.d), s, rev)
+}
+
+// isF32 reports whether view x holds float32 values.
+func isF32(x view) bool { return x.dtype == dtypeCode(tensor.Float32) }
