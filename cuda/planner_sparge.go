@@ -14,8 +14,11 @@ import (
 // SpargeAttn's prediction (§3.2) in two launches, block pooling with
 // CosSim for Q and K (K once per KV head), then per plan row the compressed
 // logits, the θ judge, the compressed softmax, TopCdf or top-k, the fix,
-// diagonal and sink blocks. Its plans equal the CPU planner's row for row:
-// both sides do the same float64 operations in the same order. Each head's
+// diagonal and sink blocks. Its plans equal the CPU planner's row for row
+// except where a block's self-similarity lies within the float32 CosSim's
+// error bound of θ (spargeSimTol in cuda/selftest): the pooled means,
+// logits, softmax and selection repeat the CPU's float64 operations in the
+// same order, the self-similarities are float32. Each head's
 // τ or top-k and θ come from sparge.Planner.HeadParams; the λ filter from
 // sparge.Planner.Header (a per-head λ gives a plan the attention kernel
 // does not take: NewRunner then fails with ErrUnsupported).

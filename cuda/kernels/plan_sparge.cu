@@ -1,13 +1,11 @@
 // SpargeAttn's block-mask predictor on the device (Zhang et al., 2025,
 // §3.2; package method/sparge on the CPU, whose plans these kernels
-// reproduce bit for bit). Two kernels:
+// reproduce up to the θ judge's documented tie-break). Two kernels:
 //
 //   sparge_pool  one warp per query block (b, h, qb) and per key block
 //                (b, kvh, kb), the key side once per KV head (GQA): the
 //                block's mean token and its self-similarity CosSim, in one
-//                pass over the tokens, with no float64 staging in shared
-//                memory (the earlier block-per-task kernel was bound by
-//                its shared-memory traffic).
+//                pass over the tokens.
 //   sparge_rows  one block per SR plan rows of one KV head (query heads of
 //                the group fastest, then query blocks): the compressed
 //                logits scale·q̄·k̄ᵀ, the θ judge, the compressed softmax,
@@ -16,11 +14,17 @@
 //                diagonal and sink blocks; it writes each row's kept
 //                blocks in ascending order.
 //
-// Exactness: every float64 operation is the CPU's, in the CPU's order, with
-// no FMA (add64/mul64): sums over tokens in increasing token order, sums
-// over the head dimension in warp_sum's canonical order (sparge.dot64 on
-// the CPU), exp64 = plan.Exp64, and the TopCdf masses in 2^-44 fixed point
-// (sparge.mass), whose integer sums are exact in any order.
+// Exactness: the pooled means and everything after them are the CPU's
+// bits: every float64 operation is the CPU's, in the CPU's order, with no
+// FMA (add64/mul64): sums over tokens in increasing token order, sums over
+// the head dimension in warp_sum's canonical order (sparge.dot64 on the
+// CPU), exp64 = plan.Exp64, and the TopCdf masses in 2^-44 fixed point
+// (sparge.mass), whose integer sums are exact in any order. CosSim alone
+// is computed in float32 (unit tokens by rsqrtf): float64 there cost most
+// of the planner's time at 8K. It lies within spargeSimTol
+// (cuda/selftest/cases_sparge.go) of the CPU's, so a block whose CPU
+// CosSim lies that close to θ may be judged the other way; the self-test
+// accepts exactly those rows (spargeTieBreak).
 //
 // Compile-time defines: SD, the head dimension (at most 128); SR, the plan
 // rows of one sparge_rows block (1, 2 or 4).
@@ -53,7 +57,7 @@ __device__ __forceinline__ double f2d(float f) {
 	return (double)f;
 }
 
-#define TG 8         // tokens a pool warp loads at a time
+#define TG 8         // tokens a pool warp loads at a time (sum8_transposed takes 8)
 #define POOL_WARPS 4 // sparge_pool's warps (tasks) per block: cuda.spargePoolWarps
 // bf16_to_f64 is (double) of a bfloat16 for normal values by building the
 // high word (sign, exponent + 1023 − 127, 7 mantissa bits); others convert.
@@ -80,34 +84,52 @@ template <int DT> __device__ __forceinline__ double conv64(typename Raw<DT>::T r
 		return bf16_to_f64(r);
 }
 
-// tree_sum32 is warp_sum's result over 32 partials p(l), l = 0..31, held
-// by one thread: the butterfly 16, 8, 4, 2, 1 is a balanced tree whose
-// leaves, left to right, are l in 5-bit bit-reversed order, so a
-// depth-first walk with a stack of partial sums adds exactly the pairs
-// warp_sum adds (addition is commutative).
-__device__ constexpr int brev5(int k) { return ((k & 1) << 4) | ((k & 2) << 2) | (k & 4) | ((k & 8) >> 2) | ((k & 16) >> 4); }
-template <typename F> __device__ __forceinline__ double tree_sum32(F p) {
-	double st[5];
-	int top = 0;
+// conv32 converts a raw element to float32 (exactly).
+template <int DT> __device__ __forceinline__ float conv32(typename Raw<DT>::T r) {
+	if constexpr (DT == DT_F32)
+		return r;
+	else if constexpr (DT == DT_F16)
+		return f16_to_f32(r);
+	else
+		return bf16_to_f32(r);
+}
+
+// sum8_transposed reduces eight per-lane partials v[t] (token t) over the
+// warp with 9 shuffles instead of 40: halves of the vector are exchanged at
+// xor 16, 8 and 4 (lane bit b keeps the half its bit selects), then xor 2
+// and 1 finish. Lanes 4t..4t+3 end with token t's sum (t = lane >> 2).
+// float32: the order of the sum is immaterial (see pool_task).
+__device__ __forceinline__ float sum8_transposed(const float (&v)[8], int lane) {
+	float w[4], y[2];
+	bool h4 = lane & 16, h3 = lane & 8, h2 = lane & 4;
 #pragma unroll
-	for (int k = 0; k < 32; k++) {
-		double v = p(brev5(k));
-#pragma unroll
-		for (int b = k; b & 1; b >>= 1) v = add64(st[--top], v);
-		st[top++] = v;
+	for (int j = 0; j < 4; j++) {
+		float send = h4 ? v[j] : v[j + 4], keep = h4 ? v[j + 4] : v[j];
+		w[j] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
 	}
-	return st[0];
+#pragma unroll
+	for (int j = 0; j < 2; j++) {
+		float send = h3 ? w[j] : w[j + 2], keep = h3 ? w[j + 2] : w[j];
+		y[j] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
+	}
+	float send = h2 ? y[0] : y[1], keep = h2 ? y[1] : y[0];
+	float z = keep + __shfl_xor_sync(0xffffffffu, send, 4);
+	z += __shfl_xor_sync(0xffffffffu, z, 2);
+	return z + __shfl_xor_sync(0xffffffffu, z, 1);
 }
 
 // pool_task pools tokens [lo, hi) of one head with one warp: lane l owns
 // the dimensions d ≡ l (mod 32); x points at the head's token 0, sn is the
-// token stride. part is the warp's TG×33 scratch. The raw elements of the
-// next TG tokens are loaded while the warp works on these (all loads ahead
-// of any conversion: its branch would otherwise serialize them). See
-// sparge_pool.
+// token stride. The raw elements of the next TG tokens are loaded while
+// the warp works on these. msum[i] is Σ_n x[n, l + 32i] in float64 in
+// increasing token order, the CPU's bits (sparge.blockStats); usum[i] is
+// Σ_n x̂[n, l + 32i] of the unit tokens in float32: |x|² in float32 and
+// rsqrtf, or, for a token whose float32 |x|² leaves [2^-100, 2^100] (a
+// zero token, underflow, overflow), in float64 as the CPU does (a zero
+// token adds nothing). Its error is bounded by spargeSimTol in
+// cuda/selftest/cases_sparge.go, which the self-test's judge allows.
 template <int DT>
-__device__ __forceinline__ void pool_task(const typename Raw<DT>::T* x, long long sn, int lo, int hi, double (*part)[33], double* msum,
-                                          double* usum) {
+__device__ __forceinline__ void pool_task(const typename Raw<DT>::T* x, long long sn, int lo, int hi, double* msum, float* usum) {
 	typedef typename Raw<DT>::T T;
 	int lane = threadIdx.x & 31;
 #pragma unroll
@@ -127,36 +149,41 @@ __device__ __forceinline__ void pool_task(const typename Raw<DT>::T* x, long lon
 	for (int c0 = lo; c0 < hi; c0 += TG) {
 		int cn = min(TG, hi - c0);
 		if (c0 + TG < hi) fetch(nxt, c0 + TG);
-		// Lane partials of each token's |x|², d ≡ lane (mod 32) in
-		// increasing d (0 + x² = x² exactly: x² is not −0).
+		float nn[TG];
 #pragma unroll
 		for (int t = 0; t < TG; t++) {
-			double f = conv64<DT>(raw[t][0]), p = mul64(f, f);
+			nn[t] = 0;
 #pragma unroll
-			for (int i = 1; i < NL; i++) {
-				f = conv64<DT>(raw[t][i]);
-				p = add64(p, mul64(f, f));
+			for (int i = 0; i < NL; i++) {
+				float f = conv32<DT>(raw[t][i]);
+				nn[t] = fmaf(f, f, nn[t]);
 			}
-			part[t][lane] = p;
 		}
-		__syncwarp();
-		// Lane t reduces token t's partials; −1 marks a zero token, which
-		// adds nothing to the unit sum.
-		double inv = -1.0;
-		if (lane < cn) {
-			double nn = tree_sum32([&](int l) { return part[lane][l]; });
-			if (nn != 0) inv = 1.0 / sqrt(nn);
-		}
-		__syncwarp();
+		float mine = sum8_transposed(nn, lane); // token lane >> 2's |x|²
+		bool bad = !(mine >= 0x1p-100f && mine <= 0x1p100f);
+		float inv = bad ? 0.f : rsqrtf(mine);
+		unsigned badt = __ballot_sync(0xffffffffu, bad); // token t's flag at bit 4t
 #pragma unroll
 		for (int t = 0; t < TG; t++) {
-			double iv = __shfl_sync(0xffffffffu, inv, t);
-			if (t < cn) {
+			if (t >= cn) break;
+			float iv = __shfl_sync(0xffffffffu, inv, 4 * t);
+#pragma unroll
+			for (int i = 0; i < NL; i++) msum[i] = add64(msum[i], conv64<DT>(raw[t][i]));
+			if (!(badt >> (4 * t) & 1)) {
+#pragma unroll
+				for (int i = 0; i < NL; i++) usum[i] = fmaf(conv32<DT>(raw[t][i]), iv, usum[i]);
+			} else { // rare: |x|² in float64 (warp-uniform branch)
+				double p = 0;
 #pragma unroll
 				for (int i = 0; i < NL; i++) {
 					double f = conv64<DT>(raw[t][i]);
-					msum[i] = add64(msum[i], f);
-					if (iv != -1.0) usum[i] = add64(usum[i], mul64(f, iv));
+					p = add64(p, mul64(f, f));
+				}
+				double n64 = warp_sum(p);
+				if (n64 != 0) {
+					double i64 = 1.0 / sqrt(n64);
+#pragma unroll
+					for (int i = 0; i < NL; i++) usum[i] += (float)mul64(conv64<DT>(raw[t][i]), i64);
 				}
 			}
 		}
@@ -168,14 +195,14 @@ __device__ __forceinline__ void pool_task(const typename Raw<DT>::T* x, long lon
 }
 
 // sparge_pool: per block of tokens [lo, hi) of one head, mean[d] =
-// (Σ_n x[n,d])/cnt and CosSim = |Σ_n x̂_n|²/cnt² (sparge.blockStats), one
-// warp per block of tokens. Task t < B·Hq·q_blocks is query row t =
-// (b·Hq + h)·q_blocks + qb: it writes qm[t·SD + d] = mean[d]·scale and
-// qsim[t]; the others are key blocks: kmt[((b·Hkv + kvh)·nkb + kb)·SD + d]
-// = mean[d] and ksim[(b·Hkv + kvh)·nkb + kb].
+// (Σ_n x[n,d])/cnt, the CPU's bits, and CosSim = |Σ_n x̂_n|²/cnt²
+// (sparge.blockStats) within spargeSimTol of the CPU's, one warp per block
+// of tokens. Task t < B·Hq·q_blocks is query row t = (b·Hq + h)·q_blocks +
+// qb: it writes qm[t·SD + d] = mean[d]·scale and qsim[t]; the others are
+// key blocks: kmt[((b·Hkv + kvh)·nkb + kb)·SD + d] = mean[d] and
+// ksim[(b·Hkv + kvh)·nkb + kb].
 extern "C" __global__ void __launch_bounds__(32 * POOL_WARPS)
     sparge_pool(PlanArgs a, View q, View k, double* qm, double* qsim, double* kmt, double* ksim) {
-	__shared__ double part[POOL_WARPS][TG][33]; // padded: lane t reads row t
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	int nkb = (a.Nk + a.bk - 1) / a.bk;
 	long long nq = (long long)a.B * a.Hq * a.q_blocks;
@@ -198,19 +225,19 @@ extern "C" __global__ void __launch_bounds__(32 * POOL_WARPS)
 	const void* ptr = isq ? q.ptr : k.ptr;
 	long long sn = isq ? q.sn : k.sn, off = (long long)b * (isq ? q.sb : k.sb) + (long long)h * (isq ? q.sh : k.sh);
 	int dt = isq ? q.dtype : k.dtype;
-	double msum[NL], usum[NL];
+	double msum[NL];
+	float usum[NL];
 	if (dt == DT_BF16)
-		pool_task<DT_BF16>((const u16*)ptr + off, sn, lo, hi, part[warp], msum, usum);
+		pool_task<DT_BF16>((const u16*)ptr + off, sn, lo, hi, msum, usum);
 	else if (dt == DT_F16)
-		pool_task<DT_F16>((const u16*)ptr + off, sn, lo, hi, part[warp], msum, usum);
+		pool_task<DT_F16>((const u16*)ptr + off, sn, lo, hi, msum, usum);
 	else
-		pool_task<DT_F32>((const float*)ptr + off, sn, lo, hi, part[warp], msum, usum);
+		pool_task<DT_F32>((const float*)ptr + off, sn, lo, hi, msum, usum);
 	double cnt = hi - lo;
-	double s = 0;
+	double s = 0; // products of floats are exact in float64
 #pragma unroll
-	for (int i = 0; i < NL; i++)
-		if (lane + 32 * i < SD) s = add64(s, mul64(usum[i], usum[i]));
-	double sim = warp_sum(s) / mul64(cnt, cnt);
+	for (int i = 0; i < NL; i++) s += (double)usum[i] * (double)usum[i];
+	double sim = warp_sum(s) / (cnt * cnt);
 	if (isq) {
 #pragma unroll
 		for (int i = 0; i < NL; i++)
