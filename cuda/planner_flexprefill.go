@@ -11,10 +11,11 @@ import (
 )
 
 // flexprefillPlanner is flexprefill.Planner on the device
-// (kernels/plan_flexprefill.cu, with the probe of plan_minference.cu):
-// every head's decision is computed as the CPU computes it, so the plans
-// are identical (but for a head whose JS distance lies within about 1e-15
-// relative of τ; see flexprefill's sqrtJS).
+// (kernels/plan_flexprefill.cu, with the tensor-core probe of
+// kernels/probe.cuh): every head's decision is computed as the CPU
+// computes it from the probe's line scores, which differ from the CPU's by
+// about 1e-6 relative; a decision that close to a cut or to τ may differ
+// (cuda/selftest's flexprefillTieBreak bounds the difference).
 type flexprefillPlanner struct{ f flexprefill.Planner }
 
 // newFlexprefillPlanner returns the device planner of p.
@@ -40,20 +41,20 @@ func (flexprefillPlanner) sparse() bool { return true }
 
 // fpArgs mirrors struct FpArgs in kernels/plan_flexprefill.cu.
 type fpArgs struct {
-	km, vb, sb, est, vflag, sflag, qa uint64
-	gamma, tau                        float64
-	minb, maxb, smin, nsd             int32
+	km, vb, sb, est, vflag, sflag, qa, counts uint64
+	gamma, tau                                float64
+	minb, maxb, smin, nsd                     int32
 }
 
 // qaArgs mirrors struct QaArgs in kernels/plan_flexprefill.cu.
 type qaArgs struct {
-	pw, flag, qa, km uint64
-	budget           uint64
-	head0, g, shift  int32
+	pw, flag, qa, km, qm uint64
+	budget               uint64
+	head0, g, shift      int32
 }
 
 // qaScratchBytes bounds the query-aware pair weights of one head group.
-const qaScratchBytes = 256 << 20
+const qaScratchBytes = 1 << 30
 
 // floorDiv is ⌊a/b⌋ for b > 0.
 func floorDiv(a, b int) int {
@@ -74,9 +75,6 @@ func (p flexprefillPlanner) plan(c *driver.Ctx, in *planInput) error {
 	n := min(in.t.BlockQ, g.Nq)
 	perQA := int64(qbs) * int64(nkb) * 8
 	grpQA := int(max(1, min(int64(heads), qaScratchBytes/max(perQA, 1))))
-	// The probe's head groups are at most probeScratchBytes of
-	// exponentials; the per-group buffers below are sized for all heads
-	// at most.
 	var err error
 	ptr := func(name string, bytes int64) uint64 {
 		if err != nil {
@@ -94,21 +92,24 @@ func (p flexprefillPlanner) plan(c *driver.Ctx, in *planInput) error {
 	f.vflag = ptr("fp.vflag", int64(heads)*int64(nkb))
 	f.sflag = ptr("fp.sflag", int64(heads)*int64(nsd))
 	f.qa = ptr("fp.qa", int64(heads)*4)
+	f.counts = ptr("fp.counts", int64(heads)*8)
 	x := qaArgs{qa: f.qa, km: f.km}
 	x.pw = ptr("fp.pw", int64(grpQA)*perQA)
 	x.flag = ptr("fp.qaflag", int64(heads)*int64(qbs)*int64(nkb))
+	x.qm = ptr("fp.qm", int64(heads)*int64(qbs)*int64(g.D)*4)
 	if err != nil {
 		return err
 	}
+	defs := kernelDefines(in)
 	fn := func(name string) driver.Function {
 		if err != nil {
 			return 0
 		}
 		var k driver.Function
-		k, err = in.e.auxFunction(c, "plan_flexprefill.cu", name)
+		k, err = in.e.auxFunction(c, "plan_flexprefill.cu", name, defs...)
 		return k
 	}
-	keymeans, head, qaw, qas, rows := fn("fp_keymeans"), fn("fp_head"), fn("fp_qa_weights"), fn("fp_qa_select"), fn("fp_rows")
+	keymeans, cover, head, qmeans, qad, qasm, qas, rows := fn("fp_keymeans"), fn("fp_cover"), fn("fp_head"), fn("fp_qmeans"), fn("fp_qa_dots"), fn("fp_qa_softmax"), fn("fp_qa_select"), fn("fp_rows")
 	if err != nil {
 		return err
 	}
@@ -116,18 +117,16 @@ func (p flexprefillPlanner) plan(c *driver.Ctx, in *planInput) error {
 		driver.Arg(&a), driver.Arg(&in.k), driver.Arg(&f)); err != nil {
 		return err
 	}
-	err = probeGroups(c, in, n, func(pa *probeArgs) error {
-		// fp_head indexes vb, sb and est by head within the group; give
-		// it the group's slices.
-		h0 := int64(pa.head0)
-		fg := f
-		fg.vb += uint64(h0 * int64(nkb) * 8)
-		fg.sb += uint64(h0 * int64(nsd) * 8)
-		fg.est += uint64(h0 * int64(nkb) * 8)
-		return c.Launch(head, driver.Dim3{X: uint32(pa.g), Y: 1, Z: 1}, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0,
-			driver.Arg(&a), driver.Arg(&in.q), driver.Arg(pa), driver.Arg(&fg))
-	})
+	pa, err := runProbe(c, in, "plan_flexprefill.cu", n, true)
 	if err != nil {
+		return err
+	}
+	if err := c.Launch(cover, driver.Dim3{X: uint32(pa.g), Y: 2, Z: 1}, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0,
+		driver.Arg(&a), driver.Arg(pa), driver.Arg(&f)); err != nil {
+		return err
+	}
+	if err := c.Launch(head, driver.Dim3{X: uint32(pa.g), Y: 1, Z: 1}, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0,
+		driver.Arg(&a), driver.Arg(&in.q), driver.Arg(pa), driver.Arg(&f)); err != nil {
 		return err
 	}
 	// Query-aware heads (FlexPrefill §3.2): rows are the query blocks
@@ -142,10 +141,18 @@ func (p flexprefillPlanner) plan(c *driver.Ctx, in *planInput) error {
 	if visRows > 0 {
 		x.shift = int32(62 - bits.Len(uint(visRows)))
 		x.budget = uint64(math.Ldexp(p.f.Gamma*float64(visRows), int(x.shift)))
+		if err := c.Launch(qmeans, driver.Dim3{X: uint32(qbs), Y: uint32(heads), Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
+			driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&x)); err != nil {
+			return err
+		}
 		for h0 := 0; h0 < heads; h0 += grpQA {
 			x.head0, x.g = int32(h0), int32(min(grpQA, heads-h0))
-			if err := c.Launch(qaw, driver.Dim3{X: uint32(qbs), Y: uint32(x.g), Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
-				driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&x)); err != nil {
+			if err := c.Launch(qad, driver.Dim3{X: uint32((qbs + 15) / 16), Y: uint32(x.g), Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
+				driver.Arg(&a), driver.Arg(&x)); err != nil {
+				return err
+			}
+			grid, block := grid1(int(x.g)*qbs*32, 256)
+			if err := c.Launch(qasm, grid, block, 0, driver.Arg(&a), driver.Arg(&x)); err != nil {
 				return err
 			}
 			if err := c.Launch(qas, driver.Dim3{X: uint32(x.g), Y: 1, Z: 1}, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0,

@@ -6,12 +6,15 @@ import (
 	"github.com/sparseattn/sparseattn/cuda/driver"
 	"github.com/sparseattn/sparseattn/method/minference"
 	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
 )
 
 // minferencePlanner is minference.Planner on the device
-// (kernels/plan_minference.cu): the probe, the vertical and slash sums and
-// the top-k lines are computed as the CPU computes them, so the plans are
-// identical.
+// (kernels/plan_minference.cu): the probe on the tensor cores, then the
+// top-k lines and their blocks as the CPU picks them. The line scores
+// differ from the CPU's by about 1e-6 relative, so a line that close to
+// the k-th may be kept by one side only (cuda/selftest's
+// minferenceTieBreak bounds the difference).
 type minferencePlanner struct{ m minference.Planner }
 
 // newMinferencePlanner returns the device planner of p.
@@ -29,10 +32,11 @@ func (p minferencePlanner) header(t plan.Tiling) (*plan.Plan, error) {
 
 func (minferencePlanner) sparse() bool { return true }
 
-// probeArgs mirrors struct ProbeArgs in kernels/plan_minference.cu.
+// probeArgs mirrors struct ProbeArgs in kernels/probe.cuh.
 type probeArgs struct {
-	e, m, s, v, sl     uint64
-	head0, g, n, tiles int32
+	m, s, vp, sp, v, sl        uint64
+	head0, g, n, tiles, chunks int32
+	mean                       int32
 }
 
 // miArgs mirrors struct MiArgs in kernels/plan_minference.cu.
@@ -41,21 +45,43 @@ type miArgs struct {
 	vertical, slash, sinks, recent int32
 }
 
-// probeScratchBytes bounds the float32 exponentials of one head group.
-const probeScratchBytes = 256 << 20
+// Tile sizes of kernels/probe.cuh: probe rows per chunk (PR_RC), key tiles
+// a block walks (PR_TILES), and keys per tile (PR_PT: 32 for float32
+// inputs with D > 128, else 64).
+const (
+	probeRowChunk      = 64
+	probeTilesPerBlock = 8
+)
 
-// probeGroups runs the probe of the last n queries (probe.Last) for every
-// head, in groups of heads whose exponentials fit probeScratchBytes, and
-// calls each(group) after the group's vertical and slash sums are in
-// group.v and group.sl.
-func probeGroups(c *driver.Ctx, in *planInput, n int, each func(pa *probeArgs) error) error {
+func probeKeyTile(in *planInput) int {
+	if in.q.dtype == int32(tensor.Float32) && in.t.Geometry.D > 128 {
+		return 32
+	}
+	return 64
+}
+
+// kernelDefines are the compile-time settings of kernels/probe.cuh (and
+// the planner files that include it): the padded head dim and the dtype.
+func kernelDefines(in *planInput) []string {
+	return []string{fmt.Sprintf("HEAD_DIM_PAD=%d", (in.t.Geometry.D+15)/16*16), fmt.Sprintf("DTYPE=%d", in.q.dtype)}
+}
+
+// runProbe runs the probe of the last n queries (probe.Last, on the tensor
+// cores) of every head with the kernels of file, leaving the vertical and
+// slash sums of head x at pa.v + x·Nk and pa.sl + x·(2Nk − 1), divided by
+// n when mean is set.
+func runProbe(c *driver.Ctx, in *planInput, file string, n int, mean bool) (*probeArgs, error) {
 	g := in.t.Geometry
 	a := in.args()
 	heads := g.B * g.Hq
-	tiles := (g.Nk + minference.ProbeTile - 1) / minference.ProbeTile
-	perHead := int64(n) * int64(g.Nk) * 4
-	grp := int(max(1, min(int64(heads), probeScratchBytes/max(perHead, 1))))
-	var pa probeArgs
+	pt := probeKeyTile(in)
+	tiles := (g.Nk + pt - 1) / pt
+	chunks := (n + probeRowChunk - 1) / probeRowChunk
+	win := int64(pt + probeRowChunk - 1)
+	pa := &probeArgs{g: int32(heads), n: int32(n), tiles: int32(tiles), chunks: int32(chunks)}
+	if mean {
+		pa.mean = 1
+	}
 	var err error
 	ptr := func(name string, bytes int64) uint64 {
 		if err != nil {
@@ -65,45 +91,58 @@ func probeGroups(c *driver.Ctx, in *planInput, n int, each func(pa *probeArgs) e
 		p, err = in.scratch.get(c, name, max(bytes, 8))
 		return uint64(p)
 	}
-	pa.e = ptr("probe.e", int64(grp)*perHead)
-	pa.m = ptr("probe.m", int64(grp)*int64(n)*int64(tiles)*8)
-	pa.s = ptr("probe.s", int64(grp)*int64(n)*int64(tiles)*8)
-	pa.v = ptr("probe.v", int64(grp)*int64(g.Nk)*8)
-	pa.sl = ptr("probe.sl", int64(grp)*int64(2*g.Nk-1)*8)
+	rows := int64(heads) * int64(n)
+	pa.m = ptr("probe.m", rows*int64(tiles)*4)
+	pa.s = ptr("probe.s", rows*int64(tiles)*4)
+	pa.vp = ptr("probe.vp", int64(heads)*int64(chunks)*int64(g.Nk)*8)
+	pa.sp = ptr("probe.sp", int64(heads)*int64(chunks)*int64(tiles)*win*8)
+	pa.v = ptr("probe.v", int64(heads)*int64(g.Nk)*8)
+	pa.sl = ptr("probe.sl", int64(heads)*int64(2*g.Nk-1)*8)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	if n == 0 || g.Nk == 0 {
+		// No probe rows: every score is zero.
+		if err := c.Memset(driver.Ptr(pa.v), 0, int64(heads)*int64(g.Nk)*8); err != nil {
+			return nil, err
+		}
+		return pa, c.Memset(driver.Ptr(pa.sl), 0, int64(heads)*int64(max(2*g.Nk-1, 0))*8)
+	}
+	defs := kernelDefines(in)
 	fns := map[string]driver.Function{}
-	for _, name := range []string{"probe_logits", "probe_norm", "probe_vertical", "probe_slash"} {
-		if fns[name], err = in.e.auxFunction(c, "plan_minference.cu", name); err != nil {
-			return err
+	for _, name := range []string{"probe_stats", "probe_norm", "probe_lines", "probe_combine"} {
+		if fns[name], err = in.e.auxFunction(c, file, name, defs...); err != nil {
+			return nil, err
 		}
 	}
-	pa.n, pa.tiles = int32(n), int32(tiles)
-	for h0 := 0; h0 < heads; h0 += grp {
-		pa.head0, pa.g = int32(h0), int32(min(grp, heads-h0))
-		G := int(pa.g)
-		if err := c.Launch(fns["probe_logits"], driver.Dim3{X: uint32(tiles), Y: uint32((n + 63) / 64), Z: uint32(G)}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
-			driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&in.k), driver.Arg(&pa)); err != nil {
-			return err
-		}
-		grid, block := grid1(G*n*32, 256)
-		if err := c.Launch(fns["probe_norm"], grid, block, 0, driver.Arg(&pa)); err != nil {
-			return err
-		}
-		grid, block = grid1(G*g.Nk, 256)
-		if err := c.Launch(fns["probe_vertical"], grid, block, 0, driver.Arg(&a), driver.Arg(&pa)); err != nil {
-			return err
-		}
-		grid, block = grid1(G*(2*g.Nk-1), 256)
-		if err := c.Launch(fns["probe_slash"], grid, block, 0, driver.Arg(&a), driver.Arg(&pa)); err != nil {
-			return err
-		}
-		if err := each(&pa); err != nil {
-			return err
-		}
+	// Dynamic shared memory: two key tiles (PrTile: PR_PT rows of
+	// HEAD_DIM_PAD+8 16-bit elements, twice for float32's two halves), and
+	// for probe_lines the chunk's probabilities (PR_RC × (PR_PT+1) float32).
+	tileBytes := pt * ((g.D+15)/16*16 + 8) * 2
+	if in.q.dtype == int32(tensor.Float32) {
+		tileBytes *= 2
 	}
-	return nil
+	statsBytes, linesBytes := 2*tileBytes, 2*tileBytes+probeRowChunk*(pt+1)*4
+	if err := c.SetMaxDynamicShared(fns["probe_stats"], statsBytes); err != nil {
+		return nil, err
+	}
+	if err := c.SetMaxDynamicShared(fns["probe_lines"], linesBytes); err != nil {
+		return nil, err
+	}
+	tileGrid := driver.Dim3{X: uint32((tiles + probeTilesPerBlock - 1) / probeTilesPerBlock), Y: uint32(heads), Z: uint32(chunks)}
+	warps := driver.Dim3{X: 128, Y: 1, Z: 1}
+	if err := c.Launch(fns["probe_stats"], tileGrid, warps, statsBytes, driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&in.k), driver.Arg(pa)); err != nil {
+		return nil, err
+	}
+	grid, block := grid1(heads*n*32, 256)
+	if err := c.Launch(fns["probe_norm"], grid, block, 0, driver.Arg(pa)); err != nil {
+		return nil, err
+	}
+	if err := c.Launch(fns["probe_lines"], tileGrid, warps, linesBytes, driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&in.k), driver.Arg(pa)); err != nil {
+		return nil, err
+	}
+	grid, block = grid1(heads*(3*g.Nk-1), 256)
+	return pa, c.Launch(fns["probe_combine"], grid, block, 0, driver.Arg(&a), driver.Arg(pa))
 }
 
 func (p minferencePlanner) plan(c *driver.Ctx, in *planInput) error {
@@ -122,11 +161,12 @@ func (p minferencePlanner) plan(c *driver.Ctx, in *planInput) error {
 	if err := c.Memset(vflag, 0, int64(heads)*int64(nkb)); err != nil {
 		return err
 	}
-	sel, err := in.e.auxFunction(c, "plan_minference.cu", "mi_select")
+	defs := kernelDefines(in)
+	sel, err := in.e.auxFunction(c, "plan_minference.cu", "mi_select", defs...)
 	if err != nil {
 		return err
 	}
-	rows, err := in.e.auxFunction(c, "plan_minference.cu", "mi_rows")
+	rows, err := in.e.auxFunction(c, "plan_minference.cu", "mi_rows", defs...)
 	if err != nil {
 		return err
 	}
@@ -134,11 +174,12 @@ func (p minferencePlanner) plan(c *driver.Ctx, in *planInput) error {
 	ma := miArgs{vflag: uint64(vflag), cs: uint64(cs), vertical: int32(min(m.Vertical, 1<<30)), slash: int32(min(m.Slash, 1<<30)),
 		sinks: minference.SinkKeys, recent: minference.RecentSlashes}
 	n := min(m.LastQ, g.Nq)
-	err = probeGroups(c, in, n, func(pa *probeArgs) error {
-		return c.Launch(sel, driver.Dim3{X: uint32(pa.g), Y: 2, Z: 1}, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0,
-			driver.Arg(&a), driver.Arg(pa), driver.Arg(&ma))
-	})
+	pa, err := runProbe(c, in, "plan_minference.cu", n, false)
 	if err != nil {
+		return err
+	}
+	if err := c.Launch(sel, driver.Dim3{X: uint32(pa.g), Y: 2, Z: 1}, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0,
+		driver.Arg(&a), driver.Arg(pa), driver.Arg(&ma)); err != nil {
 		return err
 	}
 	grid, block := grid1(int(a.rows)*32, 256)

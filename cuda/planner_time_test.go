@@ -36,11 +36,12 @@ func benchPlanners() []plan.Planner {
 
 // TestPlannerTimes times the device planners (Runner.Plan as device
 // events) against the dense kernel (Runner.Run's RunMS) at B=1, Hq=32,
-// Hkv=8, D=128, bf16, causal, 128×64 blocks, on pseudo-random inputs: the
+// Hkv=8, D=128, bf16, 128×64 blocks, on pseudo-random inputs: the
 // median of five calls after one warm-up. It runs only when
 // SPARSEATTN_PLANNER_BENCH is set, to "1" for every planner or to a
 // comma-separated list of names, for N in SPARSEATTN_PLANNER_BENCH_N
-// (default 8192,32768).
+// (default 8192,32768), causal, or non-causal too when
+// SPARSEATTN_PLANNER_BENCH_NONCAUSAL=1.
 func TestPlannerTimes(t *testing.T) {
 	which := os.Getenv("SPARSEATTN_PLANNER_BENCH")
 	if which == "" {
@@ -54,43 +55,54 @@ func TestPlannerTimes(t *testing.T) {
 		}
 	}
 	e := openOrSkip(t)
-	ctx := context.Background()
+	causal := []bool{true}
+	if os.Getenv("SPARSEATTN_PLANNER_BENCH_NONCAUSAL") == "1" {
+		causal = append(causal, false)
+	}
 	for _, n := range sizes {
-		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
-		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
-		x := uint64(0x9e3779b97f4a7c15)
-		q, k, v := benchTensor(t, e, g.Hq, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x)
-		var denseMS float64
-		for _, p := range planners {
-			name := "dense"
-			if p != nil {
-				name = p.Name()
-			}
-			run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
+		for _, cz := range causal {
+			timePlanners(t, e, planners, n, cz)
+		}
+	}
+}
+
+// timePlanners is TestPlannerTimes at one length and masking.
+func timePlanners(t *testing.T, e *Engine, planners []plan.Planner, n int, causal bool) {
+	ctx := context.Background()
+	g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
+	tl := plan.Tiling{Geometry: g, Causal: causal, BlockQ: 128, BlockK: 64}
+	x := uint64(0x9e3779b97f4a7c15)
+	q, k, v := benchTensor(t, e, g.Hq, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x)
+	var denseMS float64
+	for _, p := range planners {
+		name := "dense"
+		if p != nil {
+			name = p.Name()
+		}
+		run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plans, runs []float64
+		var density float64
+		for i := range 6 {
+			out, rep, err := run.Run(ctx, q, k, v, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var plans, runs []float64
-			var density float64
-			for i := range 6 {
-				out, rep, err := run.Run(ctx, q, k, v, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out.Free()
-				if i > 0 {
-					plans, runs = append(plans, rep.PlanMS), append(runs, rep.RunMS)
-				}
-				density = 1 - rep.Stats.Sparsity()
+			out.Free()
+			if i > 0 {
+				plans, runs = append(plans, rep.PlanMS), append(runs, rep.RunMS)
 			}
-			run.Close()
-			slices.Sort(plans)
-			slices.Sort(runs)
-			if p == nil {
-				denseMS = runs[2]
-			}
-			t.Logf("N=%d %-12s plan %.3f ms (min %.3f) run %.3f ms; plan/dense run %.1f%%; density %.3f", n, name, plans[2], plans[0], runs[2], 100*plans[2]/denseMS, density)
+			density = 1 - rep.Stats.Sparsity()
 		}
+		run.Close()
+		slices.Sort(plans)
+		slices.Sort(runs)
+		if p == nil {
+			denseMS = runs[2]
+		}
+		t.Logf("N=%d causal=%v %-12s plan %.3f ms (min %.3f) run %.3f ms; plan/dense run %.1f%%; density %.3f", n, causal, name, plans[2], plans[0], runs[2], 100*plans[2]/denseMS, density)
 	}
 }
 
