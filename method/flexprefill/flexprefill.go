@@ -19,6 +19,7 @@ package flexprefill
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -81,7 +82,7 @@ func (f Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	return heads.SelectBlocksWorker(ctx, t, func() func(*plan.Plan, int, int) func(int, []int32) []int32 {
 		var sc scratch
 		return func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
-			hd := f.decide(dense, q, k, b, h, &sc)
+			hd := f.decide(dense, q, k, b, h, &sc, nil)
 			return func(qb int, visible []int32) []int32 { return hd.Row(dense, qb, visible) }
 		}
 	})
@@ -94,15 +95,42 @@ type scratch struct {
 	vert, slash []float64
 }
 
+// Scores are the exact quantities one head's decision is made from, for
+// checking a planner that computes them in other arithmetic (the device
+// planner's probe runs on tensor cores).
+type Scores struct {
+	// Vertical[j] and Slash[d+Nk−1] are the probe's mean attention per key
+	// and per offset d = position − key: the lines whose γ-cover sets the
+	// budgets.
+	Vertical, Slash []float64
+	// VB[kb] is Vertical pooled per KV block; SB[s] is Slash pooled per
+	// block diagonal s, for the candidate diagonals (mass, or s = 0).
+	VB []float64
+	SB map[int]float64
+	// Distance is Head.Distance, compared with Tau.
+	Distance float64
+	// QueryAware is the query-aware pattern's blocks per query block,
+	// whatever the decision.
+	QueryAware [][]int
+}
+
+// Scores returns head h of batch b's Scores on the dense plan p of the
+// tiling, as Decide computes them.
+func (f Planner) Scores(p *plan.Plan, q, k *tensor.Tensor, b, h int) Scores {
+	var s Scores
+	f.decide(p, q, k, b, h, new(scratch), &s)
+	return s
+}
+
 // Decide computes head h of batch b's pattern on the dense plan p of the
 // tiling (which gives the block geometry and visibility).
 func (f Planner) Decide(p *plan.Plan, q, k *tensor.Tensor, b, h int) Head {
-	return f.decide(p, q, k, b, h, new(scratch))
+	return f.decide(p, q, k, b, h, new(scratch), nil)
 }
 
 // decide is Decide in a worker's scratch; the Head it returns does not
-// refer to the scratch.
-func (f Planner) decide(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scratch) Head {
+// refer to the scratch. When out is not nil it also fills out's Scores.
+func (f Planner) decide(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scratch, out *Scores) Head {
 	g := p.Geometry
 	bk, nkb := p.BlockK, p.KBlocks()
 	pr := sc.probe.Last(p.Tiling, q, k, b, h, p.BlockQ)
@@ -152,6 +180,10 @@ func (f Planner) decide(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scratch
 	est := softmaxDots(qmean, keys, g.D, float64(p.SoftmaxScale()), nkb)
 	hd := Head{Distance: sqrtJS(est, vb)}
 	hd.QueryAware = hd.Distance < f.Tau
+	if out != nil {
+		*out = Scores{Vertical: slices.Clone(vert), Slash: slices.Clone(slash), VB: slices.Clone(vb), SB: maps.Clone(sb),
+			Distance: hd.Distance, QueryAware: f.queryAware(p, q, keys, b, h)}
+	}
 	if hd.QueryAware {
 		nv, ns = f.clamp(0, nkb), f.clamp(0, nkb)
 		hd.Blocks = f.queryAware(p, q, keys, b, h)

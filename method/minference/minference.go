@@ -142,6 +142,15 @@ func (m Planner) Lines(p *probe.Probe) Lines {
 	return Lines{Vertical: keys[:min(m.Vertical, len(keys))], Slash: offs[:min(m.Slash, len(offs))]}
 }
 
+// LineScores returns head (b, h)'s exact line scores, the ones Lines
+// ranks: the probe attention of the last lastQ queries summed per key
+// (vertical[j]) and per offset d = position − key (slash[d+Nk−1]). A device
+// planner that scores in other arithmetic is checked against them.
+func LineScores(t plan.Tiling, q, k *tensor.Tensor, b, h, lastQ int) (vertical, slash []float64) {
+	p := probe.Last(t, q, k, b, h, lastQ)
+	return p.Vertical(), p.Slash()
+}
+
 // rank orders forced lines first, then larger scores.
 func rank(forcedA, forcedB bool, a, b float64) int {
 	switch {
