@@ -441,10 +441,9 @@ __device__ __forceinline__ u64 block_sum_u64(u64 x, u64* red) {
 }
 
 // sel_hist fills sh.cnt (and, with fixed, sh.fs) with the digit at shift
-// of the candidates whose higher digits equal prefix. A warp whose counted
-// lanes share one digit adds once (the fixed values, < 2^62, in three exact
-// 32-bit partial sums); otherwise each lane adds its own (shared-memory
-// atomics on distinct digits do not collide).
+// of the candidates whose higher digits equal prefix. Lanes with the same
+// digit add once (warp-aggregated); the fixed values (< 2^62) go in three
+// exact 32-bit partial sums. A warp with nothing to count skips.
 template <bool fixed, typename KeyFn, typename FixFn>
 __device__ __forceinline__ void sel_hist(KeyFn key, FixFn fx, int n, int shift, u64 prefix, SelShared& sh) {
 	int tid = threadIdx.x;
@@ -466,25 +465,18 @@ __device__ __forceinline__ void sel_hist(KeyFn key, FixFn fx, int n, int shift, 
 			if (base + u * (int)blockDim.x >= n) break; // uniform
 			int i = base + u * blockDim.x + tid;
 			bool in = kk[u] != 0 && (shift == 56 || (kk[u] >> (shift + 8)) == prefix);
-			u32 ins = __ballot_sync(0xffffffffu, in);
-			if (ins == 0) continue; // the warp has nothing to count
-			int dg = (int)((kk[u] >> shift) & 255);
-			int first = __shfl_sync(0xffffffffu, dg, __ffs(ins) - 1);
-			bool one = __all_sync(0xffffffffu, !in || dg == first);
-			u64 v = (fixed && in) ? fx(i) : 0;
-			if (one) {
-				bool leader = (threadIdx.x & 31) == __ffs(ins) - 1;
-				if (fixed) {
-					u32 lo = __reduce_add_sync(0xffffffffu, (u32)(v & 0x3fffff));
-					u32 mid = __reduce_add_sync(0xffffffffu, (u32)((v >> 22) & 0x3fffff));
-					u32 hi = __reduce_add_sync(0xffffffffu, (u32)(v >> 44));
-					if (leader) atomicAdd((unsigned long long*)&sh.fs[first], (unsigned long long)lo + ((unsigned long long)mid << 22) + ((unsigned long long)hi << 44));
-				}
-				if (leader) atomicAdd(&sh.cnt[first], (u32)__popc(ins));
-			} else if (in) {
-				if (fixed) atomicAdd((unsigned long long*)&sh.fs[dg], (unsigned long long)v);
-				atomicAdd(&sh.cnt[dg], 1u);
+			if (!__any_sync(0xffffffffu, in)) continue;
+			int dg = in ? (int)((kk[u] >> shift) & 255) : 256;
+			u32 peers = __match_any_sync(0xffffffffu, dg);
+			bool leader = in && (threadIdx.x & 31) == __ffs(peers) - 1;
+			if (fixed) {
+				u64 v = in ? fx(i) : 0;
+				u32 lo = __reduce_add_sync(peers, (u32)(v & 0x3fffff));
+				u32 mid = __reduce_add_sync(peers, (u32)((v >> 22) & 0x3fffff));
+				u32 hi = __reduce_add_sync(peers, (u32)(v >> 44));
+				if (leader) atomicAdd((unsigned long long*)&sh.fs[dg], (unsigned long long)lo + ((unsigned long long)mid << 22) + ((unsigned long long)hi << 44));
 			}
+			if (leader) atomicAdd(&sh.cnt[dg], (u32)__popc(peers));
 		}
 	}
 	__syncthreads();
