@@ -41,16 +41,16 @@ func (flexprefillPlanner) sparse() bool { return true }
 
 // fpArgs mirrors struct FpArgs in kernels/plan_flexprefill.cu.
 type fpArgs struct {
-	km, vb, sb, est, vflag, sflag, qa, counts uint64
-	gamma, tau                                float64
-	minb, maxb, smin, nsd                     int32
+	km, vb, sb, est, vflag, sflag, qa, counts, list uint64
+	gamma, tau                                      float64
+	minb, maxb, smin, nsd                           int32
 }
 
 // qaArgs mirrors struct QaArgs in kernels/plan_flexprefill.cu.
 type qaArgs struct {
-	pw, flag, qa, km, qm uint64
-	budget               uint64
-	head0, g, shift      int32
+	pw, flag, qa, km, qm, list uint64
+	budget                     uint64
+	head0, g, shift            int32
 }
 
 // qaScratchBytes bounds the query-aware pair weights of one head group.
@@ -93,14 +93,16 @@ func (p flexprefillPlanner) plan(c *driver.Ctx, in *planInput) error {
 	f.sflag = ptr("fp.sflag", int64(heads)*int64(nsd))
 	f.qa = ptr("fp.qa", int64(heads)*4)
 	f.counts = ptr("fp.counts", int64(heads)*8)
+	f.list = ptr("fp.coverlist", int64(heads)*2*int64(2*g.Nk)*4)
 	x := qaArgs{qa: f.qa, km: f.km}
 	x.pw = ptr("fp.pw", int64(grpQA)*perQA)
 	x.flag = ptr("fp.qaflag", int64(heads)*int64(qbs)*int64(nkb))
 	x.qm = ptr("fp.qm", int64(heads)*int64(qbs)*int64(g.D)*4)
+	x.list = ptr("fp.qalist", int64(grpQA)*perQA/2)
 	if err != nil {
 		return err
 	}
-	defs := kernelDefines(in)
+	defs := kernelDefines(in, n)
 	fn := func(name string) driver.Function {
 		if err != nil {
 			return 0

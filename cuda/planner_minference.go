@@ -45,13 +45,20 @@ type miArgs struct {
 	vertical, slash, sinks, recent int32
 }
 
-// Tile sizes of kernels/probe.cuh: probe rows per chunk (PR_RC), key tiles
-// a block walks (PR_TILES), and keys per tile (PR_PT: 32 for float32
+// probeTilesPerBlock is PR_TILES of kernels/probe.cuh, the key tiles a
+// block walks; probeKeyTile is PR_PT, the keys per tile (32 for float32
 // inputs with D > 128, else 64).
-const (
-	probeRowChunk      = 64
-	probeTilesPerBlock = 8
-)
+const probeTilesPerBlock = 8
+
+// probeWarps is PR_WARPS of kernels/probe.cuh for n probe rows: a block
+// holds 16 rows a warp, 64 or (past 64 rows) 128, so that FlexPrefill's
+// 128-row probe reads each key tile once.
+func probeWarps(n int) int {
+	if n > 64 {
+		return 8
+	}
+	return 4
+}
 
 func probeKeyTile(in *planInput) int {
 	if in.q.dtype == int32(tensor.Float32) && in.t.Geometry.D > 128 {
@@ -61,9 +68,11 @@ func probeKeyTile(in *planInput) int {
 }
 
 // kernelDefines are the compile-time settings of kernels/probe.cuh (and
-// the planner files that include it): the padded head dim and the dtype.
-func kernelDefines(in *planInput) []string {
-	return []string{fmt.Sprintf("HEAD_DIM_PAD=%d", (in.t.Geometry.D+15)/16*16), fmt.Sprintf("DTYPE=%d", in.q.dtype)}
+// the planner files that include it) for n probe rows: the padded head
+// dim, the dtype and the warps per probe block.
+func kernelDefines(in *planInput, n int) []string {
+	return []string{fmt.Sprintf("HEAD_DIM_PAD=%d", (in.t.Geometry.D+15)/16*16), fmt.Sprintf("DTYPE=%d", in.q.dtype),
+		fmt.Sprintf("PR_WARPS=%d", probeWarps(n))}
 }
 
 // runProbe runs the probe of the last n queries (probe.Last, on the tensor
@@ -76,8 +85,10 @@ func runProbe(c *driver.Ctx, in *planInput, file string, n int, mean bool) (*pro
 	heads := g.B * g.Hq
 	pt := probeKeyTile(in)
 	tiles := (g.Nk + pt - 1) / pt
-	chunks := (n + probeRowChunk - 1) / probeRowChunk
-	win := int64(pt + probeRowChunk - 1)
+	warps := probeWarps(n)
+	rowChunk := 16 * warps
+	chunks := (n + rowChunk - 1) / rowChunk
+	win := int64(pt + rowChunk - 1)
 	pa := &probeArgs{g: int32(heads), n: int32(n), tiles: int32(tiles), chunks: int32(chunks)}
 	if mean {
 		pa.mean = 1
@@ -108,7 +119,7 @@ func runProbe(c *driver.Ctx, in *planInput, file string, n int, mean bool) (*pro
 		}
 		return pa, c.Memset(driver.Ptr(pa.sl), 0, int64(heads)*int64(max(2*g.Nk-1, 0))*8)
 	}
-	defs := kernelDefines(in)
+	defs := kernelDefines(in, n)
 	fns := map[string]driver.Function{}
 	for _, name := range []string{"probe_stats", "probe_norm", "probe_lines", "probe_combine"} {
 		if fns[name], err = in.e.auxFunction(c, file, name, defs...); err != nil {
@@ -122,7 +133,7 @@ func runProbe(c *driver.Ctx, in *planInput, file string, n int, mean bool) (*pro
 	if in.q.dtype == int32(tensor.Float32) {
 		tileBytes *= 2
 	}
-	statsBytes, linesBytes := 2*tileBytes, 2*tileBytes+probeRowChunk*(pt+1)*4
+	statsBytes, linesBytes := 2*tileBytes, 2*tileBytes+rowChunk*(pt+1)*4
 	if err := c.SetMaxDynamicShared(fns["probe_stats"], statsBytes); err != nil {
 		return nil, err
 	}
@@ -130,15 +141,15 @@ func runProbe(c *driver.Ctx, in *planInput, file string, n int, mean bool) (*pro
 		return nil, err
 	}
 	tileGrid := driver.Dim3{X: uint32((tiles + probeTilesPerBlock - 1) / probeTilesPerBlock), Y: uint32(heads), Z: uint32(chunks)}
-	warps := driver.Dim3{X: 128, Y: 1, Z: 1}
-	if err := c.Launch(fns["probe_stats"], tileGrid, warps, statsBytes, driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&in.k), driver.Arg(pa)); err != nil {
+	probeBlock := driver.Dim3{X: uint32(32 * warps), Y: 1, Z: 1}
+	if err := c.Launch(fns["probe_stats"], tileGrid, probeBlock, statsBytes, driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&in.k), driver.Arg(pa)); err != nil {
 		return nil, err
 	}
 	grid, block := grid1(heads*n*32, 256)
 	if err := c.Launch(fns["probe_norm"], grid, block, 0, driver.Arg(pa)); err != nil {
 		return nil, err
 	}
-	if err := c.Launch(fns["probe_lines"], tileGrid, warps, linesBytes, driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&in.k), driver.Arg(pa)); err != nil {
+	if err := c.Launch(fns["probe_lines"], tileGrid, probeBlock, linesBytes, driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&in.k), driver.Arg(pa)); err != nil {
 		return nil, err
 	}
 	grid, block = grid1(heads*(3*g.Nk-1), 256)
@@ -161,7 +172,9 @@ func (p minferencePlanner) plan(c *driver.Ctx, in *planInput) error {
 	if err := c.Memset(vflag, 0, int64(heads)*int64(nkb)); err != nil {
 		return err
 	}
-	defs := kernelDefines(in)
+	m := p.m.ForLength(g.Nk)
+	n := min(m.LastQ, g.Nq)
+	defs := kernelDefines(in, n)
 	sel, err := in.e.auxFunction(c, "plan_minference.cu", "mi_select", defs...)
 	if err != nil {
 		return err
@@ -170,10 +183,8 @@ func (p minferencePlanner) plan(c *driver.Ctx, in *planInput) error {
 	if err != nil {
 		return err
 	}
-	m := p.m.ForLength(g.Nk)
 	ma := miArgs{vflag: uint64(vflag), cs: uint64(cs), vertical: int32(min(m.Vertical, 1<<30)), slash: int32(min(m.Slash, 1<<30)),
 		sinks: minference.SinkKeys, recent: minference.RecentSlashes}
-	n := min(m.LastQ, g.Nq)
 	pa, err := runProbe(c, in, "plan_minference.cu", n, false)
 	if err != nil {
 		return err

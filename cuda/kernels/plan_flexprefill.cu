@@ -60,6 +60,7 @@ struct FpArgs {
 	unsigned char* sflag; // [B·Hq][nsd], diagonal s at s − smin
 	int* qa;              // [B·Hq] query-aware heads
 	int* counts;          // [B·Hq][2] γ-cover counts of the vertical and slash lines
+	int* list;            // [B·Hq][2][2Nk] fp_cover's lines of the crossing bin
 	double gamma, tau;
 	int minb, maxb, smin, nsd;
 };
@@ -82,19 +83,151 @@ __device__ __forceinline__ int fp_clamp(int n, int blocks, int minb, int maxb) {
 	return min(max(n, lo), max(hi, lo));
 }
 
+#define QA_BINS 2048
+
+// qa_bin is a weight's bin: the sign, exponent and top five mantissa bits
+// of its float64 bits, counted from 2⁻⁶³ (bin 0 holds everything below).
+// Larger bins hold larger weights.
+__device__ __forceinline__ int qa_bin(double v) {
+	long long b = (long long)(dbits(v) >> 47) - (long long)(dbits(0x1p-63) >> 47);
+	return (int)min(max(b, 0ll), (long long)(QA_BINS - 1));
+}
+
+// BinShared is bin_cover's shared memory.
+struct BinShared {
+	u32 cnt[QA_BINS];
+	u64 fs[QA_BINS];
+	u64 above;
+	int bin, above_cnt, wcnt[32];
+};
+
+// BinCut is a cover found by bin_cover: the candidates in bins above B
+// are taken (C of them), and of bin B's candidates, gathered in index order
+// in list[0 … m), those the exact cover c over them takes. B < 0 when all
+// candidates fit the budget (C is then their number).
+struct BinCut {
+	int B, C, m;
+	Cut c;
+};
+
+// bin_cover is cover_cut (the largest candidates, ties by index, while
+// their cumulative fixed-point value stays within G) for weights val(i) in
+// [0, 1] (negative: not a candidate). One pass histograms the weights into
+// QA_BINS bins (counts and exact fixed-point sums); the bins above the one
+// where the running sum crosses G are taken whole, and only that bin's
+// candidates go through the exact radix cover, with what is left of G.
+template <typename ValFn>
+__device__ BinCut bin_cover(ValFn val, int n, u64 G, int shift, int* list, BinShared& bs, SelShared& sh) {
+	int tid = threadIdx.x, w = tid >> 5, l = tid & 31, nw = blockDim.x >> 5;
+	for (int b = tid; b < QA_BINS; b += blockDim.x) {
+		bs.cnt[b] = 0;
+		bs.fs[b] = 0;
+	}
+	if (tid == 0) {
+		bs.bin = -1;
+		bs.above = 0;
+		bs.above_cnt = 0;
+	}
+	__syncthreads();
+	for (int i = tid; i < n; i += blockDim.x) {
+		double v = val(i);
+		if (v < 0.0) continue;
+		int b = qa_bin(v);
+		atomicAdd(&bs.cnt[b], 1u);
+		atomicAdd((unsigned long long*)&bs.fs[b], (unsigned long long)to_fixed(v, shift));
+	}
+	__syncthreads();
+	// Warp 0 finds the crossing bin: lane l owns bins 2047 − 64l down to
+	// 1984 − 64l; the lane whose range holds the crossing walks it.
+	const int per = QA_BINS / 32;
+	if (w == 0) {
+		u64 tot = 0;
+		int ctot = 0;
+		for (int u = 0; u < per; u++) {
+			int b = QA_BINS - 1 - per * l - u;
+			tot += bs.fs[b];
+			ctot += (int)bs.cnt[b];
+		}
+		u64 pre = tot;
+		int cpre = ctot;
+#pragma unroll
+		for (int o = 1; o < 32; o <<= 1) {
+			u64 y = __shfl_up_sync(0xffffffffu, pre, o);
+			int cy = __shfl_up_sync(0xffffffffu, cpre, o);
+			if (l >= o) {
+				pre += y;
+				cpre += cy;
+			}
+		}
+		if (l == 31 && pre <= G) bs.above_cnt = cpre; // everything fits
+		pre -= tot;
+		cpre -= ctot;
+		if (pre <= G && G < pre + tot) {
+			for (int u = 0; u < per; u++) {
+				int b = QA_BINS - 1 - per * l - u;
+				if (pre + bs.fs[b] > G) {
+					bs.bin = b;
+					bs.above = pre;
+					bs.above_cnt = cpre;
+					break;
+				}
+				pre += bs.fs[b];
+				cpre += (int)bs.cnt[b];
+			}
+		}
+	}
+	__syncthreads();
+	BinCut r;
+	r.B = bs.bin;
+	r.C = bs.above_cnt;
+	r.m = 0;
+	r.c.T = ~0ull;
+	r.c.ties = 0;
+	r.c.count = 0;
+	u64 A = bs.above;
+	__syncthreads();
+	if (r.B < 0) return r;
+	// Bin B's candidates, in index order.
+	int carry = 0;
+	for (int base = 0; base < n; base += blockDim.x) {
+		int i = base + tid;
+		bool in = false;
+		if (i < n) {
+			double v = val(i);
+			in = v >= 0.0 && qa_bin(v) == r.B;
+		}
+		u32 bal = __ballot_sync(0xffffffffu, in);
+		if (l == 0) bs.wcnt[w] = __popc(bal);
+		__syncthreads();
+		int before = carry + __popc(bal & ((1u << l) - 1)), tot = 0;
+		for (int y = 0; y < nw; y++) {
+			if (y < w) before += bs.wcnt[y];
+			tot += bs.wcnt[y];
+		}
+		if (in) list[before] = i;
+		carry += tot;
+		__syncthreads();
+	}
+	r.m = carry;
+	auto key = [&](int j) -> u64 { return dbits(val(list[j])) + 1; };
+	auto fx = [&](int j) -> u64 { return to_fixed(val(list[j]), shift); };
+	r.c = cover_cut(key, fx, r.m, G - A, sh);
+	return r;
+}
+
 // fp_cover: block (head, 0 vertical | 1 slash), 1024 threads: how many
 // of the largest line means cover γ (FlexPrefill Alg. 2; flexprefill's
 // coverCount, exact fixed-point cumulative sums). The probe's sums are
 // already means (probe_combine divides by n).
 extern "C" __global__ void __launch_bounds__(1024) fp_cover(PlanArgs a, ProbeArgs p, FpArgs f) {
 	__shared__ SelShared sh;
+	__shared__ BinShared bs;
 	int hg = blockIdx.x, head = p.head0 + hg, nk = a.Nk, no = 2 * nk - 1;
-	u64 G = to_fixed(f.gamma, 60);
 	const double* x = blockIdx.y == 0 ? p.v + (long long)hg * nk : p.sl + (long long)hg * no;
-	auto key = [&](int j) -> u64 { return dbits(x[j]) + 1; };
-	auto fx = [&](int j) -> u64 { return to_fixed(x[j], 60); };
-	Cut c = cover_cut(key, fx, blockIdx.y == 0 ? nk : no, G, sh);
-	if (threadIdx.x == 0) f.counts[2 * head + blockIdx.y] = c.count;
+	int* list = f.list + (long long)(2 * hg + blockIdx.y) * (2ll * nk);
+	auto val = [&](int j) -> double { return x[j]; };
+	BinCut r = bin_cover(val, blockIdx.y == 0 ? nk : no, to_fixed(f.gamma, 60), 60, list, bs, sh);
+	if (threadIdx.x == 0) f.counts[2 * head + blockIdx.y] = r.C + r.c.count;
 }
 
 // fp_head: one 1024-thread block per head: the rest of Decide's
@@ -196,6 +329,7 @@ struct QaArgs {
 	const int* qa;        // [B·Hq]
 	const float* km;      // block mean keys
 	float* qm;            // [B·Hq][QBlocks][D] block mean queries
+	int* list;            // [G][QBlocks·KBlocks] fp_qa_select's pairs of the crossing bin
 	u64 budget;           // toFixed(γ·rows, shift)
 	int head0, G, shift;
 };
@@ -313,21 +447,23 @@ extern "C" __global__ void fp_qa_softmax(PlanArgs a, QaArgs x) {
 // cumulative mass stays within γ × the rows with a visible block.
 extern "C" __global__ void __launch_bounds__(1024) fp_qa_select(PlanArgs a, QaArgs x) {
 	__shared__ SelShared sh;
+	__shared__ BinShared bs;
 	int hg = blockIdx.x, head = x.head0 + hg;
 	if (!x.qa[head]) return;
-	int nkb = (a.Nk + a.bk - 1) / a.bk, n = a.q_blocks * nkb, shift = x.shift;
+	int nkb = (a.Nk + a.bk - 1) / a.bk, n = a.q_blocks * nkb;
 	const double* pw = x.pw + (long long)hg * n;
-	auto key = [&](int i) -> u64 {
-		double v = pw[i];
-		return v < 0.0 ? 0 : dbits(v) + 1;
-	};
-	auto fx = [&](int i) -> u64 {
-		double v = pw[i];
-		return v < 0.0 ? 0 : to_fixed(v, shift);
-	};
-	Cut c = cover_cut(key, fx, n, x.budget, sh);
+	int* list = x.list + (long long)hg * n;
 	unsigned char* fl = x.flag + (long long)head * n;
-	cut_mark(key, n, c, [&](int i, bool sel, int) { fl[i] = sel; });
+	auto val = [&](int i) -> double { return pw[i]; };
+	BinCut r = bin_cover(val, n, x.budget, x.shift, list, bs, sh);
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		double v = pw[i];
+		fl[i] = v >= 0.0 && (r.B < 0 || qa_bin(v) > r.B);
+	}
+	if (r.B < 0) return;
+	__syncthreads();
+	auto key = [&](int j) -> u64 { return dbits(pw[list[j]]) + 1; };
+	cut_mark(key, r.m, r.c, [&](int j, bool sel, int) { fl[list[j]] = sel; });
 }
 
 // fp_rows: one warp per plan row (flexprefill.Head.Row).

@@ -22,7 +22,9 @@
 //                 tile) the column sums and diagonal sums of P
 //   probe_combine v[j] and s[d], adding the partial sums in a fixed order
 
-#define PR_WARPS 4
+#ifndef PR_WARPS
+#define PR_WARPS 4 // warps per probe block (the Go side sets 8 for more than 64 probe rows)
+#endif
 #define PR_RC (16 * PR_WARPS) // probe rows per block: 16 per warp
 #define PR_KSTEPS (HEAD_DIM_PAD / 16)
 #if DTYPE == DT_F32 && HEAD_DIM_PAD > 128
@@ -50,15 +52,16 @@ struct ProbeArgs {
 // dbits is x's bit pattern, for ordering non-negative doubles as integers.
 __device__ __forceinline__ u64 dbits(double x) { return (u64)__double_as_longlong(x); }
 
-// The next four helpers are plan_oracle.cu's or_mma, or_pair, U4 and
-// or_load_tile, copied (renamed, with this file's tile size) so that the
-// files compile apart.
+// The next helpers are plan_oracle.cu's or_mma (not volatile here, so that
+// independent MMAs overlap), or_pair, U4 and or_load_tile (split in a
+// fetch to registers and a store), copied and renamed so that the files
+// compile apart.
 
 __device__ __forceinline__ void pr_mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
 #if DTYPE == DT_F16
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
 #else
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
 #endif
 	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
 	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -186,19 +189,26 @@ __device__ __forceinline__ void pr_rows(PrRows& w, const PlanArgs& a, const View
 __device__ __forceinline__ void pr_logits(const PrRows& w, const PrTile& tile, const PlanArgs& a, int n, int i0, int key0, float (&s)[PR_PT / 8][4]) {
 	int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-	for (int j = 0; j < PR_PT / 8; j++) {
-		s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-		const int base = (8 * j + g) * PR_STR + 2 * t;
+	for (int j = 0; j < PR_PT / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+	// k-steps outside, key groups inside: the PR_PT/8 accumulators are
+	// independent, so their MMAs overlap (each still adds its k-steps in
+	// order).
 #pragma unroll
-		for (int ks = 0; ks < PR_KSTEPS; ks++) {
-			u32 b0 = *(const u32*)&tile.hi[base + 16 * ks], b1 = *(const u32*)&tile.hi[base + 16 * ks + 8];
+	for (int ks = 0; ks < PR_KSTEPS; ks++) {
+#pragma unroll
+		for (int j = 0; j < PR_PT / 8; j++) {
+			const int base = (8 * j + g) * PR_STR + 2 * t + 16 * ks;
+			u32 b0 = *(const u32*)&tile.hi[base], b1 = *(const u32*)&tile.hi[base + 8];
 			pr_mma(s[j], w.qa[ks], b0, b1);
 #if DTYPE == DT_F32
-			u32 l0 = *(const u32*)&tile.lo[base + 16 * ks], l1 = *(const u32*)&tile.lo[base + 16 * ks + 8];
+			u32 l0 = *(const u32*)&tile.lo[base], l1 = *(const u32*)&tile.lo[base + 8];
 			pr_mma(s[j], w.qa[ks], l0, l1);
 			pr_mma(s[j], w.ql[ks], b0, b1);
 #endif
 		}
+	}
+#pragma unroll
+	for (int j = 0; j < PR_PT / 8; j++)
 #pragma unroll
 		for (int e = 0; e < 4; e++) {
 			int i = i0 + g + 8 * (e >> 1), key = key0 + 8 * j + 2 * t + (e & 1);
@@ -206,7 +216,6 @@ __device__ __forceinline__ void pr_logits(const PrRows& w, const PrTile& tile, c
 			bool ok = i < n && key < a.Nk && (!a.causal || key <= pos);
 			s[j][e] = ok ? s[j][e] * a.scale : PR_NEG_INF;
 		}
-	}
 }
 
 // PR_TILES is the number of consecutive key tiles one block walks (its
