@@ -13,8 +13,9 @@ import (
 // spargePlanner is sparge.Planner on the device (kernels/plan_sparge.cu):
 // SpargeAttn's prediction (§3.2) in two launches, block pooling with
 // CosSim for Q and K (K once per KV head), then per plan row the compressed
-// logits, the θ judge, the compressed softmax, TopCdf or top-k, the fix,
-// diagonal and sink blocks. Its plans equal the CPU planner's row for row
+// logits, the θ judge, the compressed softmax, TopCdf or top-k (a bitonic
+// sort, or from spargeSearchMin key blocks a search for the last kept
+// block), the fix, diagonal and sink blocks. Its plans equal the CPU planner's row for row
 // except where a block's self-similarity lies within the float32 CosSim's
 // error bound of θ (spargeSimTol in cuda/selftest): the pooled means,
 // logits, softmax and selection repeat the CPU's float64 operations in the
@@ -41,10 +42,20 @@ type spargeHead struct {
 // spargeThreads is the block size of sparge_rows (__launch_bounds__);
 // sparge_pool runs spargePoolWarps warps a block, one block of tokens each
 // (POOL_WARPS).
+// sparge_rows_search runs spargeSearchThreads (SEARCH_THREADS).
 const (
-	spargeThreads   = 128
-	spargePoolWarps = 4
+	spargeThreads       = 128
+	spargePoolWarps     = 4
+	spargeSearchThreads = 256
 )
+
+// spargeSearchMin is the row length, in key blocks, from which
+// sparge_rows_search replaces sparge_rows: its binary search for the last
+// kept block takes a fixed ~62 steps, where the bitonic sort takes
+// log²(KBlocks)/2. H100, B=1 Hq=32 Hkv=8 D=128 bf16 causal: at 128 key
+// blocks (8K) the search took 52 µs against 36 for the sort, at 2048
+// (128K) 4.94 ms against 8.86.
+const spargeSearchMin = 257
 
 // newSpargePlanner returns the device planner of p.
 func newSpargePlanner(p sparge.Planner) (devicePlanner, error) {
@@ -94,6 +105,23 @@ func spargeRowsLayout(nkb, d, maxShared int) (sr, pmax, dyn int, err error) {
 	return 0, 0, 0, fmt.Errorf("%w: %d key blocks need %d bytes of shared memory per plan row in the sparge device planner, the device allows %d", ErrUnsupported, nkb, pmax*12+kpad, maxShared)
 }
 
+// spargeSearchLayout returns the plan rows per sparge_rows_search block
+// (SR, at most 8) and its dynamic shared bytes, one 8-byte key per row and
+// key block: the most rows that leave room for three blocks an SM (the
+// search is latency-bound, so blocks in flight matter more than key
+// blocks read once for more rows), else the most that fit at all.
+func spargeSearchLayout(nkb, maxShared int) (sr, dyn int, err error) {
+	const static = 1024 // the per-row scalars, with room to spare
+	for _, budget := range []int{maxShared / 3, maxShared} {
+		for sr = 8; sr >= 1; sr /= 2 {
+			if dyn = sr * nkb * 8; dyn+static <= budget {
+				return sr, dyn, nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("%w: %d key blocks need %d bytes of shared memory per plan row in the sparge device planner, the device allows %d", ErrUnsupported, nkb, nkb*8+1024, maxShared)
+}
+
 func (s *spargePlanner) plan(c *driver.Ctx, in *planInput) error {
 	l, err := s.prepare(c, in)
 	if err != nil {
@@ -114,6 +142,10 @@ type spargeLaunch struct {
 	qRows, kRows                  int64
 	sr, pmax, dyn                 int
 	sink                          int32
+	// search: the rows kernel is sparge_rows_search (KBlocks ≥
+	// spargeSearchMin), whose last argument is KBlocks, not pmax.
+	search  bool
+	kBlocks int32
 }
 
 // prepare gets the scratch buffers (grown once, then reused), copies the
@@ -124,7 +156,13 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 	nqb, nkb := qBlocks(t), kBlocks(t)
 	l := &s.launch
 	var err error
-	if l.sr, l.pmax, l.dyn, err = spargeRowsLayout(nkb, g.D, in.e.dev.MaxSharedOptin); err != nil {
+	l.search, l.kBlocks = nkb >= spargeSearchMin, int32(nkb)
+	if l.search {
+		l.sr, l.dyn, err = spargeSearchLayout(nkb, in.e.dev.MaxSharedOptin)
+	} else {
+		l.sr, l.pmax, l.dyn, err = spargeRowsLayout(nkb, g.D, in.e.dev.MaxSharedOptin)
+	}
+	if err != nil {
 		return nil, err
 	}
 	l.qRows = int64(g.B) * int64(g.Hq) * int64(nqb)
@@ -155,7 +193,11 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 	if l.pool, err = in.e.auxFunction(c, "plan_sparge.cu", "sparge_pool", defs...); err != nil {
 		return nil, err
 	}
-	if l.rows, err = in.e.auxFunction(c, "plan_sparge.cu", "sparge_rows", defs...); err != nil {
+	rows := "sparge_rows"
+	if l.search {
+		rows = "sparge_rows_search"
+	}
+	if l.rows, err = in.e.auxFunction(c, "plan_sparge.cu", rows, defs...); err != nil {
 		return nil, err
 	}
 	l.a, l.q, l.k = in.args(), in.q, in.k
@@ -185,7 +227,10 @@ func (l *spargeLaunch) launchRows(c *driver.Ctx) error {
 	}
 	per := int(l.a.qBlocks) * int(l.a.hq/l.a.hkv)
 	grid := driver.Dim3{X: uint32(int(l.a.b) * int(l.a.hkv) * ((per + l.sr - 1) / l.sr)), Y: 1, Z: 1}
-	pm := int32(l.pmax)
-	return c.Launch(l.rows, grid, driver.Dim3{X: spargeThreads, Y: 1, Z: 1}, l.dyn,
-		driver.Arg(&l.a), driver.Arg(&l.qm), driver.Arg(&l.qsim), driver.Arg(&l.kmt), driver.Arg(&l.ksim), driver.Arg(&l.headsPtr), driver.Arg(&l.sink), driver.Arg(&pm))
+	last, threads := int32(l.pmax), uint32(spargeThreads)
+	if l.search {
+		last, threads = l.kBlocks, spargeSearchThreads
+	}
+	return c.Launch(l.rows, grid, driver.Dim3{X: threads, Y: 1, Z: 1}, l.dyn,
+		driver.Arg(&l.a), driver.Arg(&l.qm), driver.Arg(&l.qsim), driver.Arg(&l.kmt), driver.Arg(&l.ksim), driver.Arg(&l.headsPtr), driver.Arg(&l.sink), driver.Arg(&last))
 }

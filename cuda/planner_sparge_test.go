@@ -57,3 +57,31 @@ func TestSpargeHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestSpargeSearchLayout: sparge_rows_search's rows per block leave room
+// for three blocks an SM where they can, shrink as rows grow, and the
+// layout fails with ErrUnsupported where one row does not fit.
+func TestSpargeSearchLayout(t *testing.T) {
+	const maxShared = 227 << 10 // an H100's opt-in shared memory
+	for _, c := range []struct {
+		nkb, sr int
+		fail    bool
+	}{
+		{257, 8, false},
+		{1024, 8, false},  // 64 KiB
+		{2048, 4, false},  // 128 KiB for 8 would leave one block an SM
+		{16384, 1, false}, // 128 KiB: only one block fits
+		{40000, 0, true},
+	} {
+		sr, dyn, err := spargeSearchLayout(c.nkb, maxShared)
+		if c.fail {
+			if !errors.Is(err, ErrUnsupported) {
+				t.Errorf("%d key blocks: error %v, want ErrUnsupported", c.nkb, err)
+			}
+			continue
+		}
+		if err != nil || sr != c.sr || dyn != sr*c.nkb*8 {
+			t.Errorf("%d key blocks: SR %d, %d bytes, %v; want SR %d, %d bytes", c.nkb, sr, dyn, err, c.sr, c.sr*c.nkb*8)
+		}
+	}
+}
