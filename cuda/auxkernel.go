@@ -13,7 +13,7 @@ import (
 // device.cuh goes in front of each, and a line `#include "name.cuh"` takes
 // in kernels/name.cuh.
 //
-//go:embed kernels/device.cuh kernels/block_mass.cuh kernels/probe.cuh kernels/runtime.cu kernels/plan_*.cu kernels/pyramid.cu kernels/quant.cu
+//go:embed kernels/device.cuh kernels/block_mass.cuh kernels/probe.cuh kernels/mma16.cuh kernels/runtime.cu kernels/plan_*.cu kernels/pyramid.cu kernels/quant.cu
 var auxSources embed.FS
 
 // auxKey names one compiled auxiliary kernel: a file, its compile-time
@@ -69,12 +69,21 @@ func (e *Engine) loadAux(c *driver.Ctx, key auxKey, defines []string) (driver.Fu
 // expandIncludes replaces each line `#include "name"` of src with
 // kernels/name from auxSources, between #line markers, so that NVRTC needs
 // no include path and compile errors name the right file. Included files
-// are not expanded further.
+// are expanded in turn; a header already included is skipped, as an
+// include guard would.
 func expandIncludes(src string) (string, error) {
 	var b strings.Builder
-	lines := strings.Split(src, "\n")
+	if err := expandInto(&b, src, map[string]bool{}); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// expandInto writes src to b with its includes expanded; seen holds the
+// headers already written.
+func expandInto(b *strings.Builder, src string, seen map[string]bool) error {
 	file, line := "", 0 // the current #line position, for the marker after an include
-	for _, l := range lines {
+	for _, l := range strings.Split(src, "\n") {
 		line++
 		if rest, ok := strings.CutPrefix(l, "#line 1 \""); ok {
 			file, line = strings.TrimSuffix(rest, "\""), 0
@@ -86,13 +95,21 @@ func expandIncludes(src string) (string, error) {
 			continue
 		}
 		name = strings.TrimSuffix(name, "\"")
+		if seen[name] {
+			b.WriteString("\n") // keeps the line count
+			continue
+		}
+		seen[name] = true
 		inc, err := auxSources.ReadFile("kernels/" + name)
 		if err != nil {
-			return "", fmt.Errorf("%w: kernel header %s", ErrUnsupported, name)
+			return fmt.Errorf("%w: kernel header %s", ErrUnsupported, name)
 		}
-		fmt.Fprintf(&b, "#line 1 \"%s\"\n%s\n#line %d \"%s\"\n", name, inc, line+1, file)
+		if err := expandInto(b, "#line 1 \""+name+"\"\n"+string(inc), seen); err != nil {
+			return err
+		}
+		fmt.Fprintf(b, "#line %d \"%s\"\n", line+1, file)
 	}
-	return b.String(), nil
+	return nil
 }
 
 // view mirrors struct View in kernels/device.cuh: a device tensor as the

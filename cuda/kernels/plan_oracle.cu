@@ -32,44 +32,7 @@
 #define OR_FLUSH 64               // KV blocks per shared-memory flush of the warp sums
 #define OR_NEG_INF __int_as_float(0xff800000)
 
-__device__ __forceinline__ void or_mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-#if DTYPE == DT_F16
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-#else
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-#endif
-	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// or_pair returns elements d and d+1 of row n of head h as one MMA
-// register (element d in the low half); elements past D, or a row past N,
-// read as zero. For float32 inputs it returns the bf16 high halves and
-// sets lo to the bf16 low halves.
-__device__ __forceinline__ u32 or_pair(const View& t, int b, int h, int n, int d, u32& lo) {
-	lo = 0;
-	if (n >= t.N || d >= t.D) return 0;
-	long long i = (long long)b * t.sb + (long long)h * t.sh + (long long)n * t.sn + d;
-	bool two = d + 1 < t.D;
-#if DTYPE == DT_F32
-	const float* p = (const float*)t.ptr + i;
-	float x0 = p[0], x1 = two ? p[1] : 0.0f;
-	u32 hi;
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hi) : "f"(x1), "f"(x0));
-	float r0 = x0 - __uint_as_float(hi << 16), r1 = x1 - __uint_as_float(hi & 0xffff0000u);
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lo) : "f"(r1), "f"(r0));
-	return hi;
-#else
-	const u16* p = (const u16*)t.ptr + i;
-	u32 x0 = p[0], x1 = two ? p[1] : 0;
-	return x0 | (x1 << 16);
-#endif
-}
-
-// U4 is 16 bytes moved by one load or store.
-struct alignas(16) U4 {
-	u32 x, y, z, w;
-};
+#include "mma16.cuh"
 
 // OrTile is the shared key tile: OR_CHUNK keys of D elements, 16-bit
 // (for float32 inputs, the bf16 high and low halves).
@@ -99,7 +62,7 @@ __device__ __forceinline__ void or_load_tile(OrTile& t, const View& k, int b, in
 #endif
 		{
 #pragma unroll
-			for (int e = 0; e < 4; e++) w[e] = or_pair(k, b, kh, n, d0 + 2 * e, l[e]);
+			for (int e = 0; e < 4; e++) w[e] = pair16(k, b, kh, n, d0 + 2 * e, l[e]);
 		}
 		*(U4*)&t.hi[r * OR_STR + d0] = U4{w[0], w[1], w[2], w[3]};
 #if DTYPE == DT_F32
@@ -130,11 +93,11 @@ __device__ __forceinline__ void or_logits(const OrRows& w, const OrTile& tile, i
 #pragma unroll
 		for (int ks = 0; ks < OR_KSTEPS; ks++) {
 			u32 b0 = *(const u32*)&tile.hi[base + 16 * ks], b1 = *(const u32*)&tile.hi[base + 16 * ks + 8];
-			or_mma(s[j], w.qa[ks], b0, b1);
+			mma16(s[j], w.qa[ks], b0, b1);
 #if DTYPE == DT_F32
 			u32 l0 = *(const u32*)&tile.lo[base + 16 * ks], l1 = *(const u32*)&tile.lo[base + 16 * ks + 8];
-			or_mma(s[j], w.qa[ks], l0, l1);
-			or_mma(s[j], w.ql[ks], b0, b1);
+			mma16(s[j], w.qa[ks], l0, l1);
+			mma16(s[j], w.ql[ks], b0, b1);
 #endif
 		}
 #pragma unroll
@@ -166,10 +129,10 @@ extern "C" __global__ void __launch_bounds__(OR_WARPS * 32) oracle_mass(PlanArgs
 	for (int ks = 0; ks < OR_KSTEPS; ks++) {
 		int d0 = 16 * ks + 2 * t;
 		u32 l[4];
-		w.qa[ks][0] = or_pair(q, b, h, w.live ? w.row0 + g : q.N, d0, l[0]);
-		w.qa[ks][1] = or_pair(q, b, h, w.live ? w.row0 + g + 8 : q.N, d0, l[1]);
-		w.qa[ks][2] = or_pair(q, b, h, w.live ? w.row0 + g : q.N, d0 + 8, l[2]);
-		w.qa[ks][3] = or_pair(q, b, h, w.live ? w.row0 + g + 8 : q.N, d0 + 8, l[3]);
+		w.qa[ks][0] = pair16(q, b, h, w.live ? w.row0 + g : q.N, d0, l[0]);
+		w.qa[ks][1] = pair16(q, b, h, w.live ? w.row0 + g + 8 : q.N, d0, l[1]);
+		w.qa[ks][2] = pair16(q, b, h, w.live ? w.row0 + g : q.N, d0 + 8, l[2]);
+		w.qa[ks][3] = pair16(q, b, h, w.live ? w.row0 + g + 8 : q.N, d0 + 8, l[3]);
 #if DTYPE == DT_F32
 		for (int i = 0; i < 4; i++) w.ql[ks][i] = l[i];
 #endif

@@ -52,47 +52,7 @@ struct ProbeArgs {
 // dbits is x's bit pattern, for ordering non-negative doubles as integers.
 __device__ __forceinline__ u64 dbits(double x) { return (u64)__double_as_longlong(x); }
 
-// The next helpers are plan_oracle.cu's or_mma (not volatile here, so that
-// independent MMAs overlap), or_pair, U4 and or_load_tile (split in a
-// fetch to registers and a store), copied and renamed so that the files
-// compile apart.
-
-__device__ __forceinline__ void pr_mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-#if DTYPE == DT_F16
-	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-#else
-	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-#endif
-	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// pr_pair returns elements d and d+1 of row n of head h as one MMA
-// register (zero past D or N); for float32 inputs the bf16 high halves,
-// with the low halves in lo.
-__device__ __forceinline__ u32 pr_pair(const View& t, int b, int h, int n, int d, u32& lo) {
-	lo = 0;
-	if (n < 0 || n >= t.N || d >= t.D) return 0;
-	long long i = (long long)b * t.sb + (long long)h * t.sh + (long long)n * t.sn + d;
-	bool two = d + 1 < t.D;
-#if DTYPE == DT_F32
-	const float* p = (const float*)t.ptr + i;
-	float x0 = p[0], x1 = two ? p[1] : 0.0f;
-	u32 hi;
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hi) : "f"(x1), "f"(x0));
-	float r0 = x0 - __uint_as_float(hi << 16), r1 = x1 - __uint_as_float(hi & 0xffff0000u);
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lo) : "f"(r1), "f"(r0));
-	return hi;
-#else
-	const u16* p = (const u16*)t.ptr + i;
-	u32 x0 = p[0], x1 = two ? p[1] : 0;
-	return x0 | (x1 << 16);
-#endif
-}
-
-struct alignas(16) PrU4 {
-	u32 x, y, z, w;
-};
+#include "mma16.cuh"
 
 // PrTile is a shared key tile of PR_PT keys (float32 inputs: both halves).
 struct PrTile {
@@ -127,16 +87,16 @@ __device__ __forceinline__ void pr_fetch(PrFetch& f, const View& k, int b, int k
 		int r = i / per, d0 = (i % per) * 8, n = key0 + r;
 #if DTYPE != DT_F32
 		if (vec && n < k.N && d0 < k.D) {
-			const PrU4 v = *(const PrU4*)((const u16*)k.ptr + (long long)b * k.sb + (long long)kh * k.sh + (long long)n * k.sn + d0);
+			const U4 v = *(const U4*)((const u16*)k.ptr + (long long)b * k.sb + (long long)kh * k.sh + (long long)n * k.sn + d0);
 			f.w[x][0] = v.x, f.w[x][1] = v.y, f.w[x][2] = v.z, f.w[x][3] = v.w;
 			continue;
 		}
 		u32 l[4];
 #pragma unroll
-		for (int e = 0; e < 4; e++) f.w[x][e] = pr_pair(k, b, kh, n, d0 + 2 * e, l[e]);
+		for (int e = 0; e < 4; e++) f.w[x][e] = pair16(k, b, kh, n, d0 + 2 * e, l[e]);
 #else
 #pragma unroll
-		for (int e = 0; e < 4; e++) f.w[x][e] = pr_pair(k, b, kh, n, d0 + 2 * e, f.l[x][e]);
+		for (int e = 0; e < 4; e++) f.w[x][e] = pair16(k, b, kh, n, d0 + 2 * e, f.l[x][e]);
 #endif
 	}
 }
@@ -149,9 +109,9 @@ __device__ __forceinline__ void pr_store(PrTile& t, const PrFetch& f) {
 		int i = threadIdx.x + x * PR_WARPS * 32;
 		if (i >= PR_PT * per) break;
 		int r = i / per, d0 = (i % per) * 8;
-		*(PrU4*)&t.hi[r * PR_STR + d0] = PrU4{f.w[x][0], f.w[x][1], f.w[x][2], f.w[x][3]};
+		*(U4*)&t.hi[r * PR_STR + d0] = U4{f.w[x][0], f.w[x][1], f.w[x][2], f.w[x][3]};
 #if DTYPE == DT_F32
-		*(PrU4*)&t.lo[r * PR_STR + d0] = PrU4{f.l[x][0], f.l[x][1], f.l[x][2], f.l[x][3]};
+		*(U4*)&t.lo[r * PR_STR + d0] = U4{f.l[x][0], f.l[x][1], f.l[x][2], f.l[x][3]};
 #endif
 	}
 }
@@ -173,10 +133,10 @@ __device__ __forceinline__ void pr_rows(PrRows& w, const PlanArgs& a, const View
 	for (int ks = 0; ks < PR_KSTEPS; ks++) {
 		int d0 = 16 * ks + 2 * t;
 		u32 l[4];
-		w.qa[ks][0] = pr_pair(q, b, h, r0, d0, l[0]);
-		w.qa[ks][1] = pr_pair(q, b, h, r1, d0, l[1]);
-		w.qa[ks][2] = pr_pair(q, b, h, r0, d0 + 8, l[2]);
-		w.qa[ks][3] = pr_pair(q, b, h, r1, d0 + 8, l[3]);
+		w.qa[ks][0] = pair16(q, b, h, r0, d0, l[0]);
+		w.qa[ks][1] = pair16(q, b, h, r1, d0, l[1]);
+		w.qa[ks][2] = pair16(q, b, h, r0, d0 + 8, l[2]);
+		w.qa[ks][3] = pair16(q, b, h, r1, d0 + 8, l[3]);
 #if DTYPE == DT_F32
 		for (int i = 0; i < 4; i++) w.ql[ks][i] = l[i];
 #endif
@@ -199,11 +159,11 @@ __device__ __forceinline__ void pr_logits(const PrRows& w, const PrTile& tile, c
 		for (int j = 0; j < PR_PT / 8; j++) {
 			const int base = (8 * j + g) * PR_STR + 2 * t + 16 * ks;
 			u32 b0 = *(const u32*)&tile.hi[base], b1 = *(const u32*)&tile.hi[base + 8];
-			pr_mma(s[j], w.qa[ks], b0, b1);
+			mma16(s[j], w.qa[ks], b0, b1);
 #if DTYPE == DT_F32
 			u32 l0 = *(const u32*)&tile.lo[base], l1 = *(const u32*)&tile.lo[base + 8];
-			pr_mma(s[j], w.qa[ks], l0, l1);
-			pr_mma(s[j], w.ql[ks], b0, b1);
+			mma16(s[j], w.qa[ks], l0, l1);
+			mma16(s[j], w.ql[ks], b0, b1);
 #endif
 		}
 	}
