@@ -16,11 +16,18 @@
 	VADDPS       xb, xa, xa
 
 // KEY4 adds key kp's products with the 4 query rows into z0..z3, reading
-// the key's chunks in ascending order (used in dotRows4Z only).
+// the key's chunks in ascending order (used in dotRows4Z only). It
+// prefetches the same chunk of the key 16 rows ahead (R15), so that a
+// decode's stream of keys keeps enough loads in flight while the core
+// computes; a prefetch past the end of the keys never faults.
 #define KEY4(kp, z0, z1, z2, z3, label) \
 	MOVQ        dBytes+56(FP), AX; \
 	NEGQ        AX; \
+	MOVQ        ldk+24(FP), R15; \
+	SHLQ        $4, R15; \
+	ADDQ        kp, R15; \
 label: \
+	PREFETCHT0  (R15)(AX*1); \
 	VMOVUPS     (kp)(AX*1), Z16; \
 	VFMADD231PS (R8)(AX*1), Z16, z0; \
 	VFMADD231PS (R9)(AX*1), Z16, z1; \
