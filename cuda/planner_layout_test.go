@@ -1,8 +1,12 @@
 package cuda
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/sparseattn/sparseattn/cuda/driver"
 )
 
 // TestBmArgsLayout checks bmOp and bmArgs against struct BmOp (2
@@ -28,5 +32,62 @@ func TestBmArgsLayout(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("bmArgs %s at %d, struct BmArgs at %d", c.name, c.got, c.want)
 		}
+	}
+}
+
+// TestCompileBlockMass compiles bm_mass (for XAttention's bf16 inputs and
+// UniSparse's hi and lo halves, D 128, the stages planner_mass.go picks)
+// and uni_pool for sm_90 with NVRTC alone (no GPU is needed) and logs
+// ptxas's register and spill report.
+func TestCompileBlockMass(t *testing.T) {
+	nv, err := driver.LoadNVRTC()
+	if errors.Is(err, driver.ErrUnavailable) {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file, fn string
+		defs     []string
+	}{
+		{"plan_xattn.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=128", "BM_BK=64", "BM_NST=2"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=16", "BM_NST=4"}},
+		{"plan_unisparse.cu", "uni_pool", bmStubDefs},
+	} {
+		head, err := auxSources.ReadFile("kernels/device.cuh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := auxSources.ReadFile("kernels/" + c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := expandIncludes(string(head) + "#line 1 \"" + c.file + "\"\n" + string(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := []string{"--gpu-architecture=sm_90", "-std=c++17", "--ptxas-options=-v"}
+		for _, d := range c.defs {
+			opts = append(opts, "-D"+d)
+		}
+		_, log, err := nv.Compile(src, c.file, opts)
+		if err != nil {
+			t.Errorf("%s %v: %v", c.file, c.defs, err)
+			continue
+		}
+		// ptxas reports each kernel as a "Compiling entry function" line
+		// followed by its stack, spill and register lines.
+		var report []string
+		in := false
+		for _, l := range strings.Split(log, "\n") {
+			if strings.Contains(l, "Compiling entry function") {
+				in = strings.Contains(l, "'"+c.fn+"'")
+			}
+			if in && (strings.Contains(l, "registers") || strings.Contains(l, "spill")) {
+				report = append(report, strings.TrimSpace(l))
+			}
+		}
+		t.Logf("%s %s %v: %s", c.file, c.fn, c.defs, strings.Join(report, "; "))
 	}
 }

@@ -119,7 +119,7 @@ func (p unisparsePlanner) plan(c *driver.Ctx, in *planInput) error {
 	} {
 		x, hi, lo, sets, ntok, ncomp, cc, ch := s.x, uint64(s.hi), uint64(s.lo), int32(s.sets), int32(s.ntok), int32(s.comp), int32(s.c), int32(cfg.CH)
 		keys, pkv, pick, scale := uniFlag(s.keys), uniFlag(s.perKV), uint64(s.pick), s.scale
-		grid, block := grid1(s.sets*s.comp*g.D, 256)
+		grid, block := grid1(s.sets*s.comp*((g.D+7)/8), 256) // eight elements a thread
 		if err := c.Launch(fnP, grid, block, 0, driver.Arg(&a), driver.Arg(&x), driver.Arg(&hi), driver.Arg(&lo), driver.Arg(&sets), driver.Arg(&ntok), driver.Arg(&ncomp),
 			driver.Arg(&cc), driver.Arg(&ch), driver.Arg(&keys), driver.Arg(&pkv), driver.Arg(&pooling), driver.Arg(&pick), driver.Arg(&scale)); err != nil {
 			return err

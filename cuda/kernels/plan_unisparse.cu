@@ -39,18 +39,61 @@ __device__ __forceinline__ float tok(const PlanArgs& a, const View& x, int b, in
 	return s;
 }
 
-// uni_pool writes composite c of each set, element by element, as bf16
-// high and low halves (out_hi, out_lo): sets are head groups, or (b, KV head)
-// pairs when per_kv. pooling: 0 average, 1 max, 2 stochastic (the token
-// pick[set·ncomp + c]). Queries (scale ≠ 0) are multiplied by the softmax
-// scale, in float32 as the CPU does, before the split.
+// ld8 loads elements d … d+7 of token t of head h (zeros past D), with one
+// 16-byte load when vec.
+__device__ __forceinline__ void ld8(const View& x, int b, int h, int t, int d, int D, bool vec, float (&v)[8]) {
+	if (vec) {
+		const long long i = (long long)b * x.sb + (long long)h * x.sh + (long long)t * x.sn + d;
+		const uint4 w = *(const uint4*)((const u16*)x.ptr + i);
+		const u32 ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const u16 lo = (u16)(ws[e] & 0xffffu), hi = (u16)(ws[e] >> 16);
+			v[2 * e] = x.dtype == DT_F16 ? f16_to_f32(lo) : bf16_to_f32(lo);
+			v[2 * e + 1] = x.dtype == DT_F16 ? f16_to_f32(hi) : bf16_to_f32(hi);
+		}
+		return;
+	}
+#pragma unroll
+	for (int e = 0; e < 8; e++) v[e] = d + e < D ? load(x, b, h, t, d + e) : 0.0f;
+}
+
+// tok8 is tok for elements d … d+7, each computed as tok computes it.
+__device__ __forceinline__ void tok8(const PlanArgs& a, const View& x, int b, int h0, int ch, int keys, int kvh, int t, int d, bool vec, float (&v)[8]) {
+	if (kvh >= 0) {
+		ld8(x, b, kvh, t, d, a.D, vec, v);
+		return;
+	}
+	int grp = a.Hq / a.Hkv;
+	if (ch == 1) {
+		ld8(x, b, keys ? h0 / grp : h0, t, d, a.D, vec, v);
+		return;
+	}
+	float inv = __fdiv_rn(1.0f, (float)ch), y[8];
+#pragma unroll
+	for (int e = 0; e < 8; e++) v[e] = 0.0f;
+	for (int h = h0; h < h0 + ch; h++) {
+		ld8(x, b, keys ? h / grp : h, t, d, a.D, vec, y);
+#pragma unroll
+		for (int e = 0; e < 8; e++) v[e] = __fadd_rn(v[e], __fmul_rn(inv, y[e]));
+	}
+}
+
+// uni_pool writes composite c of each set, eight elements per thread, as
+// bf16 high and low halves (out_hi, out_lo): sets are head groups, or
+// (b, KV head) pairs when per_kv. pooling: 0 average, 1 max, 2 stochastic
+// (the token pick[set·ncomp + c]). Queries (scale ≠ 0) are multiplied by
+// the softmax scale, in float32 as the CPU does, before the split. Each
+// element takes the CPU's float32 operations in the CPU's order, so the
+// composites are the CPU's bit for bit.
 extern "C" __global__ void uni_pool(PlanArgs a, View x, u16* out_hi, u16* out_lo, int sets, int ntok, int ncomp, int c, int ch, int keys,
                                     int per_kv, int pooling, const int* pick, float scale) {
 	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-	int D = a.D;
-	if (i >= (long long)sets * ncomp * D) return;
-	int d = (int)(i % D);
-	long long sc = i / D;
+	const int D = a.D, nd = (D + 7) / 8;
+	if (i >= (long long)sets * ncomp * nd) return;
+	const int d = (int)(i % nd) * 8;
+	const long long sc = i / nd;
+	const bool vec = x.dtype != DT_F32 && ((unsigned long long)x.ptr & 15) == 0 && ((x.sb | x.sh | x.sn) & 7) == 0 && D % 8 == 0;
 	int comp = (int)(sc % ncomp), set = (int)(sc / ncomp);
 	int b, h0, kvh = -1;
 	if (per_kv) {
@@ -61,26 +104,49 @@ extern "C" __global__ void uni_pool(PlanArgs a, View x, u16* out_hi, u16* out_lo
 		set_heads(a, ch, set, &b, &h0);
 	}
 	int lo = comp * c, hi = min(lo + c, ntok);
-	float v;
+	float v[8], y[8];
 	if (pooling == 2) {
-		v = tok(a, x, b, h0, ch, keys, kvh, pick[sc], d);
+		tok8(a, x, b, h0, ch, keys, kvh, pick[sc], d, vec, v);
 	} else if (pooling == 1) {
-		v = tok(a, x, b, h0, ch, keys, kvh, lo, d);
+		tok8(a, x, b, h0, ch, keys, kvh, lo, d, vec, v);
 		for (int t = lo + 1; t < hi; t++) {
-			float y = tok(a, x, b, h0, ch, keys, kvh, t, d);
-			if (y > v) v = y;
+			tok8(a, x, b, h0, ch, keys, kvh, t, d, vec, y);
+#pragma unroll
+			for (int e = 0; e < 8; e++)
+				if (y[e] > v[e]) v[e] = y[e];
 		}
 	} else { // UniSparse Eq. 2: q̃ = (1/c)·Σ q
-		float s = 0.0f;
-		for (int t = lo; t < hi; t++) s = __fadd_rn(s, tok(a, x, b, h0, ch, keys, kvh, t, d));
-		v = __fmul_rn(s, __fdiv_rn(1.0f, (float)(hi - lo)));
+#pragma unroll
+		for (int e = 0; e < 8; e++) v[e] = 0.0f;
+#pragma unroll 4
+		for (int t = lo; t < hi; t++) {
+			tok8(a, x, b, h0, ch, keys, kvh, t, d, vec, y);
+#pragma unroll
+			for (int e = 0; e < 8; e++) v[e] = __fadd_rn(v[e], y[e]);
+		}
+		const float inv = __fdiv_rn(1.0f, (float)(hi - lo));
+#pragma unroll
+		for (int e = 0; e < 8; e++) v[e] = __fmul_rn(v[e], inv);
 	}
-	if (scale != 0.0f) v = __fmul_rn(v, scale);
-	u32 h, l;
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(h) : "f"(0.0f), "f"(v));
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(l) : "f"(0.0f), "f"(v - __uint_as_float(h << 16)));
-	out_hi[i] = (u16)h;
-	out_lo[i] = (u16)l;
+	u32 hs[8], ls[8];
+#pragma unroll
+	for (int e = 0; e < 8; e++) {
+		float w = scale != 0.0f ? __fmul_rn(v[e], scale) : v[e];
+		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hs[e]) : "f"(0.0f), "f"(w));
+		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(ls[e]) : "f"(0.0f), "f"(w - __uint_as_float(hs[e] << 16)));
+	}
+	const long long o = sc * D + d;
+	if (D % 8 == 0) {
+		const uint4 wh = {hs[0] | hs[1] << 16, hs[2] | hs[3] << 16, hs[4] | hs[5] << 16, hs[6] | hs[7] << 16};
+		*(uint4*)(out_hi + o) = wh;
+		const uint4 wl = {ls[0] | ls[1] << 16, ls[2] | ls[3] << 16, ls[4] | ls[5] << 16, ls[6] | ls[7] << 16};
+		*(uint4*)(out_lo + o) = wl;
+	} else {
+		for (int e = 0; e < 8 && d + e < D; e++) {
+			out_hi[o + e] = (u16)hs[e];
+			out_lo[o + e] = (u16)ls[e];
+		}
+	}
 }
 
 // uni_norms writes the L2 norm of each head-averaged token of each head
