@@ -2,26 +2,17 @@ package selftest
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/cpu"
 	"github.com/sparseattn/sparseattn/cuda"
-	"github.com/sparseattn/sparseattn/cuda/driver"
 	"github.com/sparseattn/sparseattn/internal/testutil"
 )
 
 // TestRunGen runs the gathering kernel's suite (PSA levels, S2O orders,
 // stops and two passes) against the CPU executor. Without a GPU it skips.
 func TestRunGen(t *testing.T) {
-	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir()})
-	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
-		t.Skipf("no usable GPU: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openEngine(t)
 	r := testutil.Rand(t)
 	failed, err := RunGen(context.Background(), e, r, GenCases(), func(c Check) {
 		t.Logf("%-40s %-34s rel L1 %.2e (runner %.2e, tol %.0e) QK %v/%v PV %v/%v stopped %d/%d err=%v", c.Name, c.Kernel, c.Errors.RelL1, c.Runner, c.Tol,

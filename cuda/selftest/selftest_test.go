@@ -14,14 +14,7 @@ import (
 // on fresh random inputs. Without a GPU it checks that opening fails
 // cleanly and skips.
 func TestRun(t *testing.T) {
-	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir()})
-	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
-		t.Skipf("no usable GPU: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openEngine(t)
 	r := testutil.Rand(t)
 	failed, err := Run(context.Background(), e, r, cuda.Cases(), func(c Check) {
 		t.Logf("%-32s %-22s rel L1 %.2e (tol %.0e) QK %v PV %v/%v err=%v", c.Name, c.Kernel, c.Errors.RelL1, c.Tol, c.GPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Err)
@@ -34,14 +27,7 @@ func TestRun(t *testing.T) {
 // TestRunPlanners checks every device planner against its CPU planner:
 // identical plans and counters, outputs within the 16-bit tolerance.
 func TestRunPlanners(t *testing.T) {
-	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir()})
-	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
-		t.Skipf("no usable GPU: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openEngine(t)
 	r := testutil.Rand(t)
 	for _, c := range PlannerCases() {
 		t.Run(c.Name, func(t *testing.T) {
@@ -62,14 +48,7 @@ func TestRunPlanners(t *testing.T) {
 // kernels against the CPU emulation. It skips without a GPU, and on GPUs
 // the quantized kernels do not run on (before Hopper).
 func TestRunQuantized(t *testing.T) {
-	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir()})
-	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
-		t.Skipf("no usable GPU: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openEngine(t)
 	cs := QuantCases()
 	if len(cs) == 0 {
 		t.Fatal("no quantized cases")
@@ -87,4 +66,20 @@ func TestRunQuantized(t *testing.T) {
 	if err != nil || failed > 0 {
 		t.Fatalf("%d cases failed (%v)", failed, err)
 	}
+}
+
+// openEngine opens a device engine for t, closed when t ends, and skips t
+// where no usable GPU is present (CI): the check that opening fails
+// cleanly there, with a typed error, rather than panicking.
+func openEngine(t *testing.T) *cuda.Engine {
+	t.Helper()
+	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir()})
+	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
+		t.Skipf("no usable GPU: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }

@@ -2,14 +2,12 @@ package selftest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/cuda"
-	"github.com/sparseattn/sparseattn/cuda/driver"
 	"github.com/sparseattn/sparseattn/internal/testutil"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/plan"
@@ -35,14 +33,7 @@ var spargeHeadMix = []sparge.Params{
 // per-head τ, top-k and θ (sparge.Planner.Heads) against the CPU planner
 // on every self-test shape and the llm workload.
 func TestSpargeHeads(t *testing.T) {
-	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir()})
-	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
-		t.Skipf("no usable GPU: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openEngine(t)
 	r := testutil.Rand(t)
 	var cases []PlannerCase
 	for i, s := range append(shapes(), llmShape) {
@@ -81,14 +72,7 @@ func TestSpargeHeads(t *testing.T) {
 // Plans must be identical row for row but for the θ judge's tie-break
 // (spargeTieBreak).
 func TestSpargeTiesAndWideRows(t *testing.T) {
-	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir()})
-	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
-		t.Skipf("no usable GPU: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openEngine(t)
 	r := testutil.Rand(t)
 	ctx := context.Background()
 	for _, c := range []struct {
