@@ -268,18 +268,23 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 		}
 		if partial {
 			limit := int(t.qtok[i]) + off // last visible key token
-			for j := range s {
-				kt := blk.first + j
-				if blk.tok != nil {
-					kt = int(blk.tok[j])
+			if blk.tok == nil {
+				// Consecutive tokens: mask the keys after limit.
+				for j := min(n, max(0, limit-blk.first+1)); j < n; j++ {
+					s[j] = negInf
 				}
-				if kt > limit {
+				continue
+			}
+			for j := range s {
+				if int(blk.tok[j]) > limit {
 					s[j] = negInf
 				}
 			}
 		}
-		t.mloc[i] = kernel.Max(s)
-		if m := t.mloc[i]; m != m || m > math.MaxFloat32 {
+	}
+	kernel.MaxRows(nq, n, t.s, bk, t.mloc)
+	for _, m := range t.mloc[:nq] {
+		if m != m || m > math.MaxFloat32 {
 			// Finite inputs whose logits overflow float32 (|scale·q·k| > 3.4e38).
 			t.err = fmt.Errorf("%w: a logit overflows float32; scale down the inputs or the softmax scale", tensor.ErrNonFinite)
 			return false

@@ -1,5 +1,7 @@
 package kernel
 
+import "math"
+
 // MatMul computes C = A·B (accumulate=false) or C += A·B (accumulate=true),
 // with A an m×k row-major matrix with row stride lda, B k×n with row stride
 // ldb, C m×n with row stride ldc. Only the m×n window of C is written;
@@ -77,6 +79,38 @@ func ExpShift(dst, src []float32, shift float32) float32 {
 // containing both +0 and -0 as its maximum may be either zero.
 func Max(x []float32) float32 {
 	return maxOf(x)
+}
+
+// MaxRows sets out[i] to Max of row i of the m×n matrix s (row stride
+// lds), for i < m; out must hold at least m elements. It panics only on
+// programmer error: negative dimensions, lds < n, or slices too short.
+func MaxRows(m, n int, s []float32, lds int, out []float32) {
+	if m < 0 || n < 0 {
+		panic("kernel: MaxRows: negative dimension")
+	}
+	if m == 0 {
+		return
+	}
+	if len(out) < m {
+		panic("kernel: MaxRows: out shorter than m")
+	}
+	if n == 0 {
+		for i := range m {
+			out[i] = float32(math.Inf(-1))
+		}
+		return
+	}
+	if !fits(m, n, s, lds) {
+		panic("kernel: MaxRows: s is too short or lds < n")
+	}
+	maxRows(m, n, s, lds, out)
+}
+
+// maxRowsWith is MaxRows on a one-row Max; m, n ≥ 1.
+func maxRowsWith(f func(x []float32) float32, m, n int, s []float32, lds int, out []float32) {
+	for i := range m {
+		out[i] = f(s[i*lds : i*lds+n])
+	}
 }
 
 // Scale multiplies every element of x by a.

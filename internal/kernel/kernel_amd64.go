@@ -61,6 +61,17 @@ func maxOf(x []float32) float32 {
 	return maxGeneric(x)
 }
 
+func maxRows(m, n int, s []float32, lds int, out []float32) {
+	switch {
+	case hasAVX512:
+		maxRowsZ(&s[0], lds*4, m, n, &out[0])
+	case hasAVX2:
+		maxRowsWith(maxAVX2, m, n, s, lds, out)
+	default:
+		maxRowsWith(maxGeneric, m, n, s, lds, out)
+	}
+}
+
 func scale(x []float32, a float32) {
 	switch {
 	case hasAVX512:
@@ -243,6 +254,11 @@ func expShiftZ(dst, src *float32, n int, shift float32) float32
 
 //go:noescape
 func maxZ(x *float32, n int) float32
+
+// maxRowsZ is MaxRows for m, n ≥ 1; lds in bytes.
+//
+//go:noescape
+func maxRowsZ(s *float32, lds, m, n int, out *float32)
 
 //go:noescape
 func scaleZ(x *float32, n int, a float32)

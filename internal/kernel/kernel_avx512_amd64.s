@@ -709,3 +709,83 @@ axpytail:
 axpydone:
 	VZEROUPPER
 	RET
+
+// func maxRowsZ(s *float32, lds, m, n int, out *float32)
+//
+// out[i] = the largest element of row i of the m×n matrix at s (row stride
+// lds bytes): maxZ on each row, operation for operation.
+TEXT ·maxRowsZ(SB), NOSPLIT, $0-40
+	MOVQ s+0(FP), DI
+	MOVQ lds+8(FP), R8
+	MOVQ m+16(FP), R9
+	MOVQ n+24(FP), CX
+	MOVQ out+32(FP), R11
+	MOVQ CX, R12
+	ANDQ $15, R12
+	JZ   mrowsloop
+	MOVQ CX, R13
+	MOVQ R12, CX
+	TAILMASK
+	MOVQ R13, CX
+
+mrowsloop:
+	MOVQ         DI, SI
+	VBROADCASTSS expConstZ<>+44(SB), Z0
+	VMOVAPS      Z0, Z1
+	VMOVAPS      Z0, Z2
+	VMOVAPS      Z0, Z3
+	MOVQ         CX, BX
+	SHRQ         $6, BX
+	JZ           mrows16
+
+mrows64:
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	VMAXPS  Z0, Z4, Z0
+	VMAXPS  Z1, Z5, Z1
+	VMAXPS  Z2, Z6, Z2
+	VMAXPS  Z3, Z7, Z3
+	ADDQ    $256, SI
+	DECQ    BX
+	JNZ     mrows64
+
+mrows16:
+	MOVQ CX, BX
+	ANDQ $63, BX
+	SHRQ $4, BX
+	JZ   mrowstail
+
+mrows16loop:
+	VMOVUPS (SI), Z4
+	VMAXPS  Z0, Z4, Z0
+	ADDQ    $64, SI
+	DECQ    BX
+	JNZ     mrows16loop
+
+mrowstail:
+	TESTQ     R12, R12
+	JZ        mrowsred
+	VMOVUPS.Z (SI), K1, Z4
+	VMAXPS    Z0, Z4, K1, Z0
+
+mrowsred:
+	VMAXPS        Z1, Z0, Z0
+	VMAXPS        Z3, Z2, Z2
+	VMAXPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VMAXPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VMAXPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VMAXSS        X1, X0, X0
+	VMOVSS        X0, (R11)
+	ADDQ          R8, DI
+	ADDQ          $4, R11
+	DECQ          R9
+	JNZ           mrowsloop
+	VZEROUPPER
+	RET

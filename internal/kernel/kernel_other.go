@@ -14,6 +14,10 @@ func expShift(dst, src []float32, shift float32) float32 { return expShiftGeneri
 
 func maxOf(x []float32) float32 { return maxGeneric(x) }
 
+func maxRows(m, n int, s []float32, lds int, out []float32) {
+	maxRowsWith(maxGeneric, m, n, s, lds, out)
+}
+
 func scale(x []float32, a float32) { scaleGeneric(x, a) }
 
 func dot(a, b []float32) float32 { return dotGeneric(a, b) }
