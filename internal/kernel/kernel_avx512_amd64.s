@@ -17,6 +17,22 @@
 
 #include "textflag.h"
 
+// HMAX4 leaves in X0 the largest lane of the accumulators Z0-Z3, in the
+// same fixed order for Max and MaxRows, so both give the same bits (X1, Y1
+// scratch).
+#define HMAX4 \
+	VMAXPS        Z1, Z0, Z0; \
+	VMAXPS        Z3, Z2, Z2; \
+	VMAXPS        Z2, Z0, Z0; \
+	VEXTRACTF64X4 $1, Z0, Y1; \
+	VMAXPS        Y1, Y0, Y0; \
+	VEXTRACTF128  $1, Y0, X1; \
+	VMAXPS        X1, X0, X0; \
+	VMOVHLPS      X0, X0, X1; \
+	VMAXPS        X1, X0, X0; \
+	VMOVSHDUP     X0, X1; \
+	VMAXSS        X1, X0, X0
+
 // ---------------------------------------------------------------------------
 // MatMul micro-kernels.
 //
@@ -533,17 +549,7 @@ maxtail:
 	VMAXPS    Z0, Z4, K1, Z0
 
 maxred:
-	VMAXPS        Z1, Z0, Z0
-	VMAXPS        Z3, Z2, Z2
-	VMAXPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $1, Z0, Y1
-	VMAXPS        Y1, Y0, Y0
-	VEXTRACTF128  $1, Y0, X1
-	VMAXPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VMAXPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VMAXSS        X1, X0, X0
+	HMAX4
 	VMOVSS        X0, ret+16(FP)
 	VZEROUPPER
 	RET
@@ -771,17 +777,7 @@ mrowstail:
 	VMAXPS    Z0, Z4, K1, Z0
 
 mrowsred:
-	VMAXPS        Z1, Z0, Z0
-	VMAXPS        Z3, Z2, Z2
-	VMAXPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $1, Z0, Y1
-	VMAXPS        Y1, Y0, Y0
-	VEXTRACTF128  $1, Y0, X1
-	VMAXPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VMAXPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VMAXSS        X1, X0, X0
+	HMAX4
 	VMOVSS        X0, (R11)
 	ADDQ          R8, DI
 	ADDQ          $4, R11
