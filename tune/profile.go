@@ -182,18 +182,11 @@ func Save(w io.Writer, p *Profile) error {
 // input gives an error wrapping ErrProfile; another format version gives a
 // *VersionError.
 func Load(r io.Reader) (*Profile, error) {
-	var p Profile
-	var vm *jsonfile.VersionMismatch
-	switch err := jsonfile.Decode(r, MaxProfileBytes, Version, &p); {
-	case errors.As(err, &vm):
+	p, err := jsonfile.Load[Profile](r, MaxProfileBytes, Version, ErrProfile)
+	if vm, ok := errors.AsType[*jsonfile.VersionMismatch](err); ok {
 		return nil, &VersionError{Got: vm.Got}
-	case err != nil:
-		return nil, fmt.Errorf("%w: %w", ErrProfile, err)
 	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return p, err
 }
 
 // SaveFile writes the profile to path, replacing it atomically.

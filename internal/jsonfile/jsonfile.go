@@ -104,3 +104,25 @@ func ReadFile[T any](path string, read func(io.Reader) (T, error)) (T, error) {
 	}
 	return v, nil
 }
+
+// Load decodes one document of at most maxBytes from r into a new T, as
+// Decode does, and validates it with T's Validate method. A file of
+// another version gives the *VersionMismatch unwrapped; any other decoding
+// error is wrapped in kind; Validate's error is returned as it is.
+func Load[T any, P interface {
+	*T
+	Validate() error
+}](r io.Reader, maxBytes, version int, kind error) (*T, error) {
+	v := new(T)
+	var vm *VersionMismatch
+	switch err := Decode(r, maxBytes, version, v); {
+	case errors.As(err, &vm):
+		return nil, vm
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", kind, err)
+	}
+	if err := P(v).Validate(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

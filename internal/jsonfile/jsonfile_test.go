@@ -100,3 +100,41 @@ func TestReadFile(t *testing.T) {
 		t.Errorf("good file: %+v, %v", d, err)
 	}
 }
+
+// errBadDoc is what checkedDoc.Validate reports.
+var errBadDoc = errors.New("name must not be empty")
+
+// checkedDoc is a doc that validates itself.
+type checkedDoc doc
+
+func (d *checkedDoc) Validate() error {
+	if d.Name == "" {
+		return errBadDoc
+	}
+	return nil
+}
+
+// TestLoad checks that Load passes a version mismatch through unwrapped,
+// wraps decoding errors in the caller's kind and returns Validate's error.
+func TestLoad(t *testing.T) {
+	errKind := errors.New("bad doc file")
+	for _, tc := range []struct {
+		name, in string
+		check    func(*checkedDoc, error) bool
+	}{
+		{"good", `{"version": 2, "name": "x"}`, func(d *checkedDoc, err error) bool { return err == nil && d.Name == "x" }},
+		{"other version", `{"version": 1}`, func(d *checkedDoc, err error) bool {
+			vm, ok := errors.AsType[*VersionMismatch](err)
+			return d == nil && ok && vm.Got == 1 && !errors.Is(err, errKind)
+		}},
+		{"malformed", `{"version": 2, "nme": "x"}`, func(d *checkedDoc, err error) bool { return d == nil && errors.Is(err, errKind) }},
+		{"invalid", `{"version": 2, "name": ""}`, func(d *checkedDoc, err error) bool { return d == nil && errors.Is(err, errBadDoc) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Load[checkedDoc](strings.NewReader(tc.in), 64, 2, errKind)
+			if !tc.check(d, err) {
+				t.Fatalf("Load(%q) = %+v, %v", tc.in, d, err)
+			}
+		})
+	}
+}
