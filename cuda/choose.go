@@ -106,7 +106,7 @@ func chooseVariant(p *plan.Plan, dt tensor.DType, kc kernelChoice) (variant, err
 		if !kc.gen {
 			return v, why
 		}
-		return chooseGen(p, v)
+		return chooseGen(p, v, kc)
 	}
 	if f := p.Filter; f != nil {
 		v.filter = true

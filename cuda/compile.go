@@ -20,19 +20,18 @@ var (
 	fa2Source string
 	//go:embed kernels/attention_ws.cu
 	wsSource string
-	//go:embed kernels/attention_gen.cu
-	genSource string
 )
 
 // source returns the NVRTC program of the variant's kernel and its name.
 // A #line directive keeps NVRTC's messages pointing into the kernel file.
 func (v variant) source() (src, name string) {
+	if v.gen.on {
+		body, name := v.gen.source()
+		return commonSource + body, name
+	}
 	name, body := "attention.cu", fa2Source
-	switch {
-	case v.ws:
+	if v.ws {
 		name, body = "attention_ws.cu", wsSource
-	case v.gen.on:
-		name, body = "attention_gen.cu", genSource
 	}
 	return commonSource + "#line 1 \"" + name + "\"\n" + body, name
 }
@@ -73,7 +72,7 @@ type variant struct {
 	// in shared memory and store it with the bulk tensor copy engine, so
 	// that its consumers go on to the next row at once.
 	tmaOut bool
-	// gen selects the gathering kernel (attention_gen.cu) for plans with
+	// gen selects the gathering kernel (attention_gen*.cu) for plans with
 	// levels, token orders, a stop rule or an Init plan, when gen.on.
 	gen genFlags
 }
@@ -88,7 +87,7 @@ func (v variant) outBytes() int64 {
 
 func (v variant) threads() int {
 	if v.gen.on {
-		return v.blockQ / (16 * v.mt) * 32
+		return v.gen.threads(v)
 	}
 	if v.ws {
 		return 384 // a producer and two consumer warpgroups

@@ -1,28 +1,70 @@
 package cuda
 
 import (
+	_ "embed"
 	"fmt"
 
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// genFlags configures the gathering kernel (kernels/attention_gen.cu),
-// which runs what the plain kernels cannot: PSA's pooled levels, S2O's
-// token orders, early stop and two-pass state.
+// The gathering kernels' sources: attention_gen.cuh goes between
+// common.cuh and either kernel.
+var (
+	//go:embed kernels/attention_gen.cuh
+	genHeader string
+	//go:embed kernels/attention_gen.cu
+	genSource string
+	//go:embed kernels/attention_gen_ws.cu
+	genWSSource string
+)
+
+// genFlags configures the gathering kernel, which runs what the plain
+// kernels cannot: PSA's pooled levels, S2O's token orders, early stop and
+// two-pass state. It is kernels/attention_gen.cu (mma.sync, sm_80 and
+// newer), or on Hopper for 128-row query blocks kernels/attention_gen_ws.cu
+// (warp-specialized wgmma, when ws).
 type genFlags struct {
 	on     bool
+	ws     bool // the warp-specialized Hopper kernel
 	levels bool // entries carry levels other than Full (LEVELS)
 	gather bool // token orders (GATHER)
 	stop   bool // a stop rule (STOP)
 	state  int8 // 1: save the softmax states (an Init plan); 2: resume them
 }
 
-// genKT is KT in kernels/attention_gen.cu: key slots per tile.
+// genKT is KT in kernels/attention_gen*.cu: key slots per tile.
 const genKT = 64
+
+// genWSStages is STAGES in kernels/attention_gen_ws.cu: K/V tile slots
+// the producer fills ahead of the consumers.
+const genWSStages = 4
+
+// source returns the NVRTC program body of the kernel f selects (after
+// common.cuh) and its file name; a #line directive keeps NVRTC's messages
+// pointing into the kernel file.
+func (f genFlags) source() (body, name string) {
+	name, src := "attention_gen.cu", genSource
+	if f.ws {
+		name, src = "attention_gen_ws.cu", genWSSource
+	}
+	return "#line 1 \"attention_gen.cuh\"\n" + genHeader + "#line 1 \"" + name + "\"\n" + src, name
+}
+
+// threads is the kernel's block size: a warp per 16·MT query rows, or
+// under ws a producer and two consumer warpgroups.
+func (f genFlags) threads(v variant) int {
+	if f.ws {
+		return 384
+	}
+	return v.blockQ / (16 * v.mt) * 32
+}
 
 func (f genFlags) String() string {
 	s := "_gen"
+	if f.ws {
+		s += "_ws"
+	}
 	if f.levels {
 		s += "_lvl"
 	}
@@ -42,11 +84,19 @@ func (f genFlags) String() string {
 }
 
 // sharedBytes is the gathering kernel's dynamic shared memory: the Q tile,
-// two stages of K and V tiles and, with levels, the staged entry list
+// v.stages stages of K and V tiles and, with levels, the staged entry list
 // (MAX_LIST int32), the entries' slot offsets (MAX_LIST+4 int32) and
-// levels (MAX_LIST bytes).
+// levels (MAX_LIST bytes). Under ws the entry list is always staged and
+// the tiles are realigned to 1024 bytes.
 func (f genFlags) sharedBytes(v variant) int {
-	n := (v.blockQ + 4*genKT) * v.headDim * 2
+	n := (v.blockQ + 2*v.stages*genKT) * v.headDim * 2
+	if f.ws {
+		n += 1024 + maxList*4
+		if f.levels {
+			n += (maxList+4)*4 + maxList
+		}
+		return n
+	}
 	if f.levels {
 		n += maxList*4 + (maxList+4)*4 + maxList
 	}
@@ -54,20 +104,21 @@ func (f genFlags) sharedBytes(v variant) int {
 }
 
 func (f genFlags) options(v variant, arch string) []string {
-	return []string{
+	o := []string{
 		"--gpu-architecture=" + arch,
 		"-std=c++17",
 		fmt.Sprintf("-DHEAD_DIM=%d", v.headDim),
-		fmt.Sprintf("-DBLOCK_Q=%d", v.blockQ),
-		fmt.Sprintf("-DMT=%d", v.mt),
 		fmt.Sprintf("-DIS_BF16=%d", b2i(v.bf16)),
-		"-DWGMMA=0",
 		fmt.Sprintf("-DLEVELS=%d", b2i(f.levels)),
 		fmt.Sprintf("-DGATHER=%d", b2i(f.gather)),
 		fmt.Sprintf("-DSTATE=%d", f.state),
 		fmt.Sprintf("-DSTOP=%d", b2i(f.stop)),
 		fmt.Sprintf("-DOUT16=%d", b2i(v.out16)),
 	}
+	if f.ws {
+		return append(o, "-DWGMMA=1", fmt.Sprintf("-DSTAGES=%d", v.stages))
+	}
+	return append(o, "-DWGMMA=0", fmt.Sprintf("-DBLOCK_Q=%d", v.blockQ), fmt.Sprintf("-DMT=%d", v.mt))
 }
 
 // hasLevels reports whether some entry of p is not Full: pooled (PSA) or
@@ -127,8 +178,10 @@ func genFlagsOf(p *plan.Plan) (genFlags, error) {
 
 // chooseGen completes v, whose head dim and block sizes chooseVariant
 // checked, as the gathering kernel for p (the pass that resumes p.Init's
-// states when p has one).
-func chooseGen(p *plan.Plan, v variant) (variant, error) {
+// states when p has one): the warp-specialized one where kc allows it
+// (Hopper), the query blocks are 128 rows and a row's entries fit the
+// staged list, else the mma.sync one.
+func chooseGen(p *plan.Plan, v variant, kc kernelChoice) (variant, error) {
 	g := p.Geometry
 	if g.B*g.Hq > 65535 {
 		return v, fmt.Errorf("%w: B·Hq = %d above 65535", ErrUnsupported, g.B*g.Hq)
@@ -143,15 +196,23 @@ func chooseGen(p *plan.Plan, v variant) (variant, error) {
 		}
 		f.state = 2
 	}
+	f.ws = kc.wgmma && kc.ws && v.blockQ == 128 && p.KBlocks() <= maxList
 	v.gen, v.kt, v.mt, v.stages = f, genKT, genMT(v.blockQ, f), 2
+	if f.ws {
+		v.mt, v.stages = 1, genWSStages
+	}
 	return v, nil
 }
 
-// genMT is the gathering kernel's 16-row atoms per warp: two for 128-row
-// blocks, so that each K and V fragment serves both (the mma.sync dense
-// kernel measured 1.5× faster so, BENCHMARKS.md), except with levels,
-// whose staged lists leave room for one CTA of four warps per SM only.
+// genMT is the mma.sync gathering kernel's 16-row atoms per warp: two for
+// 128-row blocks, so that each K and V fragment serves both (the mma.sync
+// dense kernel measured 1.5× faster so, BENCHMARKS.md), except with
+// levels, whose staged lists leave room for one CTA of four warps per SM
+// only. The warp-specialized kernel takes 1 (its warpgroups own 64 rows).
 func genMT(blockQ int, f genFlags) int {
+	if f.ws {
+		return 1
+	}
 	if blockQ == 128 && !f.levels {
 		return 2
 	}
@@ -164,7 +225,7 @@ func initVariant(p *plan.Plan, v variant) (variant, error) {
 	if err != nil {
 		return v, err
 	}
-	f.state = 1
+	f.state, f.ws = 1, v.gen.ws
 	v.gen, v.mt = f, genMT(v.blockQ, f)
 	return v, nil
 }

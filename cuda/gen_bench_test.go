@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/cuda/driver"
@@ -14,17 +15,22 @@ import (
 )
 
 // TestGenBench times the gathering kernel against our dense kernel in one
-// run on the device, B=1 Hq=32 Hkv=8 D=128 bf16 causal, N from
-// SPARSEATTN_GEN_BENCH (e.g. 16384): dense plans through identity token
-// orders (the gather machinery with nothing skipped), PSA level mixes at
-// a budget b, and gathered plans at sparsity s. It reports the times and
-// the ratios the issue bounds (PSA ≤ 1.2·b·dense, gathers ≤ 1.15·dense,
-// S2O ≤ 1.2·(1−s)·dense); it fails only if a run fails. Skipped unless the
-// variable is set.
+// run on the device, B=1 Hq=32 Hkv=8 D=128 bf16 causal, at each N of the
+// comma-separated SPARSEATTN_GEN_BENCH (e.g. 16384,32768): dense plans
+// through identity token orders (the gather machinery with nothing
+// skipped), PSA level mixes at a budget b, and gathered plans at sparsity
+// s. It reports the times and the ratios the issue bounds (PSA ≤
+// 1.2·b·dense, gathers ≤ 1.15·dense, S2O ≤ 1.2·(1−s)·dense); it fails
+// only if a run fails. Skipped unless the variable is set.
 func TestGenBench(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("SPARSEATTN_GEN_BENCH"))
-	if n <= 0 {
-		t.Skip("set SPARSEATTN_GEN_BENCH=N to time the gathering kernel at N tokens")
+	var ns []int
+	for _, f := range strings.Split(os.Getenv("SPARSEATTN_GEN_BENCH"), ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			ns = append(ns, n)
+		}
+	}
+	if len(ns) == 0 {
+		t.Skip("set SPARSEATTN_GEN_BENCH=N[,N...] to time the gathering kernel at N tokens")
 	}
 	e, err := Open(Config{CacheDir: t.TempDir()})
 	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
@@ -34,6 +40,21 @@ func TestGenBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
+	// The mma.sync engine: the dense kernel the first gathering kernel
+	// was built like, and that gathering kernel itself (the fallback off
+	// Hopper), to tell the gathers' cost from the instruction set's.
+	old, err := Open(Config{CacheDir: t.TempDir(), Tactics: Tactics{MMASync: true, WarpRows: 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	for _, n := range ns {
+		genBench(t, e, old, n)
+	}
+}
+
+// genBench is TestGenBench at n tokens.
+func genBench(t *testing.T, e, old *Engine, n int) {
 	r := rand.New(rand.NewPCG(1, 2))
 	g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
 	mk := func(h int) *tensor.Tensor {
@@ -56,34 +77,26 @@ func TestGenBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bench := func(name string, p *plan.Plan) Timing {
+	bench := func(e *Engine, name string, p *plan.Plan) Timing {
 		tm, err := e.Benchmark(context.Background(), p, q, k, v, 3, 10)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		return tm
 	}
-	base := bench("dense", dense)
+	base := bench(e, "dense", dense)
 	t.Logf("N=%d dense %-28s %.3f ms", n, base.Kernel, base.MedianMS)
-	// The mma.sync kernel the gathering one is built like (32 and 16 rows
-	// a warp), to tell the gathers' cost from the instruction set's.
-	for _, rows := range []int{32, 16} {
-		e2, err := Open(Config{CacheDir: t.TempDir(), Tactics: Tactics{MMASync: true, WarpRows: rows}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tm, err := e2.Benchmark(context.Background(), dense, q, k, v, 3, 10)
-		e2.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("N=%d dense mma.sync %-28s %.3f ms (%.2f× the default dense)", n, tm.Kernel, tm.MedianMS, tm.MedianMS/base.MedianMS)
-	}
+	tm := bench(old, "dense mma.sync", dense)
+	t.Logf("N=%d dense mma.sync %-28s %.3f ms (%.2f× the default dense)", n, tm.Kernel, tm.MedianMS, tm.MedianMS/base.MedianMS)
 	report := func(name string, p *plan.Plan, bound float64) {
-		tm := bench(name, p)
+		tm := bench(e, name, p)
 		b := tm.Stats.QKBlocks / tm.Stats.DenseBlocks
-		t.Logf("N=%d %-34s %-30s %.3f ms  work %.3f of dense  time/dense %.3f  time/(work·dense) %.2f (bound %.2f)  stopped %d",
+		t.Logf("N=%d %-34s %-36s %.3f ms  work %.3f of dense  time/dense %.3f  time/(work·dense) %.2f (bound %.2f)  stopped %d",
 			n, name, tm.Kernel, tm.MedianMS, b, tm.MedianMS/base.MedianMS, tm.MedianMS/(b*base.MedianMS), bound, tm.Stats.Stopped)
+		if os.Getenv("SPARSEATTN_GEN_BENCH_OLD") != "" {
+			to := bench(old, name, p)
+			t.Logf("N=%d %-34s %-36s %.3f ms  time/(work·dense) %.2f (mma.sync gathering kernel)", n, name, to.Kernel, to.MedianMS, to.MedianMS/(b*base.MedianMS))
+		}
 	}
 	// The gather machinery with nothing skipped: every row's key order is
 	// the identity, and so is the query order.

@@ -55,3 +55,71 @@ func TestGenStats(t *testing.T) {
 		t.Fatalf("genStats = %+v, want QK = PV = %v, 2 stopped, 4 dense", s, want)
 	}
 }
+
+// TestChooseGenKernel checks which gathering kernel a plan gets: the
+// warp-specialized one on Hopper for 128-row blocks, in both passes of a
+// two-pass plan, within the shared memory an H100 allows; the mma.sync
+// one for 64-row blocks and off Hopper.
+func TestChooseGenKernel(t *testing.T) {
+	hopper := kernelChoice{warpRows: 32, tileK: 64, wgmma: true, ws: true, ctaRows: 128, gen: true}
+	ampere := kernelChoice{warpRows: 32, tileK: 64, gen: true}
+	const h100Shared = 227 * 1024
+	for _, c := range []struct {
+		name   string
+		kc     kernelChoice
+		bq, d  int
+		levels bool
+		ws     bool
+	}{
+		{"hopper, 128-row blocks, orders", hopper, 128, 128, false, true},
+		{"hopper, 128-row blocks, levels", hopper, 128, 128, true, true},
+		{"hopper, 128-row blocks, D64", hopper, 128, 64, false, true},
+		{"hopper, 64-row blocks", hopper, 64, 128, false, false},
+		{"sm_80, 128-row blocks", ampere, 128, 128, false, false},
+	} {
+		tl := plan.Tiling{Geometry: tensor.Geometry{B: 1, Hq: 2, Hkv: 1, Nq: 300, Nk: 300, D: c.d, Dv: c.d}, Causal: !c.levels, BlockQ: c.bq, BlockK: 64}
+		b, err := plan.NewBuilder(tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probe := plan.Plan{Tiling: tl}
+		lv := plan.Full
+		if c.levels {
+			lv = plan.Level(2)
+		}
+		for row := range probe.Rows() {
+			b.Add(row, 0, lv)
+		}
+		if !c.levels {
+			b.SetStop(&plan.StopRule{Tau: 0.1})
+		}
+		p, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.levels {
+			init := *p
+			init.Stop = nil
+			p.Init = &init
+		}
+		v, err := chooseVariant(p, tensor.BFloat16, c.kc)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !v.gen.on || v.gen.ws != c.ws {
+			t.Errorf("%s: kernel %s, want the gathering kernel with ws = %v", c.name, v, c.ws)
+		}
+		if c.ws && (v.threads() != 384 || v.sharedBytes() > h100Shared) {
+			t.Errorf("%s: %d threads, %d bytes of shared memory; want 384 and at most %d", c.name, v.threads(), v.sharedBytes(), h100Shared)
+		}
+		if p.Init != nil {
+			vi, err := initVariant(p, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if vi.gen.ws != v.gen.ws || vi.gen.state != 1 || v.gen.state != 2 {
+				t.Errorf("%s: Init pass %s after %s, want the same kernel saving what the main pass resumes", c.name, vi, v)
+			}
+		}
+	}
+}

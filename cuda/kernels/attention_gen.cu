@@ -58,39 +58,7 @@
 #define CPR (HEAD_DIM / 8) // 16-byte chunks per row
 #define RB (HEAD_DIM * 2)  // bytes per tile row
 #define ROWS_PER_PASS (NTHREADS / CPR)
-#define MAX_LIST 2048 // plan entries staged per row under LEVELS
 #define NTAB 3        // slot tables: tiles t, t+1 and t+2 in flight
-#define TOK_NONE 0x7fffffff // an empty slot: always masked
-#define TOK_ANY (-1)        // a pooled slot: never masked
-
-// GenParams mirrors cuda.genParams on the Go side, field for field.
-struct GenParams {
-	Params p;
-	const unsigned char* level; // per plan entry (LEVELS)
-	const u16* pk;              // pooled keys, HEAD_DIM elements a row
-	const u16* pv;              // pooled values
-	// Level h's entry t of block kb of KV head (b, kvh) is pyramid row
-	// lvl_row[h] + ((b·Hkv + kvh)·k_blocks + kb)·lvl_width[h] + t.
-	long long lvl_row[9];
-	int lvl_width[9];
-	int k_blocks;
-	const int* q_order;  // [B·Hq·Nq] query token at each position, or null
-	const int* kv_order; // key orders, concatenated
-	const int* kv_start; // order o is kv_order[kv_start[o] .. kv_start[o+1])
-	const int* row_kv;   // key order of each plan row (−1 natural), or null
-	float* st_m;         // [B·Hq·Nq] row maxima in log2 units
-	float* st_l;         // [B·Hq·Nq] softmax sums
-	float* st_acc;       // [B·Hq·Nq·Dv] unnormalized outputs
-	const int* row_after; // per-row entries before the stop rule applies, or null
-	int after;
-	float tau;
-};
-
-__device__ __forceinline__ float lg2(float x) {
-	float y;
-	asm("lg2.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-	return y;
-}
 
 // load_gather copies ROWS rows into the swizzled tile at s (chunk c of row
 // r at chunk c ^ (r & 7)); rows[r] is the row's first element, or null for

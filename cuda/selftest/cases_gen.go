@@ -50,7 +50,11 @@ func RunGen(ctx context.Context, e *cuda.Engine, r *rand.Rand, cases []GenCase, 
 // random level mixes with skipped blocks; S2O plans (two-pass with Q_perm,
 // the fused single pass, τ = 0, a stop after the first ranked block) and
 // random token orders that move every token; ragged N, GQA, causal and
-// not, D 64 and 128, BlockK 64 to 192, bf16 and f16.
+// not, D 64 and 128, BlockK 64 to 192, bf16 and f16. The cases marked
+// "ws:" cover the warp-specialized Hopper kernel's paths (128-row blocks)
+// that the others leave out: two passes, stops (one as early as the
+// first entry), gathers on a block shorter than one tile, and tiles
+// packed with pooled and full slots.
 func GenCases() []GenCase {
 	bf, f16 := tensor.BFloat16, tensor.Float16
 	bhnd, bnhd := tensor.BHND, tensor.BNHD
@@ -82,6 +86,14 @@ func GenCases() []GenCase {
 		{Case: shape("s2o stop after the first block", 2, 2, 1024, 128, bf, bhnd, true, 64, 64), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.9}), WantStop: true},
 		{Case: shape("orders moving every token", 2, 1, 900, 128, bf, bhnd, false, 128, 64), Build: randomOrders(0, 0)},
 		{Case: shape("orders causal with stop, D64", 4, 2, 777, 64, bf, bhnd, true, 64, 64), Build: randomOrders(0.8, 1), WantStop: true},
+		// 128-row blocks: on Hopper the warp-specialized kernel's paths.
+		{Case: shape("ws: s2o two-pass GQA causal", 4, 2, 1000, 128, bf, bhnd, true, 128, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64})},
+		{Case: shape("ws: s2o stop after the first block", 2, 2, 1024, 128, bf, bhnd, true, 128, 64), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.9}), WantStop: true},
+		{Case: shape("ws: s2o fused non-causal D64 BNHD", 2, 1, 700, 64, bf, bnhd, false, 128, 64), Build: byS2O(s2o.Planner{Segment: 128, Tau: 0.02, NoQueryPerm: true})},
+		{Case: shape("ws: orders causal stop at once, f16 D64", 4, 2, 777, 64, f16, bnhd, true, 128, 64), Build: randomOrders(0.8, 0), WantStop: true},
+		{Case: shape("ws: orders causal BlockK 128, N below a block", 2, 2, 100, 128, bf, bhnd, true, 128, 128), Build: randomOrders(0, 0)},
+		{Case: shape("ws: levels mixed in tiles, f16 D64 causal", 2, 1, 1000, 64, f16, bhnd, true, 128, 128), Build: randomLevels(8, 0.2)},
+		{Case: shape("ws: levels pooled only, BlockK 64", 3, 3, 900, 128, bf, bhnd, false, 128, 64), Build: randomLevels(-3, 0.1)},
 	}
 }
 

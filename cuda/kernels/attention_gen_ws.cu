@@ -1,0 +1,666 @@
+// The gathering kernel for Hopper (sm_90a), warp-specialized after
+// FlashAttention-3 (Shah et al. 2024, §3.1-3.2) as attention_ws.cu is:
+// the plans attention_gen.cu runs with mma.sync (PSA's pooled pyramid
+// levels, S2O's token orders, two-pass states and the early stop), with
+// wgmma on 128-row query blocks.
+//
+// One CTA of 384 threads computes one plan row (one 128-row query block of
+// one batch and head):
+//   - warpgroup 0 is the producer. It fills, per 64-key tile, a slot table:
+//     for each slot the K and V row to read (a token of the input, by the
+//     row's key order; or an entry of the pooled pyramid), the key's token
+//     for causal masking and a logit bias (PSA §3). Then it gathers the
+//     rows with cp.async into STAGES shared-memory slots, in the
+//     128-byte-swizzled layout wgmma reads, each completing on a full
+//     mbarrier and refilled once the consumers release it on its empty
+//     one. It learns of an early stop from a shared flag and stops loading.
+//     It gathers the query rows too (by the query order, S2O §3.2) first.
+//   - warpgroups 1 and 2 are the consumers, 64 query rows each: S = Q·Kᵀ
+//     by wgmma from shared memory, the slots' masks and biases where the
+//     producer's per-tile summary says some slot needs one, the online
+//     softmax in registers, and O += P̃·V with P̃ from registers, S_j and
+//     P̃_{j-1}·V_{j-1} in flight together (FlashAttention-3 §3.2).
+//
+// Compile-time configuration (set by the Go side with -D):
+//   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
+//   IS_BF16   1 for bfloat16 inputs, 0 for float16
+//   LEVELS, GATHER, STATE, STOP, OUT16: as in attention_gen.cu
+//   STAGES    K/V tile slots (2 to 4)
+//   PINGPONG  1 to make the consumer warpgroups take turns issuing MMAs
+
+#ifndef LEVELS
+#define LEVELS 0
+#endif
+#ifndef GATHER
+#define GATHER 0
+#endif
+#ifndef STATE
+#define STATE 0
+#endif
+#ifndef STOP
+#define STOP 0
+#endif
+#ifndef OUT16
+#define OUT16 0
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef PINGPONG
+#define PINGPONG 1
+#endif
+#if LEVELS && (GATHER || STOP)
+#error LEVELS takes the natural order and no stop rule
+#endif
+
+#define BLOCK_Q 128
+#define KT 64 // key slots per tile
+#define NTHREADS 384
+#define PRODUCER_THREADS 128
+#define CONSUMER_THREADS 256
+#define CPR (HEAD_DIM / 8)                  // 16-byte chunks per row
+#define RB (HEAD_DIM * 2)                   // bytes per tile row
+#define ROWS_PER_PASS (PRODUCER_THREADS / CPR) // rows one producer pass copies
+// Registers per thread after setmaxnreg (the launch gives 168 each: 65536
+// / 384 rounded down to a multiple of 8). The producer computes the slot
+// tables, so it keeps more than attention_ws.cu's.
+#define PRODUCER_REGS 40
+#define CONSUMER_REGS 232
+static_assert(PRODUCER_REGS * PRODUCER_THREADS + CONSUMER_REGS * CONSUMER_THREADS <= 168 * NTHREADS, "setmaxnreg split exceeds the CTA's registers");
+// Named barriers: 1 and 2 the consumers' turns, 5 their stop vote, 6 the
+// producer's.
+#define BAR_STOP 5
+#define BAR_PRODUCER 6
+
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// mbar_arrive_cp makes bar's phase wait for this thread's cp.async copies
+// issued so far as well (one more pending arrival, made when they land).
+__device__ __forceinline__ void mbar_arrive_cp(u32 bar) {
+	asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// mbar_wait returns once the phase of bar with the given parity completed.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+	asm volatile(
+	    "{\n.reg .pred done;\n"
+	    "WAIT:\n"
+	    "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+	    "@!done bra WAIT;\n}\n" ::"r"(bar),
+	    "r"(parity)
+	    : "memory");
+}
+// mbar_try reports whether the phase of bar with the given parity
+// completed, waiting a while (the hardware's time limit) if not.
+__device__ __forceinline__ bool mbar_try(u32 bar, u32 parity) {
+	u32 ok;
+	asm volatile(
+	    "{\n.reg .pred done;\n"
+	    "mbarrier.try_wait.parity.shared::cta.b64 done, [%1], %2;\n"
+	    "selp.u32 %0, 1, 0, done;\n}\n"
+	    : "=r"(ok)
+	    : "r"(bar), "r"(parity)
+	    : "memory");
+	return ok != 0;
+}
+// bar_and is a named barrier over n threads that returns whether pred
+// holds in all of them.
+__device__ __forceinline__ bool bar_and(int id, int n, bool pred) {
+	u32 r;
+	asm volatile(
+	    "{\n.reg .pred p, q;\n"
+	    "setp.ne.u32 p, %1, 0;\n"
+	    "bar.red.and.pred q, %2, %3, p;\n"
+	    "selp.u32 %0, 1, 0, q;\n}\n"
+	    : "=r"(r)
+	    : "r"((u32)pred), "r"(id), "r"(n)
+	    : "memory");
+	return r != 0;
+}
+__device__ __forceinline__ int warp_max(int x) {
+	int r;
+	asm volatile("redux.sync.max.s32 %0, %1, 0xffffffff;\n" : "=r"(r) : "r"(x));
+	return r;
+}
+__device__ __forceinline__ int ld_volatile(const int* p) {
+	int r;
+	asm volatile("ld.volatile.shared.s32 %0, [%1];\n" : "=r"(r) : "r"(smem_addr(p)) : "memory");
+	return r;
+}
+__device__ __forceinline__ void st_volatile(int* p, int x) {
+	asm volatile("st.volatile.shared.s32 [%0], %1;\n" ::"r"(smem_addr(p)), "r"(x) : "memory");
+}
+
+// gather_rows copies ROWS rows into the swizzled tile at s: 16-byte chunk
+// c of row r at column block c / 8 (ROWS·128 bytes each), row r, chunk
+// (c % 8) ^ (r % 8), as TMA's 128-byte swizzle writes and wgmma reads.
+// rows[r] is the row's first element, or null for a row of zeros (dummy
+// is any valid address). pt is the producer thread.
+template <int ROWS>
+__device__ __forceinline__ void gather_rows(u32 s, const u16* const* rows, const u16* dummy, int pt) {
+	const int r0 = pt / CPR, c = pt % CPR;
+	const u32 col = (c >> 3) * (ROWS * 128);
+#pragma unroll
+	for (int k = 0; k < ROWS / ROWS_PER_PASS; k++) {
+		const int r = r0 + k * ROWS_PER_PASS;
+		const u16* src = rows[r];
+		cp_async16(s + col + r * 128 + (((c & 7) ^ (r & 7)) << 4), src ? src + c * 8 : dummy, src ? 16 : 0);
+	}
+}
+
+// softmax_tile is online_softmax (common.cuh) that also returns each
+// row's sum of this tile's exponentials (the gain the stop rule weighs),
+// with x already scaled when scale is 1.
+__device__ __forceinline__ bool softmax_tile(float (&x)[KT / 8][4], float (&m)[2], float (&l)[2], float (&alphas)[2], float (&sums)[2], float scale) {
+	bool rescale = false;
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float mloc = NEG_INF;
+#pragma unroll
+		for (int j = 0; j < KT / 8; j++) mloc = fmax_(mloc, fmax_(x[j][2 * hf], x[j][2 * hf + 1]));
+		mloc = fmax_(mloc, shfl_xor(mloc, 1));
+		mloc = fmax_(mloc, shfl_xor(mloc, 2));
+		mloc *= scale;
+		const float mnew = fmax_(m[hf], mloc);
+		const float muse = mnew == NEG_INF ? 0.f : mnew;
+		const float alpha = ex2(m[hf] - muse);
+		float sum = 0.f;
+#pragma unroll
+		for (int j = 0; j < KT / 8; j++) {
+			const float p0 = ex2(fma_(x[j][2 * hf], scale, -muse));
+			const float p1 = ex2(fma_(x[j][2 * hf + 1], scale, -muse));
+			x[j][2 * hf] = p0, x[j][2 * hf + 1] = p1;
+			sum += p0 + p1;
+		}
+		l[hf] = l[hf] * alpha + sum;
+		m[hf] = mnew;
+		alphas[hf] = alpha;
+		sums[hf] = sum;
+		rescale |= alpha != 1.f;
+	}
+	return rescale;
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenParams g) {
+	const Params& p = g.p;
+	// Dynamic shared memory, realigned to 1024 bytes for the swizzle: Q,
+	// STAGES K tiles, STAGES V tiles, then the row's staged plan entries
+	// and, under LEVELS, their slot offsets and levels.
+	extern __shared__ __attribute__((aligned(128))) u16 smem[];
+	// Barriers: Q full, then per stage full (K and V) and empty.
+	__shared__ __attribute__((aligned(8))) u64 bars[1 + 2 * STAGES];
+	// The producer's gather tables, and per stage what the consumers read:
+	// each slot's token and bias, and per producer warp (32 slots each) the
+	// largest token and whether any bias is non-zero.
+	__shared__ const u16* s_krow[STAGES][KT];
+	__shared__ const u16* s_vrow[STAGES][KT];
+	__shared__ int s_tok[STAGES][KT];
+	__shared__ float s_bias[STAGES][KT];
+	__shared__ int s_tmax[STAGES][2];
+	__shared__ int s_anyb[STAGES][2];
+	__shared__ const u16* s_qrow[BLOCK_Q];
+	__shared__ int s_qtok[BLOCK_Q];
+	__shared__ int s_wsum[NTHREADS / 32];
+	__shared__ unsigned int s_cnt[16];
+	__shared__ int s_stop;
+	const u32 pad = ((smem_addr(smem) + 1023) & ~1023u) - smem_addr(smem);
+	const u32 sQ = smem_addr(smem) + pad;
+	const u32 sK = sQ + BLOCK_Q * RB;
+	const u32 sV = sK + STAGES * KT * RB;
+	int* s_kv = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + pad + (BLOCK_Q + 2 * STAGES * KT) * RB);
+#if LEVELS
+	int* s_pref = s_kv + MAX_LIST;                                                  // MAX_LIST + 1 slot offsets
+	unsigned char* s_lvl = reinterpret_cast<unsigned char*>(s_pref + MAX_LIST + 4); // MAX_LIST levels
+#endif
+	const u32 bar_q = smem_addr(bars);
+#define FULL(s) (bar_q + 8 * (1 + (s)))
+#define EMPTY(s) (bar_q + 8 * (1 + STAGES + (s)))
+
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	const int qb = p.q_blocks - 1 - blockIdx.x; // the last (longest, causal) blocks first
+	const int bh = blockIdx.y;
+	const int b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
+	const int prow = bh * p.q_blocks + qb;
+	const int e0 = p.row_start[prow], ne = p.row_start[prow + 1] - e0; // the host keeps ne ≤ MAX_LIST
+	const int q0 = qb * BLOCK_Q;
+	const int off = p.Nk - p.Nq; // queries are the last Nq of the Nk tokens
+	const u16* gq = p.q + b * p.q_sb + h * p.q_sh;
+	const u16* gk = p.k + b * p.k_sb + kvh * p.k_sh;
+	const u16* gv = p.v + b * p.v_sb + kvh * p.v_sh;
+
+	if (tid == 0) {
+		mbar_init(bar_q, PRODUCER_THREADS);
+		for (int s = 0; s < STAGES; s++) {
+			mbar_init(FULL(s), PRODUCER_THREADS);
+			mbar_init(EMPTY(s), CONSUMER_THREADS);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+		s_stop = 0;
+	}
+	for (int i = tid; i < ne; i += NTHREADS) s_kv[i] = p.kv_block[e0 + i];
+	for (int r = tid; r < BLOCK_Q; r += NTHREADS) {
+		int tok = -1;
+		if (q0 + r < p.Nq) tok = (GATHER && g.q_order) ? g.q_order[(long long)bh * p.Nq + q0 + r] : q0 + r;
+		s_qtok[r] = tok;
+		s_qrow[r] = tok >= 0 ? gq + (long long)tok * p.q_sn : nullptr;
+	}
+	if (tid < 16) s_cnt[tid] = 0;
+	__syncthreads();
+
+#if LEVELS
+	// Slot offsets, as in attention_gen.cu: entry i holds slots
+	// [s_pref[i], s_pref[i+1]): its block's tokens at level 1,
+	// ⌈tokens/2^(h-1)⌉ pooled rows at level h, none at level 0; entries
+	// counted by level.
+	{
+		const int per = (ne + NTHREADS - 1) / NTHREADS;
+		const int lo = imin(tid * per, ne), hi = imin(lo + per, ne);
+		auto width = [&](int i) -> int {
+			const int lv = s_lvl[i], kb = s_kv[i];
+			const int n = imin(p.block_k, p.Nk - kb * p.block_k);
+			return lv == 0 ? 0 : (n + (1 << (lv - 1)) - 1) >> (lv - 1);
+		};
+		int sum = 0;
+		for (int i = lo; i < hi; i++) {
+			const int lv = g.level[e0 + i];
+			s_lvl[i] = (unsigned char)lv;
+			sum += width(i);
+			if (lv == 1) atomicAdd(&s_cnt[0], 1u);
+			else if (lv > 1) atomicAdd(&s_cnt[1 + 2 * (lv - 2) + (s_kv[i] == g.k_blocks - 1)], 1u);
+		}
+		int x = sum;
+#pragma unroll
+		for (int o = 1; o < 32; o <<= 1) {
+			const int y = __shfl_up_sync(0xffffffffu, x, o);
+			if (lane >= o) x += y;
+		}
+		if (lane == 31) s_wsum[warp] = x;
+		__syncthreads();
+		int run = x - sum;
+		for (int w = 0; w < warp; w++) run += s_wsum[w];
+		for (int i = lo; i < hi; i++) s_pref[i] = run, run += width(i);
+		if (tid == NTHREADS - 1) s_pref[ne] = run;
+		__syncthreads();
+	}
+	const int total = s_pref[ne];
+	const int ntiles = (total + KT - 1) / KT;
+	const int sub = 1;
+#else
+	const int sub = p.block_k / KT;
+	const int ntiles = ne * sub;
+#endif
+
+	if (warp < 4) {
+		// Producer warpgroup.
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS) : "memory");
+		const int pt = tid;
+		gather_rows<BLOCK_Q>(sQ, s_qrow, gq, pt);
+		mbar_arrive_cp(bar_q);
+		mbar_arrive(bar_q);
+#if !LEVELS
+		// The row's key order (natural: the tokens themselves).
+		const int* korder = nullptr;
+		int klen = p.Nk;
+#if GATHER
+		if (g.row_kv) {
+			const int o = g.row_kv[prow];
+			if (o >= 0) korder = g.kv_order + g.kv_start[o], klen = g.kv_start[o + 1] - g.kv_start[o];
+		}
+#endif
+		// tok_at is slot pt's key token in tile t, read a tile ahead so
+		// that the order's latency hides behind the wait for a free stage.
+		auto tok_at = [&](int t) -> int {
+			if (pt >= KT || t >= ntiles) return TOK_NONE;
+			const int pos = s_kv[t / sub] * p.block_k + (t % sub) * KT + pt;
+			if (pos >= klen) return TOK_NONE;
+			return korder ? korder[pos] : pos;
+		};
+		int tok_next = tok_at(0);
+#endif
+		for (int t = 0; t < ntiles; t++) {
+			const int s = t % STAGES;
+			const u32 ph = ((t / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
+			const u16* kr = nullptr;
+			const u16* vr = nullptr;
+			int tok = TOK_NONE;
+			float bias = 0.f;
+#if LEVELS
+			const int sl = t * KT + pt;
+			if (pt < KT && sl < total) {
+				int lo = 0, hi = ne; // s_pref[lo] ≤ sl < s_pref[hi]
+				while (hi - lo > 1) {
+					const int mid = (lo + hi) >> 1;
+					if (s_pref[mid] <= sl) lo = mid;
+					else hi = mid;
+				}
+				const int o = sl - s_pref[lo], lv = s_lvl[lo], kb = s_kv[lo];
+				if (lv == 1) {
+					tok = kb * p.block_k + o;
+					kr = gk + (long long)tok * p.k_sn, vr = gv + (long long)tok * p.v_sn;
+				} else {
+					const long long row = g.lvl_row[lv] + ((long long)(b * p.Hkv + kvh) * g.k_blocks + kb) * g.lvl_width[lv] + o;
+					kr = g.pk + row * HEAD_DIM, vr = g.pv + row * HEAD_DIM;
+					const int n = imin(p.block_k, p.Nk - kb * p.block_k);
+					const int cnt = imin(1 << (lv - 1), n - (o << (lv - 1)));
+					// PSA §3: a pooled key stands for cnt tokens, bias ln cnt
+					// (log2 cnt in the log2 units used here).
+					bias = (cnt == (1 << (lv - 1))) ? (float)(lv - 1) : lg2((float)cnt);
+					tok = TOK_ANY;
+				}
+			}
+#else
+			tok = tok_next;
+			tok_next = tok_at(t + 1);
+			if (tok != TOK_NONE) kr = gk + (long long)tok * p.k_sn, vr = gv + (long long)tok * p.v_sn;
+#endif
+			if (pt < KT) s_krow[s][pt] = kr, s_vrow[s][pt] = vr;
+			// One thread waits for the stage (or learns of a stop); the
+			// vote tells the others and publishes the gather table.
+			bool go = true;
+			if (pt == 0) {
+				while (!mbar_try(EMPTY(s), ph)) {
+					if (ld_volatile(&s_stop)) {
+						go = false;
+						break;
+					}
+				}
+				if (ld_volatile(&s_stop)) go = false;
+			}
+			if (!bar_and(BAR_PRODUCER, PRODUCER_THREADS, go)) break;
+			if (pt < KT) {
+				s_tok[s][pt] = tok, s_bias[s][pt] = bias;
+				const int wmax = warp_max(tok);
+				const bool wb = any_sync(bias != 0.f);
+				if (lane == 0) s_tmax[s][warp] = wmax, s_anyb[s][warp] = wb;
+			}
+			gather_rows<KT>(sK + s * (KT * RB), s_krow[s], gk, pt);
+			gather_rows<KT>(sV + s * (KT * RB), s_vrow[s], gv, pt);
+			mbar_arrive_cp(FULL(s));
+			mbar_arrive(FULL(s)); // publishes the slot tokens and biases
+		}
+		cp_wait_all(); // no copy outlives the block
+		return;
+	}
+
+	// Consumer warpgroups.
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS) : "memory");
+	const int cw = warp - 4;   // consumer warp, 0..7
+	const int wg = cw >> 2;    // consumer warpgroup: rows [64·wg, +64)
+	const int wrow0 = cw * 16; // first row of this warp in the block
+	// This thread's rows (r and r+8 of its warp's 16, in the accumulator
+	// layout): their query tokens and the last key token each may see.
+	int qt[2], qlim[2];
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		qt[hf] = s_qtok[wrow0 + (lane >> 2) + 8 * hf];
+		qlim[hf] = (qt[hf] >= 0 && p.causal) ? qt[hf] + off : 0x7fffffff;
+	}
+	const int qmin = imin(qlim[0], qlim[1]);
+
+	float m[2], l[2];
+	float acc[HEAD_DIM / 8][4];
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) m[hf] = NEG_INF, l[hf] = 0.f;
+#pragma unroll
+	for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+#if STATE == 2
+	// S2O §3.3: resume the state the Init pass left for each query token.
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		if (qt[hf] < 0) continue;
+		const long long at = (long long)bh * p.Nq + qt[hf];
+		m[hf] = g.st_m[at];
+		l[hf] = (lane & 3) == 0 ? g.st_l[at] : 0.f; // the quad's sum, held once
+		const float* a = g.st_acc + at * p.Dv;
+#pragma unroll
+		for (int j = 0; j < HEAD_DIM / 8; j++) {
+			const int col = j * 8 + 2 * (lane & 3);
+			acc[j][2 * hf] = col < p.Dv ? a[col] : 0.f;
+			acc[j][2 * hf + 1] = col + 1 < p.Dv ? a[col + 1] : 0.f;
+		}
+	}
+#endif
+#if STOP
+	float lb[2], ds[2]; // ℓ before the current entry (rescaled with it), and the entry's gain Δℓ
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) lb[hf] = l[hf], ds[hf] = 0.f;
+	const int after = g.row_after ? g.row_after[prow] : g.after;
+#endif
+	bool stopped = false;
+
+	u32 pprev[KT / 16][4];
+	float s[KT / 8][4];
+	auto issue_s = [&](int slot) {
+#pragma unroll
+		for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+			u64 da = wg_desc(sQ + (kk >> 2) * (BLOCK_Q * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
+			u64 db = wg_desc(sK + slot * (KT * RB) + (kk >> 2) * (KT * 128) + (kk & 3) * 32, 16, 1024);
+			if (kk == 0)
+				wgmma_ss_n64_first(s, da, db);
+			else
+				wgmma_ss_n64(s, da, db, 1);
+		}
+		wg_commit();
+	};
+	auto issue_pv = [&](int slot) {
+#pragma unroll
+		for (int kk = 0; kk < KT / 16; kk++) {
+			u64 db = wg_desc(sV + slot * (KT * RB) + kk * (16 * 128), KT * 128, 1024);
+#if HEAD_DIM == 64
+			wgmma_rs_n64(acc, pprev[kk], db);
+#else
+			wgmma_rs_n128(acc, pprev[kk], db);
+#endif
+		}
+		wg_commit();
+	};
+	// softmax applies the slots' masks and biases to S of the tile in
+	// slot, where the producer's summary says some slot of it needs one
+	// for this thread's rows, then folds it into m and ℓ. It returns
+	// whether O needs rescaling by alphas; sums are the tile's gains.
+	auto softmax = [&](int slot, float (&alphas)[2], float (&sums)[2]) -> bool {
+		const int tmax = s_tmax[slot][0] > s_tmax[slot][1] ? s_tmax[slot][0] : s_tmax[slot][1];
+		const bool special = (s_anyb[slot][0] | s_anyb[slot][1]) || tmax == TOK_NONE || tmax > qmin;
+		float scale = p.scale_log2;
+		if (special) {
+#pragma unroll
+			for (int j = 0; j < KT / 8; j++)
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					const int c = j * 8 + 2 * (lane & 3) + e;
+					const int kt = s_tok[slot][c];
+					const float bias = s_bias[slot][c];
+#pragma unroll
+					for (int hf = 0; hf < 2; hf++) {
+						float& x = s[j][2 * hf + e];
+						x = (kt == TOK_NONE || kt > qlim[hf]) ? NEG_INF : fma_(x, scale, bias);
+					}
+				}
+			scale = 1.f;
+		}
+		return softmax_tile(s, m, l, alphas, sums, scale);
+	};
+	auto rescale_o = [&](bool rescale, const float (&alphas)[2]) {
+		if (any_sync(rescale)) {
+#pragma unroll
+			for (int jj = 0; jj < HEAD_DIM / 8; jj++) {
+				acc[jj][0] *= alphas[0], acc[jj][1] *= alphas[0];
+				acc[jj][2] *= alphas[1], acc[jj][3] *= alphas[1];
+			}
+		}
+	};
+	// step folds tile j's softmax into the stop rule's gains and, at the
+	// end of an entry, takes the consumers' vote (S2O §3.2): the row ends
+	// after this entry when every query of the block gained less than
+	// τ·ℓ. A row that has seen no key yet has no evidence for a stop.
+	auto stop_after = [&](int j, const float (&alphas)[2], const float (&sums)[2]) -> bool {
+#if STOP
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) lb[hf] *= alphas[hf], ds[hf] = ds[hf] * alphas[hf] + sums[hf];
+		if (j % sub != sub - 1) return false;
+		bool small = true;
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			float gain = ds[hf], lold = lb[hf];
+			gain += shfl_xor(gain, 1), gain += shfl_xor(gain, 2);
+			lold += shfl_xor(lold, 1), lold += shfl_xor(lold, 2);
+			if (qt[hf] >= 0 && (m[hf] == NEG_INF || !(gain < g.tau * lold))) small = false;
+			lb[hf] = l[hf], ds[hf] = 0.f;
+		}
+		if (bar_and(BAR_STOP, CONSUMER_THREADS, small) && j / sub >= after) {
+			if (cw == 0 && lane == 0) st_volatile(&s_stop, 1); // the producer stops loading
+			return true;
+		}
+#endif
+		return false;
+	};
+
+	// Turn-taking (PINGPONG), as in attention_ws.cu: warpgroup w waits on
+	// named barrier 1 + w before it issues MMAs and arrives on the other's
+	// after; warpgroup 1 lets warpgroup 0 go first, and warpgroup 0 takes
+	// one last turn at the end for the hand-over nobody awaits. Both
+	// warpgroups walk the same tiles and stop at the same one.
+	auto my_turn = [&]() {
+#if PINGPONG
+		asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
+#endif
+	};
+	auto hand_over = [&]() {
+#if PINGPONG
+		asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - wg) : "memory");
+#endif
+	};
+#if PINGPONG
+	if (wg == 1) hand_over();
+#endif
+	int done = 0; // tiles computed
+	if (ntiles > 0) {
+		// The first tile: S only. Data that cp.async wrote is made visible
+		// to the tensor cores' (async proxy) reads by a proxy fence after
+		// each wait.
+		mbar_wait(bar_q, 0);
+		mbar_wait(FULL(0), 0);
+		fence_proxy_async();
+		my_turn();
+		wg_fence();
+		issue_s(0);
+		hand_over();
+		wg_wait0();
+		reg_fence(s);
+		bool last = ntiles == 1;
+		{
+			float alphas[2], sums[2];
+			const bool resc = softmax(0, alphas, sums);
+			rescale_o(resc, alphas); // a resumed state may need it
+			pack_tile(s, pprev);
+			if (stop_after(0, alphas, sums)) last = stopped = true;
+		}
+		int j = 1;
+		// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
+		for (; !last; j++) {
+			const int slot = j % STAGES, prev = (j - 1) % STAGES;
+			mbar_wait(FULL(slot), (j / STAGES) & 1);
+			fence_proxy_async();
+			reg_fence(acc);
+			reg_fence(pprev);
+			my_turn();
+			wg_fence();
+			issue_s(slot);
+			issue_pv(prev);
+			hand_over();
+			wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
+			reg_fence(s);
+			float alphas[2], sums[2];
+			const bool resc = softmax(slot, alphas, sums);
+			wg_wait0(); // O and P̃_{j-1} are free again
+			reg_fence(acc);
+			reg_fence(pprev);
+			mbar_arrive(EMPTY(prev));
+			rescale_o(resc, alphas);
+			pack_tile(s, pprev);
+			last = j + 1 >= ntiles;
+			if (stop_after(j, alphas, sums)) last = stopped = true;
+		}
+		// The last tile's P̃·V.
+		const int prev = (j - 1) % STAGES;
+		reg_fence(acc);
+		reg_fence(pprev);
+		my_turn();
+		wg_fence();
+		issue_pv(prev);
+		hand_over();
+		wg_wait0();
+		reg_fence(acc);
+		mbar_arrive(EMPTY(prev));
+		done = j;
+	}
+#if PINGPONG
+	if (wg == 0) my_turn(); // warpgroup 1's last hand-over
+#endif
+
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float lsum = l[hf];
+		lsum += shfl_xor(lsum, 1);
+		lsum += shfl_xor(lsum, 2);
+		if (qt[hf] < 0) continue;
+		const long long at = (long long)bh * p.Nq + qt[hf];
+#if STATE == 1
+		// Leave the state for the pass that resumes it.
+		if ((lane & 3) == 0) g.st_m[at] = m[hf], g.st_l[at] = lsum;
+		float* a = g.st_acc + at * p.Dv;
+#pragma unroll
+		for (int j = 0; j < HEAD_DIM / 8; j++) {
+			const int col = j * 8 + 2 * (lane & 3);
+			if (col < p.Dv) a[col] = acc[j][2 * hf];
+			if (col + 1 < p.Dv) a[col + 1] = acc[j][2 * hf + 1];
+		}
+#else
+		const float inv = lsum > 0.f ? 1.f / lsum : 0.f; // no visible key: zeros
+#if OUT16
+		u16* o = reinterpret_cast<u16*>(p.o) + b * p.o_sb + h * p.o_sh + (long long)qt[hf] * p.o_sn;
+#else
+		float* o = p.o + b * p.o_sb + h * p.o_sh + (long long)qt[hf] * p.o_sn;
+#endif
+#pragma unroll
+		for (int j = 0; j < HEAD_DIM / 8; j++) {
+			const int col = j * 8 + 2 * (lane & 3);
+			const float x0 = acc[j][2 * hf] * inv, x1 = acc[j][2 * hf + 1] * inv;
+#if OUT16
+			const u32 w = pack2(x0, x1);
+			if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
+				*reinterpret_cast<u32*>(o + col) = w;
+			} else {
+				if (col < p.Dv) o[col] = (u16)(w & 0xffff);
+				if (col + 1 < p.Dv) o[col + 1] = (u16)(w >> 16);
+			}
+#else
+			if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
+				F2 f;
+				f.x = x0, f.y = x1;
+				*reinterpret_cast<F2*>(o + col) = f;
+			} else {
+				if (col < p.Dv) o[col] = x0;
+				if (col + 1 < p.Dv) o[col + 1] = x1;
+			}
+#endif
+		}
+#endif
+	}
+
+	if (cw == 0 && lane == 0) {
+#if LEVELS
+		(void)done;
+		if (s_cnt[0]) atomic_add_u64(&p.counters[0], (u64)s_cnt[0]), atomic_add_u64(&p.counters[1], (u64)s_cnt[0]);
+		for (int i = 1; i < 15; i++)
+			if (s_cnt[i]) atomic_add_u64(&p.counters[5 + i], (u64)s_cnt[i]);
+#else
+		atomic_add_u64(&p.counters[0], (u64)(done / sub));
+		atomic_add_u64(&p.counters[1], (u64)(done / sub));
+#endif
+		if (stopped) atomic_add_u64(&p.counters[5], 1ull);
+	}
+}
