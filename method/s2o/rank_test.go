@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sparseattn/sparseattn/internal/kernel"
 	"github.com/sparseattn/sparseattn/internal/testutil"
 	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
@@ -153,7 +152,7 @@ func (s Planner) ordersRef(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h
 		guide := meanRows(keys, d, 0, min(s.Segment, g.Nk))
 		score := make([]float32, g.Nq)
 		for i := range g.Nq {
-			score[i] = kernel.Dot(qrows[i*d:(i+1)*d], guide)
+			score[i] = Score(qrows[i*d:(i+1)*d], guide)
 		}
 		for n := range segs {
 			seg := ho.query[n*s.Segment : min((n+1)*s.Segment, g.Nq)]
@@ -186,7 +185,7 @@ func (s Planner) ordersRef(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h
 		if len(ranked) > 0 {
 			qmean := meanRows(qrows, d, qlo, qhi)
 			for _, j := range ranked {
-				score[j] = kernel.Dot(qmean, keys[int(j)*d:int(j+1)*d])
+				score[j] = Score(keys[int(j)*d:int(j+1)*d], qmean)
 			}
 			slices.SortStableFunc(ranked, func(a, b int32) int { return descending(score[a], score[b]) })
 		}

@@ -38,7 +38,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/sparseattn/sparseattn/internal/kernel"
 	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -274,9 +273,7 @@ func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h, s
 		// the mean key of the first segment, and sorted within their
 		// segment.
 		if !s.NoQueryPerm {
-			for i := qlo; i < qhi; i++ {
-				score[i] = kernel.Dot(qrows[(i-qlo)*d:(i-qlo+1)*d], guide)
-			}
+			scoreAll(score, ho.query[qlo:qhi], guide, func(i int32) []float32 { return qrows[(int(i)-qlo)*d : (int(i)-qlo+1)*d] })
 			sc.rank.sort(ho.query[qlo:qhi], score)
 		}
 
@@ -284,8 +281,7 @@ func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h, s
 		// against its mean query and sorted, after the segment's own
 		// window. The segment's own keys sit at the positions of its
 		// queries.
-		whi := min(max(qhi+off, 0), g.Nk)
-		wlo := min(max(qlo+off-s.Window, 0), whi)
+		wlo, whi := s.window(t, n)
 		start := len(store)
 		for j := wlo; j < whi; j++ {
 			store = append(store, int32(j))
@@ -302,14 +298,34 @@ func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h, s
 		}
 		if ranked := store[rstart:]; len(ranked) > 0 {
 			qmean := meanRows(qrows, d, 0, qhi-qlo)
-			for _, j := range ranked {
-				score[j] = kernel.Dot(qmean, keys[int(j)*d:int(j+1)*d])
-			}
+			scoreAll(score, ranked, qmean, func(j int32) []float32 { return keys[int(j)*d : int(j+1)*d] })
 			sc.rank.sort(ranked, score)
 		}
 		ho.segs[n] = segOrder{keys: store[start:len(store):len(store)], local: local}
 	}
 	return ho
+}
+
+// Score is S2O's canonical score of row x against the vector m (Eq. 1:
+// a query against the guide key; Eq. 2: a key against a segment's mean
+// query): their dot product in float64 (plan.Dot64: exact products added
+// in index order), rounded to float32. Both planners rank by it — this
+// one and the device's (cuda/kernels/plan_s2o.cu), which repeats the same
+// operations — so their orders agree bit for bit; equal roundings keep
+// index order in both (the rank is stable).
+func Score(x, m []float32) float32 { return float32(plan.Dot64(x, m)) }
+
+// scoreAll sets score[i] = Score(row(i), m) for every i in idx, four rows
+// at a time (plan.Dot64x4 gives Dot64's bits).
+func scoreAll(score []float32, idx []int32, m []float32, row func(int32) []float32) {
+	n := len(idx) &^ 3
+	for p := 0; p < n; p += 4 {
+		s0, s1, s2, s3 := plan.Dot64x4(m, row(idx[p]), row(idx[p+1]), row(idx[p+2]), row(idx[p+3]))
+		score[idx[p]], score[idx[p+1]], score[idx[p+2]], score[idx[p+3]] = float32(s0), float32(s1), float32(s2), float32(s3)
+	}
+	for _, i := range idx[n:] {
+		score[i] = Score(row(i), m)
+	}
 }
 
 // meanRows is the mean of rows [lo, hi) of the row-major matrix x with d
@@ -340,4 +356,57 @@ func descending(a, b float32) int {
 		return 1
 	}
 	return 0
+}
+
+// Layout returns the plan that Plan gives with tiling t for any inputs,
+// except that Q_perm and the ranked part of every key order are left in
+// index order: its rows, Init rows, key-order starts, row-to-order map and
+// stop rule do not depend on q and k, only on t and the hyperparameters.
+// The device planner (package cuda) uploads it once per runner and ranks
+// the orders in place on the device at each call.
+func (s Planner) Layout(t plan.Tiling) (*plan.Plan, error) {
+	if err := s.check(t); err != nil {
+		return nil, err
+	}
+	if _, err := plan.NewBuilder(t); err != nil {
+		return nil, err
+	}
+	g := t.Geometry
+	segs := (g.Nq + s.Segment - 1) / s.Segment
+	ho := headOrders{query: make([]int32, g.Nq), segs: make([]segOrder, segs)}
+	for i := range ho.query {
+		ho.query[i] = int32(i)
+	}
+	for n := range segs {
+		wlo, whi := s.window(t, n)
+		keys := make([]int32, 0, g.Nk)
+		for j := wlo; j < whi; j++ {
+			keys = append(keys, int32(j))
+		}
+		for j := range wlo {
+			keys = append(keys, int32(j))
+		}
+		if !t.Causal {
+			for j := whi; j < g.Nk; j++ {
+				keys = append(keys, int32(j))
+			}
+		}
+		ho.segs[n] = segOrder{keys: keys, local: whi - wlo}
+	}
+	perHead := make([]headOrders, g.B*g.Hq) // every head shares the index orders
+	for i := range perHead {
+		perHead[i] = ho
+	}
+	return s.assemble(t, perHead, segs)
+}
+
+// window returns segment n's pass-1 keys [wlo, whi): the Window keys
+// before the segment and the segment's own, clamped to the keys.
+func (s Planner) window(t plan.Tiling, n int) (wlo, whi int) {
+	g := t.Geometry
+	off := g.QueryOffset()
+	qlo, qhi := n*s.Segment, min((n+1)*s.Segment, g.Nq)
+	whi = min(max(qhi+off, 0), g.Nk)
+	wlo = min(max(qlo+off-s.Window, 0), whi)
+	return wlo, whi
 }
