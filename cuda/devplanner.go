@@ -7,6 +7,7 @@ import (
 	"github.com/sparseattn/sparseattn/method/flexprefill"
 	"github.com/sparseattn/sparseattn/method/minference"
 	"github.com/sparseattn/sparseattn/method/oracle"
+	"github.com/sparseattn/sparseattn/method/s2o"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/method/unisparse"
 	"github.com/sparseattn/sparseattn/method/window"
@@ -29,6 +30,17 @@ type devicePlanner interface {
 	// plan writes each row's length to in.rowLen and its KV blocks, in
 	// ascending order, to in.lists at row·in.stride, on the device.
 	plan(c *driver.Ctx, in *planInput) error
+}
+
+// passPlanner is a device planner whose plans carry what CSR rows cannot
+// (token orders, Init rows, stop rules: S2O): it writes the gathering
+// kernel's pass buffers itself, and Runner.plan and DownloadPlan use
+// these methods instead of plan and the CSR arrays.
+type passPlanner interface {
+	devicePlanner
+	// planPasses writes the plan for in's inputs into gb, whose passes
+	// it fills from header (the runner's) as needed.
+	planPasses(c *driver.Ctx, in *planInput, header *plan.Plan, gb *genBufs) error
 }
 
 // planInput is what a device planner reads and writes.
@@ -123,6 +135,10 @@ func devicePlannerFor(p plan.Planner) (devicePlanner, error) {
 		return newOraclePlanner(m)
 	case *oracle.Planner:
 		return newOraclePlanner(*m)
+	case s2o.Planner:
+		return newS2OPlanner(m)
+	case *s2o.Planner:
+		return newS2OPlanner(*m)
 	}
 	return nil, fmt.Errorf("%w: the %s planner runs on the CPU only", ErrUnsupported, p.Name())
 }

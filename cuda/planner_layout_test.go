@@ -35,9 +35,29 @@ func TestBmArgsLayout(t *testing.T) {
 	}
 }
 
+// TestS2OArgsLayout checks s2oArgs against struct S2OArgs in
+// kernels/plan_s2o.cu: 2 View (56 bytes each), 11 pointers, 10 int32.
+func TestS2OArgsLayout(t *testing.T) {
+	var a s2oArgs
+	for _, c := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"size", unsafe.Sizeof(a), 240},
+		{"guide", unsafe.Offsetof(a.guide), 112},
+		{"kvStart", unsafe.Offsetof(a.kvStart), 192},
+		{"b", unsafe.Offsetof(a.b), 200},
+		{"segs", unsafe.Offsetof(a.segs), 236},
+	} {
+		if c.got != c.want {
+			t.Errorf("s2oArgs %s at %d, struct S2OArgs at %d", c.name, c.got, c.want)
+		}
+	}
+}
+
 // TestCompileBlockMass compiles bm_mass (for XAttention's bf16 inputs and
-// UniSparse's hi and lo halves, D 128, the stages planner_mass.go picks)
-// and uni_pool for sm_90 with NVRTC alone (no GPU is needed) and logs
+// UniSparse's hi and lo halves, D 128, the stages planner_mass.go picks),
+// uni_pool and S2O's sort and key scores for sm_90 with NVRTC alone (no GPU is needed) and logs
 // ptxas's register and spill report.
 func TestCompileBlockMass(t *testing.T) {
 	nv, err := driver.LoadNVRTC()
@@ -54,6 +74,8 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_xattn.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=128", "BM_BK=64", "BM_NST=2"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=16", "BM_NST=4"}},
 		{"plan_unisparse.cu", "uni_pool", bmStubDefs},
+		{"plan_s2o.cu", "s2o_sort", nil},
+		{"plan_s2o.cu", "s2o_kscore", nil},
 	} {
 		head, err := auxSources.ReadFile("kernels/device.cuh")
 		if err != nil {

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/sparseattn/sparseattn/method/flexprefill"
 	"github.com/sparseattn/sparseattn/method/minference"
 	"github.com/sparseattn/sparseattn/method/oracle"
+	"github.com/sparseattn/sparseattn/method/s2o"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/method/unisparse"
 	"github.com/sparseattn/sparseattn/method/window"
@@ -31,6 +33,8 @@ func benchPlanners() []plan.Planner {
 		flexprefill.Planner{Gamma: 0.9, Tau: 0.1},
 		minference.Planner{LastQ: 64, Vertical: 1000, Slash: 6096},
 		oracle.Planner{CDF: 0.95},
+		s2o.Planner{Segment: 512, Tau: 0.005},  // the CLI's defaults
+		s2o.Planner{Segment: 2048, Tau: 0.005}, // the paper's segment at 128K
 	}
 }
 
@@ -78,6 +82,9 @@ func timePlanners(t *testing.T, e *Engine, planners []plan.Planner, n int, causa
 		name := "dense"
 		if p != nil {
 			name = p.Name()
+		}
+		if s, ok := p.(s2o.Planner); ok {
+			name = fmt.Sprintf("s2o S=%d", s.Segment)
 		}
 		run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
 		if err != nil {

@@ -145,7 +145,8 @@ func (r *Runner) variant(out tensor.DType) (variant, error) {
 	// A fixed host plan may carry levels and token orders, which the
 	// gathering kernel runs; device plans carry neither.
 	_, fixed := r.planner.(fixedPlanner)
-	v, err := r.e.variantWith(r.header, in, r.planner.sparse(), !dyn, fixed)
+	_, passes := r.planner.(passPlanner)
+	v, err := r.e.variantWith(r.header, in, r.planner.sparse(), !dyn, fixed || passes)
 	if err != nil {
 		return v, err
 	}

@@ -20,6 +20,13 @@ func (r *Runner) plan(c *driver.Ctx, q, k, v *Tensor) error {
 	in := &planInput{e: r.e, t: r.t, q: viewOf(q), k: viewOf(k), v: viewOf(v),
 		rowLen: b.rowLen.ptr, lists: b.lists.ptr, stride: kBlocks(r.t), scratch: &b.scratch}
 	r.planned = false
+	if pp, ok := r.planner.(passPlanner); ok {
+		if err := pp.planPasses(c, in, r.header, &b.gen); err != nil {
+			return fmt.Errorf("planning %s on the device: %w", r.name, err)
+		}
+		r.planned = true
+		return nil
+	}
 	if err := r.planner.plan(c, in); err != nil {
 		return fmt.Errorf("planning %s on the device: %w", r.name, err)
 	}
@@ -73,6 +80,18 @@ func (r *Runner) DownloadPlan(ctx context.Context) (*plan.Plan, error) {
 	}
 	if !r.planned {
 		return nil, fmt.Errorf("%w: no plan yet", plan.ErrInvalid)
+	}
+	if _, ok := r.planner.(passPlanner); ok {
+		var p *plan.Plan
+		err := r.e.dev.Do(ctx, func(c *driver.Ctx) error {
+			if err := c.Sync(); err != nil {
+				return err
+			}
+			var err error
+			p, err = downloadPasses(c, r.header, &r.bufs.gen)
+			return err
+		})
+		return p, err
 	}
 	rows := r.t.Geometry.B * r.t.Geometry.Hq * qBlocks(r.t)
 	starts := make([]int32, rows+1)

@@ -128,14 +128,14 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 	// Every device planner against its CPU planner.
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "planner/case\trows differ\ttie-break\tQK gpu/cpu\tPV gpu/cpu\trel L1\tplan ms\tresult")
+	fmt.Fprintln(tw, "planner/case\trows differ\ttie-break\torders differ\tQK gpu/cpu\tPV gpu/cpu\trel L1\tplan ms\tresult")
 	pcs := selftest.PlannerCases()
 	pfailed, err := selftest.RunPlanners(ctx, e, r, pcs, func(c selftest.PlannerCheck) {
 		res := "ok"
 		if c.Err != nil {
 			res = "FAIL: " + c.Err.Error()
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%d\t%.0f/%.0f\t%.1f/%.1f\t%.2e\t%.3f\t%s\n", c.Name, c.RowsDiffer, c.Rows, c.RowsTied,
+		fmt.Fprintf(tw, "%s\t%d/%d\t%d\t%d\t%.0f/%.0f\t%.1f/%.1f\t%.2e\t%.3f\t%s\n", c.Name, c.RowsDiffer, c.Rows, c.RowsTied, c.OrdersDiffer,
 			c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Errors.RelL1, c.PlanMS, res)
 	})
 	tw.Flush()

@@ -36,10 +36,14 @@ type PlannerCheck struct {
 	// rounding); they are not counted in RowsDiffer.
 	RowsTied int
 	Rows     int
-	GPU, CPU plan.Stats // counters of the device run and the CPU run of the CPU plan
-	Errors   metrics.Errors
-	PlanMS   float64
-	Err      error // nil when the case passed
+	// OrdersDiffer is the number of token orders (a head's query order, a
+	// key order), Init plans and stop rules that differ between the device
+	// plan and the CPU's (S2O; 0 for plans without them).
+	OrdersDiffer int
+	GPU, CPU     plan.Stats // counters of the device run and the CPU run of the CPU plan
+	Errors       metrics.Errors
+	PlanMS       float64
+	Err          error // nil when the case passed
 }
 
 // RunPlanners runs each case's planner on the device (cuda.Runner) and on
@@ -129,6 +133,7 @@ func runPlannerCase(ctx context.Context, e *cuda.Engine, r *rand.Rand, c Planner
 		}
 		chk.RowsTied++
 	}
+	chk.OrdersDiffer = ordersDiffer(want, got)
 	if chk.RowsTied > 0 {
 		// The rows differ only at the tie-break: the CPU executor runs the
 		// device's plan, so counters and output still check the executor.
@@ -166,6 +171,8 @@ func runPlannerCase(ctx context.Context, e *cuda.Engine, r *rand.Rand, c Planner
 	switch {
 	case chk.RowsDiffer > 0:
 		chk.Err = fmt.Errorf("%d of %d plan rows differ from the CPU planner's", chk.RowsDiffer, chk.Rows)
+	case chk.OrdersDiffer > 0:
+		chk.Err = fmt.Errorf("%d token orders, Init plans or stop rules differ from the CPU planner's", chk.OrdersDiffer)
 	case chk.GPU.QKBlocks != chk.CPU.QKBlocks || chk.GPU.PVBlocks != chk.CPU.PVBlocks || chk.GPU.DenseBlocks != chk.CPU.DenseBlocks:
 		chk.Err = fmt.Errorf("counters: GPU QK %v PV %v of %v, CPU QK %v PV %v of %v", chk.GPU.QKBlocks, chk.GPU.PVBlocks, chk.GPU.DenseBlocks, chk.CPU.QKBlocks, chk.CPU.PVBlocks, chk.CPU.DenseBlocks)
 	case !(chk.Errors.RelL1 <= tol):

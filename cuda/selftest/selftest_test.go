@@ -32,7 +32,7 @@ func TestRunPlanners(t *testing.T) {
 	for _, c := range PlannerCases() {
 		t.Run(c.Name, func(t *testing.T) {
 			_, err := RunPlanners(context.Background(), e, r, []PlannerCase{c}, func(c PlannerCheck) {
-				t.Logf("rows differ %d/%d (tie-break %d) QK %v/%v PV %v/%v rel L1 %.2e plan %.3f ms", c.RowsDiffer, c.Rows, c.RowsTied, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Errors.RelL1, c.PlanMS)
+				t.Logf("rows differ %d/%d (tie-break %d) orders differ %d QK %v/%v PV %v/%v rel L1 %.2e plan %.3f ms", c.RowsDiffer, c.Rows, c.RowsTied, c.OrdersDiffer, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Errors.RelL1, c.PlanMS)
 				if c.Err != nil {
 					t.Error(c.Err)
 				}

@@ -1,0 +1,271 @@
+// The S2O planner on the device (package method/s2o; Zhang et al., "S2O:
+// Early Stopping for Sparse Attention via Online Permutation", §3.1,
+// Alg. 1). The plan's rows, stop rule and order layout do not depend on
+// the inputs (s2o.Planner.Layout, uploaded once); these kernels rank its
+// orders in place:
+//
+//   - s2o_means: the guide key (mean key of the first segment) per KV head
+//     and the mean query of every segment, each a float64 sum in row order
+//     divided by the count and rounded to float32, as s2o's meanRows;
+//   - s2o_qscore: each query's score against the guide key (Eq. 1);
+//   - s2o_kscore: each ranked key's score against its segment's mean
+//     query (Eq. 2), per tile of keys for every query head and segment;
+//   - s2o_sort: a stable descending sort of every list (a segment's
+//     queries, or a segment's ranked keys), one CTA per list.
+//
+// Scores are s2o.Score: the float64 dot product with exact products added
+// in index order (an FMA gives the same bits, the product being exact),
+// rounded to float32; they are sorted on an order-preserving 32-bit key,
+// ties in index order, as s2o's ranker does on the CPU.
+
+// S2OArgs mirrors cuda.s2oArgs on the Go side.
+struct S2OArgs {
+	View q, k;
+	float* guide;   // [B·Hkv, D]
+	float* qmean;   // [B·Hq·segs, D]
+	u32* qkey;      // query lists' sort keys [B·Hq·Nq], and their second buffer
+	u32* qkey2;
+	int* qidx2;     // the query lists' second index buffer
+	int* qorder;    // Q_perm [B·Hq·Nq]
+	u32* kkey;      // key lists' sort keys, indexed as kv_order, and their second buffer
+	u32* kkey2;
+	int* kidx2;     // the key lists' second index buffer
+	int* kv_order;  // the key orders
+	const int* kv_start; // [B·Hq·segs + 1]
+	int B, Hq, Hkv, Nq, Nk, D;
+	int seg, win, causal, segs;
+};
+
+// s2o_window gives segment n's pass-1 keys [wlo, whi), as s2o's window.
+__device__ __forceinline__ void s2o_window(const S2OArgs& a, int n, int& wlo, int& whi) {
+	int off = a.Nk - a.Nq;
+	int qlo = n * a.seg, qhi = min(qlo + a.seg, a.Nq);
+	whi = min(max(qhi + off, 0), a.Nk);
+	wlo = min(max(qlo + off - a.win, 0), whi);
+}
+
+// desc_key is s2o's descKey: ascending keys are descending scores, −0 and
+// +0 equal, NaN last.
+__device__ __forceinline__ u32 desc_key(float s) {
+	if (s != s) return 0xffffffffu;
+	if (s == 0.0f) s = 0.0f;
+	u32 u = __float_as_uint(s);
+	u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+	return ~u;
+}
+
+// s2o_means: block x < B·Hkv computes that KV head's guide key, the others
+// one (b·Hq + h, segment) mean query; thread c sums column c.
+extern "C" __global__ void s2o_means(S2OArgs a) {
+	int x = blockIdx.x;
+	const View* t;
+	int b, h, lo, hi;
+	float* dst;
+	if (x < a.B * a.Hkv) {
+		t = &a.k, b = x / a.Hkv, h = x % a.Hkv, lo = 0, hi = min(a.seg, a.Nk);
+		dst = a.guide + (long long)x * a.D;
+	} else {
+		x -= a.B * a.Hkv;
+		int bh = x / a.segs, n = x % a.segs;
+		t = &a.q, b = bh / a.Hq, h = bh % a.Hq, lo = n * a.seg, hi = min(lo + a.seg, a.Nq);
+		dst = a.qmean + (long long)x * a.D;
+	}
+	for (int c = threadIdx.x; c < a.D; c += blockDim.x) {
+		double acc = 0.0;
+		int i = lo;
+		for (; i + 8 <= hi; i += 8) { // loads first, then the adds in row order
+			float x[8];
+#pragma unroll
+			for (int u = 0; u < 8; u++) x[u] = load(*t, b, h, i + u, c);
+#pragma unroll
+			for (int u = 0; u < 8; u++) acc = __dadd_rn(acc, (double)x[u]);
+		}
+		for (; i < hi; i++) acc = __dadd_rn(acc, (double)load(*t, b, h, i, c));
+		dst[c] = hi > lo ? (float)__ddiv_rn(acc, (double)(hi - lo)) : 0.0f;
+	}
+}
+
+// s2o_qscore: thread per query (blockIdx.y = b·Hq + h) scores it against
+// its KV head's guide key (Eq. 1) and resets its Q_perm entry to itself.
+extern "C" __global__ void s2o_qscore(S2OArgs a) {
+	int bh = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= a.Nq) return;
+	int b = bh / a.Hq, h = bh % a.Hq;
+	const float* g = a.guide + (long long)(b * a.Hkv + h / (a.Hq / a.Hkv)) * a.D;
+	double s = 0.0;
+#pragma unroll 8
+	for (int c = 0; c < a.D; c++) s = __fma_rn((double)load(a.q, b, h, i, c), (double)g[c], s);
+	long long p = (long long)bh * a.Nq + i;
+	a.qkey[p] = desc_key((float)s);
+	a.qorder[p] = i;
+}
+
+#define KS_KEYS 64
+#define KS_WARPS 8
+
+// s2o_kscore: a tile of KS_KEYS keys of KV head blockIdx.y (b·Hkv + kh),
+// staged as float32; warp w takes the (query head of the group, segment)
+// pairs w, w + KS_WARPS, …, and for each ranked key of the tile writes its
+// sort key (Eq. 2) and its index at its place in the segment's key order.
+extern "C" __global__ void __launch_bounds__(KS_WARPS * 32) s2o_kscore(S2OArgs a) {
+	__shared__ float ks[KS_KEYS][128 + 1];
+	int bk = blockIdx.y, b = bk / a.Hkv, kh = bk % a.Hkv;
+	int j0 = blockIdx.x * KS_KEYS, nj = min(KS_KEYS, a.Nk - j0);
+	for (int e = threadIdx.x; e < nj * a.D; e += blockDim.x) ks[e / a.D][e % a.D] = load(a.k, b, kh, j0 + e / a.D, e % a.D);
+	__syncthreads();
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, group = a.Hq / a.Hkv;
+	for (int p = w; p < group * a.segs; p += KS_WARPS) {
+		int h = kh * group + p / a.segs, n = p % a.segs;
+		int wlo, whi;
+		s2o_window(a, n, wlo, whi);
+		// Ranked keys: j < wlo, and j ≥ whi when not causal.
+		if (j0 >= wlo && (a.causal || j0 + nj <= whi)) continue;
+		int bh = b * a.Hq + h;
+		const float* m = a.qmean + ((long long)bh * a.segs + n) * a.D;
+		double s0 = 0.0, s1 = 0.0;
+		for (int c = 0; c < a.D; c++) {
+			double mc = (double)m[c];
+			s0 = __fma_rn(mc, (double)ks[lane][c], s0);
+			s1 = __fma_rn(mc, (double)ks[lane + 32][c], s1);
+		}
+		long long base = (long long)a.kv_start[bh * a.segs + n] + (whi - wlo);
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			int jj = lane + 32 * u, j = j0 + jj;
+			if (jj >= nj) break;
+			long long r;
+			if (j < wlo) r = j;
+			else if (!a.causal && j >= whi) r = wlo + (j - whi);
+			else continue;
+			a.kkey[base + r] = desc_key((float)(u ? s1 : s0));
+			a.kv_order[base + r] = j;
+		}
+	}
+}
+
+#define SORT_THREADS 512
+#define SORT_WARPS (SORT_THREADS / 32)
+#define SORT_ITEMS 8
+#define SORT_TILE (SORT_THREADS * SORT_ITEMS)
+
+// sort_list sorts the n pairs (k0[i], i0[i]) by ascending key, stably,
+// into k0, i0, with k1, i1 as the second buffer: a least-significant-digit
+// radix sort on 8-bit digits, skipping a digit that every key shares (the
+// CPU's ranker skips the same passes; a skipped pass moves nothing). Each
+// pass walks tiles of SORT_TILE pairs in order; warp w takes the tile's
+// w-th run of 32·SORT_ITEMS pairs, ranks each pair among the equal digits
+// before it in its run (__match_any_sync), and the per-warp digit counts,
+// scanned over the warps and added to the digit's running offset, place
+// it: so equal digits keep their order within a tile and across tiles.
+__device__ void sort_list(u32* k0, int* i0, u32* k1, int* i1, int n) {
+	__shared__ int hist[4][256];
+	__shared__ int offs[256];
+	__shared__ int cnt[SORT_WARPS][256];
+	__shared__ int active[4];
+	const unsigned full = 0xffffffffu;
+	int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+	if (n < 2) return;
+	for (int x = tid; x < 4 * 256; x += SORT_THREADS) hist[x >> 8][x & 255] = 0;
+	__syncthreads();
+	for (int base = 0; base < n; base += SORT_THREADS) {
+		int pos = base + tid;
+		bool valid = pos < n;
+		u32 key = valid ? k0[pos] : 0u;
+#pragma unroll
+		for (int d = 0; d < 4; d++) {
+			int v = valid ? (int)((key >> (8 * d)) & 255u) : 256;
+			unsigned m = __match_any_sync(full, v);
+			if (valid && lane == __ffs(m) - 1) atomicAdd(&hist[d][v], __popc(m));
+		}
+	}
+	__syncthreads();
+	if (tid < 4) active[tid] = hist[tid][(k0[0] >> (8 * tid)) & 255u] != n;
+	__syncthreads();
+	int src = 0;
+	for (int d = 0; d < 4; d++) {
+		if (!active[d]) continue;
+		bool last = true;
+		for (int e = d + 1; e < 4; e++) last = last && !active[e];
+		u32* ks = src ? k1 : k0;
+		u32* kd = src ? k0 : k1;
+		int* is = src ? i1 : i0;
+		int* id = src ? i0 : i1;
+		if (w == 0) {
+			// Exclusive scan of the digit's counts, eight per lane.
+			int v[8], sum = 0;
+#pragma unroll
+			for (int j = 0; j < 8; j++) v[j] = hist[d][lane * 8 + j], sum += v[j];
+			int incl = sum;
+#pragma unroll
+			for (int o = 1; o < 32; o <<= 1) {
+				int y = __shfl_up_sync(full, incl, o);
+				if (lane >= o) incl += y;
+			}
+			int ex = incl - sum;
+#pragma unroll
+			for (int j = 0; j < 8; j++) offs[lane * 8 + j] = ex, ex += v[j];
+		}
+		__syncthreads();
+		for (int t0 = 0; t0 < n; t0 += SORT_TILE) {
+			for (int x = lane; x < 256; x += 32) cnt[w][x] = 0;
+			__syncwarp();
+			u32 kk[SORT_ITEMS];
+			int ii[SORT_ITEMS], loc[SORT_ITEMS];
+#pragma unroll
+			for (int r = 0; r < SORT_ITEMS; r++) {
+				int pos = t0 + w * (32 * SORT_ITEMS) + r * 32 + lane;
+				bool valid = pos < n;
+				kk[r] = valid ? ks[pos] : 0u;
+				ii[r] = valid ? is[pos] : 0;
+				int v = valid ? (int)((kk[r] >> (8 * d)) & 255u) : 256;
+				unsigned m = __match_any_sync(full, v);
+				int c = valid ? cnt[w][v] : 0;
+				loc[r] = c + __popc(m & ((1u << lane) - 1u));
+				__syncwarp();
+				if (valid && lane == __ffs(m) - 1) cnt[w][v] = c + __popc(m);
+				__syncwarp();
+			}
+			__syncthreads();
+			if (tid < 256) {
+				int run = offs[tid];
+				for (int x = 0; x < SORT_WARPS; x++) {
+					int c = cnt[x][tid];
+					cnt[x][tid] = run;
+					run += c;
+				}
+				offs[tid] = run;
+			}
+			__syncthreads();
+#pragma unroll
+			for (int r = 0; r < SORT_ITEMS; r++) {
+				int pos = t0 + w * (32 * SORT_ITEMS) + r * 32 + lane;
+				if (pos >= n) break;
+				int at = cnt[w][(kk[r] >> (8 * d)) & 255u] + loc[r];
+				if (!last) kd[at] = kk[r];
+				id[at] = ii[r];
+			}
+			__syncthreads();
+		}
+		src ^= 1;
+	}
+	if (src)
+		for (int x = tid; x < n; x += SORT_THREADS) i0[x] = i1[x];
+}
+
+// s2o_sort sorts list blockIdx.x = (b·Hq + h)·segs + n: the segment's
+// queries (keys == 0, into Q_perm) or its ranked keys (keys == 1, into the
+// ranked part of its key order).
+extern "C" __global__ void __launch_bounds__(SORT_THREADS) s2o_sort(S2OArgs a, int keys) {
+	int l = blockIdx.x, bh = l / a.segs, n = l % a.segs;
+	if (!keys) {
+		long long lo = (long long)bh * a.Nq + n * a.seg;
+		int len = min((n + 1) * a.seg, a.Nq) - n * a.seg;
+		sort_list(a.qkey + lo, a.qorder + lo, a.qkey2 + lo, a.qidx2 + lo, len);
+		return;
+	}
+	int wlo, whi;
+	s2o_window(a, n, wlo, whi);
+	long long base = (long long)a.kv_start[l] + (whi - wlo);
+	int len = wlo + (a.causal ? 0 : a.Nk - whi);
+	sort_list(a.kkey + base, a.kv_order + base, a.kkey2 + base, a.kidx2 + base, len);
+}

@@ -1,0 +1,197 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/method/s2o"
+	"github.com/sparseattn/sparseattn/plan"
+)
+
+// s2oPlanner is s2o.Planner on the device (kernels/plan_s2o.cu). The
+// plan's rows, Init rows, stop rule and order layout depend only on the
+// tiling (s2o.Planner.Layout): they are the runner's header, uploaded into
+// the gathering kernel's pass buffers on the first call. Each call then
+// ranks the orders in place on the device — Q_perm (S2O Eq. 1) and the
+// ranked part of every segment's key order (Eq. 2) — with scores that
+// repeat s2o.Score bit for bit and a stable sort, so the orders equal the
+// CPU planner's. Nothing proportional to N crosses PCIe per call.
+type s2oPlanner struct{ s s2o.Planner }
+
+// newS2OPlanner returns the device planner of p.
+func newS2OPlanner(p s2o.Planner) (devicePlanner, error) { return s2oPlanner{p}, nil }
+
+func (p s2oPlanner) header(t plan.Tiling) (*plan.Plan, error) {
+	if t.Geometry.D > 128 {
+		return nil, fmt.Errorf("%w: s2o on the device with D=%d; it takes up to 128", ErrUnsupported, t.Geometry.D)
+	}
+	return p.s.Layout(t)
+}
+
+func (s2oPlanner) sparse() bool { return true }
+
+// plan is not used: Runner.plan calls planPasses.
+func (s2oPlanner) plan(*driver.Ctx, *planInput) error {
+	return fmt.Errorf("%w: the s2o device planner writes the pass buffers (planPasses)", ErrUnsupported)
+}
+
+// s2oArgs mirrors struct S2OArgs in kernels/plan_s2o.cu.
+type s2oArgs struct {
+	q, k                   view
+	guide, qmean           uint64
+	qkey, qkey2, qidx2     uint64
+	qorder                 uint64
+	kkey, kkey2, kidx2     uint64
+	kvOrder, kvStart       uint64
+	b, hq, hkv, nq, nk, d  int32
+	seg, win, causal, segs int32
+}
+
+// planPasses uploads the layout into gb once, points the Init pass's key
+// orders at the main pass's (one copy, ranked once), and ranks the orders
+// for in's inputs.
+func (p s2oPlanner) planPasses(c *driver.Ctx, in *planInput, header *plan.Plan, gb *genBufs) error {
+	t := in.t
+	g := t.Geometry
+	var gp genParams
+	main := &gb.pass[1]
+	if err := uploadPass(c, main, header, &gp); err != nil {
+		return err
+	}
+	if header.Init != nil {
+		init := &gb.pass[0]
+		if init.plan != header.Init {
+			if err := uploadPass(c, init, header.Init, &gp); err != nil {
+				return err
+			}
+			if err := c.Free(init.kvOrder.ptr); err != nil {
+				return err
+			}
+			init.kvOrder = deviceBuf{}
+			init.ptrs.kvOrder = main.ptrs.kvOrder
+		}
+	}
+	segs := (g.Nq + p.s.Segment - 1) / p.s.Segment
+	heads := int64(g.B) * int64(g.Hq)
+	total := int64(len(header.Order.KV))
+	a := s2oArgs{q: in.q, k: in.k, qorder: main.ptrs.qOrder, kvOrder: main.ptrs.kvOrder, kvStart: main.ptrs.kvStart,
+		b: int32(g.B), hq: int32(g.Hq), hkv: int32(g.Hkv), nq: int32(g.Nq), nk: int32(g.Nk), d: int32(g.D),
+		seg: int32(p.s.Segment), win: int32(min(p.s.Window, g.Nq+g.Nk)), segs: int32(segs)}
+	if t.Causal {
+		a.causal = 1
+	}
+	for _, s := range []struct {
+		dst  *uint64
+		name string
+		n    int64
+	}{
+		{&a.guide, "s2o.guide", int64(g.B*g.Hkv) * int64(g.D) * 4},
+		{&a.qmean, "s2o.qmean", heads * int64(segs) * int64(g.D) * 4},
+		{&a.qkey, "s2o.qkey", heads * int64(g.Nq) * 4}, {&a.qkey2, "s2o.qkey2", heads * int64(g.Nq) * 4}, {&a.qidx2, "s2o.qidx2", heads * int64(g.Nq) * 4},
+		{&a.kkey, "s2o.kkey", total * 4}, {&a.kkey2, "s2o.kkey2", total * 4}, {&a.kidx2, "s2o.kidx2", total * 4},
+	} {
+		ptr, err := in.scratch.get(c, s.name, max(s.n, 4))
+		if err != nil {
+			return err
+		}
+		*s.dst = uint64(ptr)
+	}
+	const file = "plan_s2o.cu"
+	fn := func(name string) (driver.Function, error) { return in.e.auxFunction(c, file, name) }
+	one := func(n uint32) driver.Dim3 { return driver.Dim3{X: n, Y: 1, Z: 1} }
+	means, err := fn("s2o_means")
+	if err != nil {
+		return err
+	}
+	if err := c.Launch(means, one(uint32(int64(g.B*g.Hkv)+heads*int64(segs))), one(128), 0, driver.Arg(&a)); err != nil {
+		return err
+	}
+	perm := header.Order.Query != nil
+	if perm {
+		qscore, err := fn("s2o_qscore")
+		if err != nil {
+			return err
+		}
+		if err := c.Launch(qscore, driver.Dim3{X: uint32((g.Nq + 127) / 128), Y: uint32(heads), Z: 1}, one(128), 0, driver.Arg(&a)); err != nil {
+			return err
+		}
+	}
+	kscore, err := fn("s2o_kscore")
+	if err != nil {
+		return err
+	}
+	if err := c.Launch(kscore, driver.Dim3{X: uint32((g.Nk + 63) / 64), Y: uint32(g.B * g.Hkv), Z: 1}, one(256), 0, driver.Arg(&a)); err != nil {
+		return err
+	}
+	sort, err := fn("s2o_sort")
+	if err != nil {
+		return err
+	}
+	for keys := int32(0); keys < 2; keys++ {
+		if keys == 0 && !perm {
+			continue
+		}
+		if err := c.Launch(sort, one(uint32(heads*int64(segs))), one(512), 0, driver.Arg(&a), driver.Arg(&keys)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// downloadPasses copies the plan in gb's pass buffers back to the host:
+// header (the layout) with its rows, Init rows and orders read from the
+// device.
+func downloadPasses(c *driver.Ctx, header *plan.Plan, gb *genBufs) (*plan.Plan, error) {
+	p, err := downloadPass(c, header, &gb.pass[1])
+	if err != nil {
+		return nil, err
+	}
+	if header.Init != nil {
+		if p.Init, err = downloadPass(c, header.Init, &gb.pass[0]); err != nil {
+			return nil, fmt.Errorf("Init plan: %w", err)
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("device plan: %w", err)
+	}
+	return p, nil
+}
+
+// downloadPass reads one pass's rows and orders, shaped as h, from pb.
+func downloadPass(c *driver.Ctx, h *plan.Plan, pb *passBufs) (*plan.Plan, error) {
+	if pb.plan != h {
+		return nil, fmt.Errorf("%w: the pass buffers hold another plan", plan.ErrInvalid)
+	}
+	p := *h
+	starts := make([]int32, len(h.RowStart))
+	if err := driver.CopyOut(c, starts, driver.Ptr(pb.ptrs.rowStart)); err != nil {
+		return nil, err
+	}
+	p.RowStart = make([]int, len(starts))
+	for i, s := range starts {
+		p.RowStart[i] = int(s)
+	}
+	p.KVBlock = make([]int32, len(h.KVBlock))
+	if len(p.KVBlock) > 0 {
+		if err := driver.CopyOut(c, p.KVBlock, driver.Ptr(pb.ptrs.kvBlock)); err != nil {
+			return nil, err
+		}
+	}
+	if o := h.Order; o != nil {
+		no := *o
+		for _, x := range []struct {
+			dst *[]int32
+			src uint64
+		}{{&no.Query, pb.ptrs.qOrder}, {&no.KV, pb.ptrs.kvOrder}} {
+			if len(*x.dst) == 0 {
+				continue
+			}
+			*x.dst = make([]int32, len(*x.dst))
+			if err := driver.CopyOut(c, *x.dst, driver.Ptr(x.src)); err != nil {
+				return nil, err
+			}
+		}
+		p.Order = &no
+	}
+	return &p, nil
+}

@@ -1,0 +1,59 @@
+package selftest
+
+import (
+	"slices"
+
+	"github.com/sparseattn/sparseattn/method/s2o"
+	"github.com/sparseattn/sparseattn/plan"
+)
+
+// s2oPlanners are the S2O configurations the device planner is checked
+// with: Q_perm with the CLI's τ, exact (τ = 0) with a local window, and
+// the fused NoQueryPerm variant with a window that is no multiple of a
+// block. Segments are multiples of every shape's BlockQ.
+func s2oPlanners() []plan.Planner {
+	return []plan.Planner{
+		s2o.Planner{Segment: 256, Tau: 0.005},
+		s2o.Planner{Segment: 512, Tau: 0, Window: 128},
+		s2o.Planner{Segment: 256, Tau: 0.005, Window: 100, NoQueryPerm: true},
+	}
+}
+
+// ordersDiffer counts what differs between the CPU plan want and the
+// device plan got beyond the main rows (which the caller compares): each
+// head row's query order, each key order, the key-order starts and row
+// map, the stop rule, and the Init plan's rows and orders the same way.
+// Plans without orders, stop rule or Init plan give 0.
+func ordersDiffer(want, got *plan.Plan) int {
+	n := 0
+	if (want.Stop == nil) != (got.Stop == nil) || want.Stop != nil && (want.Stop.Tau != got.Stop.Tau || want.Stop.After != got.Stop.After || !slices.Equal(want.Stop.RowAfter, got.Stop.RowAfter)) {
+		n++
+	}
+	wo, gor := want.Order, got.Order
+	switch {
+	case wo == nil && gor == nil:
+	case wo == nil || gor == nil || !slices.Equal(wo.KVStart, gor.KVStart) || !slices.Equal(wo.RowKV, gor.RowKV) || len(wo.Query) != len(gor.Query) || len(wo.KV) != len(gor.KV):
+		n++
+	default:
+		g := want.Geometry
+		for i := 0; i+g.Nq <= len(wo.Query) && g.Nq > 0; i += g.Nq {
+			if !slices.Equal(wo.Query[i:i+g.Nq], gor.Query[i:i+g.Nq]) {
+				n++
+			}
+		}
+		for o := range len(wo.KVStart) - 1 {
+			if !slices.Equal(wo.KV[wo.KVStart[o]:wo.KVStart[o+1]], gor.KV[wo.KVStart[o]:wo.KVStart[o+1]]) {
+				n++
+			}
+		}
+	}
+	wi, gi := want.Init, got.Init
+	switch {
+	case wi == nil && gi == nil:
+	case wi == nil || gi == nil || !slices.Equal(wi.RowStart, gi.RowStart) || !slices.Equal(wi.KVBlock, gi.KVBlock):
+		n++
+	default:
+		n += ordersDiffer(wi, gi)
+	}
+	return n
+}
