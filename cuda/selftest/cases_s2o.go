@@ -1,6 +1,7 @@
 package selftest
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/sparseattn/sparseattn/method/s2o"
@@ -17,6 +18,20 @@ func s2oPlanners() []plan.Planner {
 		s2o.Planner{Segment: 512, Tau: 0, Window: 128},
 		s2o.Planner{Segment: 256, Tau: 0.005, Window: 100, NoQueryPerm: true},
 	}
+}
+
+// caseName names p's cases: the planner's name, with S2O's segment, τ,
+// window and variant, which tell its three configurations apart.
+func caseName(p plan.Planner) string {
+	s, ok := p.(s2o.Planner)
+	if !ok {
+		return p.Name()
+	}
+	name := fmt.Sprintf("s2o S=%d τ=%g W=%d", s.Segment, s.Tau, s.Window)
+	if s.NoQueryPerm {
+		name += " noqperm"
+	}
+	return name
 }
 
 // ordersDiffer counts what differs between the CPU plan want and the

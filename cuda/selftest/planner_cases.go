@@ -40,9 +40,9 @@ func PlannerCases() []PlannerCase {
 	var cs []PlannerCase
 	for _, p := range planners {
 		for _, s := range shapes() {
-			cs = append(cs, PlannerCase{Name: p.Name() + "/" + s.Name, Planner: p, Case: s})
+			cs = append(cs, PlannerCase{Name: caseName(p) + "/" + s.Name, Planner: p, Case: s})
 		}
-		cs = append(cs, PlannerCase{Name: p.Name() + "/" + llmShape.Name, Planner: p, Case: llmShape, Workload: workload.LLM})
+		cs = append(cs, PlannerCase{Name: caseName(p) + "/" + llmShape.Name, Planner: p, Case: llmShape, Workload: workload.LLM})
 	}
 	return cs
 }
