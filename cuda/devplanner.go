@@ -7,6 +7,7 @@ import (
 	"github.com/sparseattn/sparseattn/method/flexprefill"
 	"github.com/sparseattn/sparseattn/method/minference"
 	"github.com/sparseattn/sparseattn/method/oracle"
+	"github.com/sparseattn/sparseattn/method/psa"
 	"github.com/sparseattn/sparseattn/method/s2o"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/method/unisparse"
@@ -131,6 +132,10 @@ func devicePlannerFor(p plan.Planner) (devicePlanner, error) {
 		return newMinferencePlanner(m)
 	case *minference.Planner:
 		return newMinferencePlanner(*m)
+	case psa.Planner:
+		return newPsaPlanner(m)
+	case *psa.Planner:
+		return newPsaPlanner(*m)
 	case oracle.Planner:
 		return newOraclePlanner(m)
 	case *oracle.Planner:

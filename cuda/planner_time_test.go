@@ -13,6 +13,7 @@ import (
 	"github.com/sparseattn/sparseattn/method/flexprefill"
 	"github.com/sparseattn/sparseattn/method/minference"
 	"github.com/sparseattn/sparseattn/method/oracle"
+	"github.com/sparseattn/sparseattn/method/psa"
 	"github.com/sparseattn/sparseattn/method/s2o"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/method/unisparse"
@@ -35,6 +36,7 @@ func benchPlanners() []plan.Planner {
 		oracle.Planner{CDF: 0.95},
 		s2o.Planner{Segment: 512, Tau: 0.005},  // the CLI's defaults
 		s2o.Planner{Segment: 2048, Tau: 0.005}, // the paper's segment at 128K
+		psa.Planner{Scale: psa.DefaultScale},   // sampling, threshold, the paper's thresholds scaled
 	}
 }
 

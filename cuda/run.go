@@ -19,8 +19,16 @@ type job struct {
 	order    []int32      // launch order of the plan rows, or nil
 	dt       tensor.DType // the 16-bit type the inputs were staged in
 	params   *kernelParams
-	maps     *wsMaps  // the warp-specialized kernel's tensor maps, set by upload
-	gen      *genBufs // the gathering kernel's buffers; nil means the engine's
+	maps     *wsMaps       // the warp-specialized kernel's tensor maps, set by upload
+	gen      *genBufs      // the gathering kernel's buffers; nil means the engine's
+	levels   *deviceLevels // per-entry levels a device planner wrote, or nil
+}
+
+// deviceLevels locates the per-entry levels of a device plan (a
+// levelPlanner's) and the coarsest level they may hold.
+type deviceLevels struct {
+	ptr uint64
+	top plan.Level
 }
 
 // prepare validates the inputs against the plan and the kernel and stages

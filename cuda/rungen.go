@@ -222,7 +222,11 @@ func (e *Engine) launchGen(c *driver.Ctx, j *job, gb *genBufs) error {
 	p, g := j.p, j.p.Geometry
 	gp := genParams{kernelParams: *j.params, kBlocks: int32(p.KBlocks())}
 	gp.order, gp.split = 0, 1
-	if top := maxPlanLevel(p); top > plan.Full {
+	top := maxPlanLevel(p)
+	if j.levels != nil {
+		top = max(top, j.levels.top)
+	}
+	if top > plan.Full {
 		if err := e.buildPyramid(c, j, top, &gp, gb); err != nil {
 			return err
 		}
@@ -250,7 +254,10 @@ func (e *Engine) launchGen(c *driver.Ctx, j *job, gb *genBufs) error {
 			return err
 		}
 	}
-	if err := uploadPass(c, &gb.pass[1], p, &gp); err != nil {
+	if j.levels != nil {
+		// A device plan: its CSR arrays are j.params', its levels here.
+		gp.level = j.levels.ptr
+	} else if err := uploadPass(c, &gb.pass[1], p, &gp); err != nil {
 		return err
 	}
 	return e.launchPass(c, j.v, p, &gp)

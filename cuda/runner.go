@@ -146,7 +146,15 @@ func (r *Runner) variant(out tensor.DType) (variant, error) {
 	// gathering kernel runs; device plans carry neither.
 	_, fixed := r.planner.(fixedPlanner)
 	_, passes := r.planner.(passPlanner)
-	v, err := r.e.variantWith(r.header, in, r.planner.sparse(), !dyn, fixed || passes)
+	hdr := r.header
+	if lp, ok := r.pooled(); ok {
+		// The device plan's levels: the gathering kernel, as for a host
+		// plan that pools.
+		shape := *hdr
+		shape.Level = []plan.Level{lp.topLevel()}
+		hdr, fixed = &shape, true
+	}
+	v, err := r.e.variantWith(hdr, in, r.planner.sparse(), !dyn, fixed || passes)
 	if err != nil {
 		return v, err
 	}
@@ -164,6 +172,19 @@ func (r *Runner) variant(out tensor.DType) (variant, error) {
 		}
 	}
 	return v, nil
+}
+
+// levelsOn reports whether the runner's plans carry device levels.
+func (r *Runner) levelsOn() bool {
+	_, ok := r.pooled()
+	return ok
+}
+
+// pooled returns the runner's planner as a levelPlanner when its plans
+// may pool (more than one level).
+func (r *Runner) pooled() (levelPlanner, bool) {
+	lp, ok := r.planner.(levelPlanner)
+	return lp, ok && lp.topLevel() > plan.Full
 }
 
 // Close frees the runner's device memory. Later calls return an error.
@@ -307,7 +328,7 @@ func (r *Runner) finish(c *driver.Ctx, rep *Report, planned bool) error {
 		}
 		rep.PlanMS = float64(ms)
 	}
-	if gen, _ := needsGen(r.header); gen {
+	if gen, _ := needsGen(r.header); gen || r.levelsOn() {
 		rep.Stats, err = readGenStats(c, r.bufs.counters.ptr, r.header, r.dense)
 	} else {
 		rep.Stats, err = readStats(c, r.bufs.counters.ptr, r.header, r.dense)
@@ -419,6 +440,13 @@ func (r *Runner) execute(c *driver.Ctx, q, k, v, out *Tensor) (Report, error) {
 	}
 	if vr.ws && vr.dynamic && r.e.order == OrderAuto {
 		j.params.order = uint64(b.order.ptr)
+	}
+	if lp, ok := r.pooled(); ok {
+		lv, err := b.scratch.get(c, levelsScratch, max(r.dense, 1))
+		if err != nil {
+			return Report{}, err
+		}
+		j.levels = &deviceLevels{ptr: uint64(lv), top: lp.topLevel()}
 	}
 	if vr.ws {
 		if j.maps, err = encodeMaps(c, j); err != nil {

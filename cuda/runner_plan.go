@@ -66,6 +66,15 @@ func (r *Runner) plan(c *driver.Ctx, q, k, v *Tensor) error {
 			return err
 		}
 	}
+	if lp, ok := r.pooled(); ok {
+		lv, err := b.scratch.get(c, levelsScratch, max(r.dense, 1))
+		if err != nil {
+			return err
+		}
+		if err := lp.levels(c, in, b.rowStart.ptr, lv); err != nil {
+			return fmt.Errorf("planning %s on the device: levels: %w", r.name, err)
+		}
+	}
 	r.planned = true
 	return nil
 }
@@ -96,6 +105,7 @@ func (r *Runner) DownloadPlan(ctx context.Context) (*plan.Plan, error) {
 	rows := r.t.Geometry.B * r.t.Geometry.Hq * qBlocks(r.t)
 	starts := make([]int32, rows+1)
 	var kv []int32
+	var lv []uint8 // per-entry levels of a levelPlanner's plan
 	err := r.e.dev.Do(ctx, func(c *driver.Ctx) error {
 		if err := c.Sync(); err != nil {
 			return err
@@ -104,7 +114,18 @@ func (r *Runner) DownloadPlan(ctx context.Context) (*plan.Plan, error) {
 			return err
 		}
 		kv = make([]int32, starts[rows])
-		return driver.CopyOut(c, kv, r.bufs.kvBlock.ptr)
+		if err := driver.CopyOut(c, kv, r.bufs.kvBlock.ptr); err != nil {
+			return err
+		}
+		if _, ok := r.pooled(); ok && len(kv) > 0 {
+			lp, err := r.bufs.scratch.get(c, levelsScratch, max(r.dense, 1))
+			if err != nil {
+				return err
+			}
+			lv = make([]uint8, len(kv))
+			return driver.CopyOut(c, lv, lp)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -115,6 +136,12 @@ func (r *Runner) DownloadPlan(ctx context.Context) (*plan.Plan, error) {
 		p.RowStart[i] = int(s)
 	}
 	p.KVBlock = kv
+	if lv != nil {
+		p.Level = make([]plan.Level, len(lv))
+		for i, l := range lv {
+			p.Level[i] = plan.Level(l)
+		}
+	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("device plan: %w", err)
 	}

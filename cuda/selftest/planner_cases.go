@@ -34,7 +34,7 @@ func PlannerCases() []PlannerCase {
 		plan.DensePlanner{},
 		window.Planner{Sink: 64, Window: 256},
 	}
-	for _, more := range [][]plan.Planner{spargePlanners(), unisparsePlanners(), xattnPlanners(), flexprefillPlanners(), minferencePlanners(), oraclePlanners(), s2oPlanners()} {
+	for _, more := range [][]plan.Planner{spargePlanners(), unisparsePlanners(), xattnPlanners(), flexprefillPlanners(), minferencePlanners(), oraclePlanners(), s2oPlanners(), psaPlanners()} {
 		planners = append(planners, more...)
 	}
 	var cs []PlannerCase

@@ -1,0 +1,574 @@
+// The PSA planner on the device (package method/psa; Li et al., "PSA:
+// Pyramid Sparse Attention", §3.3 and App. B.1). The steps, one kernel
+// each:
+//
+//   psa_tokens   the first token of each estimator row (a sampled query, or
+//                a Stride-token query group) and column (a sampled key, or
+//                a key group), -1 for padding. Sampling repeats the CPU's
+//                draw bit for bit: Go's math/rand/v2 PCG (a 128-bit LCG
+//                with the DXSM output mix), Rand.IntN and a partial
+//                Fisher–Yates shuffle.
+//   psa_gather   those rows as 16-bit operands of width W (D, or Stride·D
+//                with query slot k holding token t+k and key slot s token
+//                t+Stride−1−s, zero past the block: the antidiagonal).
+//   psa_score    per plan row, the rows' logits against every visible
+//                column on the tensor cores (mma.sync m16n8k16, bf16,
+//                float32 accumulation; non-bf16 inputs as bf16 high and low
+//                halves, three products), per 64-column tile the rows'
+//                maximum and exp-sum and per unit of min(CP, 64) columns
+//                the maximum logit (Sampling) or exp-sum (Antidiagonal);
+//                then the block importance: the largest softmax weight of
+//                the block (PSA Eq. 4) or the summed weight (XAttention's
+//                scoring), in float64.
+//   psa_caps     the similarity cap (Algorithm 3) in canonical float64, bit
+//                for bit the CPU's.
+//   psa_assign   Algorithm 2 (threshold) or the quantile rule, the cap and
+//                the causal rule, bit for bit the CPU's given the
+//                importance; writes the row's blocks and their levels.
+//   psa_levels   the levels compacted into the CSR order, after csr_scan.
+
+#define PSA_T 256   // threads of psa_score and psa_assign
+#define PSA_TC 64   // columns of a logit tile
+#define PSA_KC 64   // k chunk of the staged key tile
+#define PSA_KP (PSA_KC + 8) // its pitch in elements: fragment loads hit distinct banks
+#define PSA_NEG_INF __int_as_float(0xff800000)
+
+// PsaArgs mirrors cuda.psaArgs on the Go side.
+struct PsaArgs {
+	u16 *qh, *ql;       // [B·Hq·QB·RQ][Wp] (ql: low halves, split only)
+	u16 *kh, *kl;       // [B·Hkv·KB·CP][Wp]
+	int *qtok, *ktok;   // first token of each row and column, -1 for padding
+	double* imp;        // [rows][KB]
+	float* work;        // per CTA slot: E [RQ][UN], MT [RQ][NT], ST [RQ][NT]
+	unsigned char* cap; // [B·Hkv·KB], or null
+	unsigned char* lvl; // [rows][KB]: the listed blocks' levels
+	double cuts[8];
+	double sim[7];
+	u64 seed;
+	int est, rule, H, S;
+	int sq, sk;         // Sampling's draws per block
+	int RQ, CP, W, Wp;  // rows per query block, columns per KV block (a power of two), width, padded width
+	int UN, NT;         // units and tiles of the longest row
+	int split, slots;
+	float lscale;       // logit = dot · lscale
+};
+
+// ---- Go's math/rand/v2 PCG-DXSM and Rand.IntN (64-bit platforms) ----
+
+struct Pcg {
+	u64 hi, lo;
+};
+
+__device__ __forceinline__ u64 pcg_next(Pcg& p) {
+	const u64 mulHi = 2549297995355413924ull, mulLo = 4865540595714422341ull;
+	const u64 incHi = 6364136223846793005ull, incLo = 1442695040888963407ull;
+	u64 hi = __umul64hi(p.lo, mulLo), lo = p.lo * mulLo;
+	hi += p.hi * mulLo + p.lo * mulHi;
+	u64 l2 = lo + incLo;
+	u64 c = l2 < lo ? 1ull : 0ull;
+	hi = hi + incHi + c;
+	p.lo = l2;
+	p.hi = hi;
+	const u64 cheapMul = 0xda942042e4dd58b5ull;
+	hi ^= hi >> 32;
+	hi *= cheapMul;
+	hi ^= hi >> 48;
+	hi *= (l2 | 1ull);
+	return hi;
+}
+
+// pcg_intn is Rand.IntN(n): a mask for powers of two, else Lemire's
+// multiply with rejection, as rand.uint64n.
+__device__ __forceinline__ u64 pcg_intn(Pcg& p, u64 n) {
+	if ((n & (n - 1)) == 0) return pcg_next(p) & (n - 1);
+	u64 x = pcg_next(p);
+	u64 hi = __umul64hi(x, n), lo = x * n;
+	if (lo < n) {
+		u64 thresh = (0ull - n) % n;
+		while (lo < thresh) {
+			x = pcg_next(p);
+			hi = __umul64hi(x, n);
+			lo = x * n;
+		}
+	}
+	return hi;
+}
+
+// psa_tokens writes the first tokens of the rows (side 0: queries, per
+// (b, h, qb)) or columns (side 1: keys, per (b, kh, kb)) of one block per
+// thread: Sampling's draw (estimator.sample with the stream of
+// estimator.rng), or the Stride-token groups.
+extern "C" __global__ void psa_tokens(const PlanArgs a, const PsaArgs s, int side) {
+	const int nb = side == 0 ? (a.Nq + a.bq - 1) / a.bq : (a.Nk + a.bk - 1) / a.bk;
+	const int heads = side == 0 ? a.Hq : a.Hkv;
+	const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= (long long)a.B * heads * nb) return;
+	const int blk = (int)(i % nb), bh = (int)(i / nb), b = bh / heads, h = bh % heads;
+	const int bs = side == 0 ? a.bq : a.bk, N = side == 0 ? a.Nq : a.Nk;
+	const int lo = blk * bs, n = min(lo + bs, N) - lo;
+	const int per = side == 0 ? s.RQ : s.CP;
+	int* out = (side == 0 ? s.qtok : s.ktok) + i * per;
+	int cnt = 0;
+	if (s.est == 0) {
+		const int want = side == 0 ? s.sq : s.sk;
+		int perm[256];
+		for (int j = 0; j < n; j++) perm[j] = j;
+		if (want >= n) {
+			cnt = n;
+		} else {
+			Pcg p;
+			p.hi = s.seed;
+			p.lo = ((u64)side << 60) ^ ((u64)b << 40) ^ ((u64)h << 20) ^ (u64)blk;
+			for (int j = 0; j < want; j++) {
+				int k = j + (int)pcg_intn(p, (u64)(n - j));
+				int x = perm[j];
+				perm[j] = perm[k];
+				perm[k] = x;
+			}
+			cnt = want;
+		}
+		for (int j = 0; j < per; j++) out[j] = j < cnt ? lo + perm[j] : -1;
+	} else {
+		for (int j = 0; j < per; j++) out[j] = j * s.S < n ? lo + j * s.S : -1;
+	}
+}
+
+// psa_gather writes the 16-bit operand rows, one thread per (row, element
+// pair); side 0 the query rows, 1 the key columns.
+extern "C" __global__ void psa_gather(const PlanArgs a, const PsaArgs s, View x, int side) {
+	const int nb = side == 0 ? (a.Nq + a.bq - 1) / a.bq : (a.Nk + a.bk - 1) / a.bk;
+	const int heads = side == 0 ? a.Hq : a.Hkv;
+	const int per = side == 0 ? s.RQ : s.CP;
+	const long long rows = (long long)a.B * heads * nb * per;
+	const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= rows * s.Wp) return;
+	const int e = (int)(i % s.Wp);
+	const long long r = i / s.Wp;
+	const int bh = (int)(r / ((long long)nb * per)), blk = (int)((r / per) % nb);
+	const int b = bh / heads, h = bh % heads;
+	const int t = (side == 0 ? s.qtok : s.ktok)[r];
+	const int bs = side == 0 ? a.bq : a.bk, N = side == 0 ? a.Nq : a.Nk;
+	const int bhi = min((blk + 1) * bs, N);
+	float v = 0.0f;
+	if (t >= 0 && e < s.W) {
+		const int slot = e / a.D, d = e % a.D;
+		const int tok = s.est == 0 ? t : (side == 0 ? t + slot : t + s.S - 1 - slot);
+		if (tok < bhi) v = load(x, b, h, tok, d);
+	}
+	u32 hb;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hb) : "f"(0.0f), "f"(v));
+	u16* hi = side == 0 ? s.qh : s.kh;
+	hi[i] = (u16)hb;
+	if (s.split) {
+		u32 lb;
+		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lb) : "f"(0.0f), "f"(v - __uint_as_float(hb << 16)));
+		(side == 0 ? s.ql : s.kl)[i] = (u16)lb;
+	}
+}
+
+__device__ __forceinline__ void psa_mma(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float psa_f(u16 x) { return __uint_as_float(((u32)x) << 16); }
+
+// psa_partial is the logit of a query group and a key group on the causal
+// diagonal: the sum over the antidiagonal pairs that are visible
+// (estimator.antidiagonal), -inf when none is. qs is the query row in
+// shared memory (pitch Wp + 8, hi then lo), kc the key column's index.
+__device__ float psa_partial(const PlanArgs& a, const PsaArgs& s, const u16* qsh, const u16* qsl, long long kc, int qt, int kt, int qhi, int khi) {
+	const int off = a.Nk - a.Nq;
+	float sum = 0.0f;
+	bool any = false;
+	for (int k = 0; k < min(s.S, qhi - qt); k++) {
+		const int j = kt + s.S - 1 - k;
+		if (j >= khi || j > qt + k + off) continue;
+		any = true;
+		const u16* kh = s.kh + kc * s.Wp + k * a.D;
+		for (int d = 0; d < a.D; d++) {
+			float qv = psa_f(qsh[k * a.D + d]), kv = psa_f(kh[d]);
+			sum += qv * kv;
+			if (s.split) {
+				const u16* kl = s.kl + kc * s.Wp + k * a.D;
+				sum += qv * psa_f(kl[d]) + psa_f(qsl[k * a.D + d]) * kv;
+			}
+		}
+	}
+	return any ? sum * s.lscale : PSA_NEG_INF;
+}
+
+// psa_score computes the block importance of plan rows, a CTA per row at
+// a time (rows heaviest first), with its slot of s.work as scratch.
+extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, const PsaArgs s) {
+	extern __shared__ __align__(16) unsigned char smem[];
+	__shared__ float wred[PSA_T / 32][128];
+	__shared__ float smt[128], srs[128];
+	__shared__ int sqt[128];
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+	const int QP = s.Wp + 8;
+	u16* qsh = (u16*)smem;                       // [RQ][QP]
+	u16* qsl = qsh + s.RQ * QP;                  // split only
+	u16* ksh = qsh + (s.split ? 2 : 1) * s.RQ * QP; // [PSA_TC][PSA_KP]
+	u16* ksl = ksh + PSA_TC * PSA_KP;
+	const int KB = a.stride, QB = a.q_blocks, off = a.Nk - a.Nq;
+	const int na = s.RQ / 16, CPu = min(s.CP, PSA_TC), upt = PSA_TC / CPu;
+	float* E = s.work + (long long)blockIdx.x * s.RQ * (s.UN + 2 * s.NT);
+	float* MT = E + (long long)s.RQ * s.UN;
+	float* ST = MT + (long long)s.RQ * s.NT;
+	const int BH = a.B * a.Hq;
+	for (int w = blockIdx.x; w < a.rows; w += gridDim.x) {
+		const int qb = QB - 1 - w / BH, bh = w % BH, b = bh / a.Hq, h = bh % a.Hq, kh = h / (a.Hq / a.Hkv);
+		const long long row = (long long)bh * QB + qb;
+		const int nvis = visible_blocks(a, qb), ncols = nvis * s.CP, ntiles = (ncols + PSA_TC - 1) / PSA_TC;
+		const int qhi = min((qb + 1) * a.bq, a.Nq);
+		const long long q0 = ((long long)bh * QB + qb) * s.RQ;              // first estimator row
+		const long long k0 = (long long)(b * a.Hkv + kh) * KB * s.CP;      // first key column of the head
+		__syncthreads(); // the previous row is done with the shared tables
+		if (tid < s.RQ) sqt[tid] = s.qtok[q0 + tid];
+		// Stage the query rows, 16 bytes at a time.
+		const int pieces = s.RQ * (s.Wp / 8);
+		for (int p = tid; p < pieces; p += PSA_T) {
+			const int r = p / (s.Wp / 8), c = (p % (s.Wp / 8)) * 8;
+			*reinterpret_cast<uint4*>(qsh + r * QP + c) = *reinterpret_cast<const uint4*>(s.qh + (q0 + r) * s.Wp + c);
+			if (s.split) *reinterpret_cast<uint4*>(qsl + r * QP + c) = *reinterpret_cast<const uint4*>(s.ql + (q0 + r) * s.Wp + c);
+		}
+		for (int tile = 0; tile < ntiles; tile++) {
+			float acc[8][4];
+#pragma unroll
+			for (int x = 0; x < 8; x++) acc[x][0] = acc[x][1] = acc[x][2] = acc[x][3] = 0.0f;
+			const int c0 = tile * PSA_TC;
+			for (int kc = 0; kc < s.Wp; kc += PSA_KC) {
+				__syncthreads(); // the staged key chunk is free (and the query rows are in)
+				for (int p = tid; p < PSA_TC * (PSA_KC / 8); p += PSA_T) {
+					const int r = p / (PSA_KC / 8), c = (p % (PSA_KC / 8)) * 8;
+					const long long src = (k0 + min(c0 + r, KB * s.CP - 1)) * s.Wp + kc + c;
+					*reinterpret_cast<uint4*>(ksh + r * PSA_KP + c) = *reinterpret_cast<const uint4*>(s.kh + src);
+					if (s.split) *reinterpret_cast<uint4*>(ksl + r * PSA_KP + c) = *reinterpret_cast<const uint4*>(s.kl + src);
+				}
+				__syncthreads();
+#pragma unroll
+				for (int kk = 0; kk < PSA_KC; kk += 16) {
+					const u16* kb = ksh + (warp * 8 + g) * PSA_KP + kk + 2 * t;
+					const u32 b0 = *reinterpret_cast<const u32*>(kb), b1 = *reinterpret_cast<const u32*>(kb + 8);
+					u32 l0 = 0, l1 = 0;
+					if (s.split) {
+						const u16* kl = ksl + (warp * 8 + g) * PSA_KP + kk + 2 * t;
+						l0 = *reinterpret_cast<const u32*>(kl);
+						l1 = *reinterpret_cast<const u32*>(kl + 8);
+					}
+#pragma unroll
+					for (int x = 0; x < 8; x++) {
+						if (x >= na) break;
+						const u16* qa = qsh + (x * 16 + g) * QP + kc + kk + 2 * t;
+						const u32 a0 = *reinterpret_cast<const u32*>(qa), a1 = *reinterpret_cast<const u32*>(qa + 8 * QP);
+						const u32 a2 = *reinterpret_cast<const u32*>(qa + 8), a3 = *reinterpret_cast<const u32*>(qa + 8 * QP + 8);
+						psa_mma(acc[x], a0, a1, a2, a3, b0, b1);
+						if (s.split) {
+							psa_mma(acc[x], a0, a1, a2, a3, l0, l1);
+							const u16* ql = qsl + (x * 16 + g) * QP + kc + kk + 2 * t;
+							psa_mma(acc[x], *reinterpret_cast<const u32*>(ql), *reinterpret_cast<const u32*>(ql + 8 * QP),
+							        *reinterpret_cast<const u32*>(ql + 8), *reinterpret_cast<const u32*>(ql + 8 * QP + 8), b0, b1);
+						}
+					}
+				}
+			}
+			// Logits with the masks: padding, invisible blocks, causal
+			// tokens (Sampling) or antidiagonal pairs (Antidiagonal).
+#pragma unroll
+			for (int x = 0; x < 8; x++) {
+				if (x >= na) break;
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					const int r = x * 16 + g + 8 * hf, qt = sqt[r];
+#pragma unroll
+					for (int e = 0; e < 2; e++) {
+						const int col = c0 + warp * 8 + 2 * t + e;
+						const int kt = col < ncols ? s.ktok[k0 + col] : -1;
+						float l = acc[x][2 * hf + e] * s.lscale;
+						if (qt < 0 || kt < 0) {
+							l = PSA_NEG_INF;
+						} else if (s.est == 0) {
+							if (a.causal && kt > qt + off) l = PSA_NEG_INF;
+						} else {
+							const int khi = min((kt / a.bk + 1) * a.bk, a.Nk);
+							const int qn = min(s.S, qhi - qt), kn = min(s.S, khi - kt);
+							if (qn + kn <= s.S) l = PSA_NEG_INF;
+							else if (a.causal && kt + s.S - 1 > qt + off) l = psa_partial(a, s, qsh + r * QP, qsl + r * QP, k0 + col, qt, kt, qhi, khi);
+						}
+						acc[x][2 * hf + e] = l;
+					}
+				}
+			}
+			// Row maxima of the tile; Sampling's unit maxima below 8 columns.
+#pragma unroll
+			for (int x = 0; x < 8; x++) {
+				if (x >= na) break;
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					const int r = x * 16 + g + 8 * hf;
+					float m = fmaxf(acc[x][2 * hf], acc[x][2 * hf + 1]);
+					if (s.est == 0 && CPu == 1) {
+						const int u = (c0 + warp * 8 + 2 * t) / CPu;
+						E[(long long)r * s.UN + u] = acc[x][2 * hf];
+						E[(long long)r * s.UN + u + 1] = acc[x][2 * hf + 1];
+					}
+					if (s.est == 0 && CPu == 2) E[(long long)r * s.UN + (c0 + warp * 8 + 2 * t) / 2] = m;
+					m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+					if (s.est == 0 && CPu == 4 && (t & 1) == 0) E[(long long)r * s.UN + (c0 + warp * 8 + 2 * t) / 4] = m;
+					m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+					if (t == 0) wred[warp][r] = m;
+				}
+			}
+			__syncthreads();
+			if (tid < s.RQ) {
+				float m = PSA_NEG_INF;
+				for (int x = 0; x < PSA_T / 32; x++) m = fmaxf(m, wred[x][tid]);
+				smt[tid] = m;
+				MT[(long long)tid * s.NT + tile] = m;
+				if (s.est == 0 && CPu >= 8) {
+					const int wpu = CPu / 8; // warps per unit
+					for (int u = 0; u < upt; u++) {
+						float um = PSA_NEG_INF;
+						for (int x = u * wpu; x < (u + 1) * wpu; x++) um = fmaxf(um, wred[x][tid]);
+						E[(long long)tid * s.UN + tile * upt + u] = um;
+					}
+				}
+			}
+			__syncthreads();
+			// Exp-sums relative to the tile maximum; Antidiagonal's unit
+			// sums below 8 columns.
+#pragma unroll
+			for (int x = 0; x < 8; x++) {
+				if (x >= na) break;
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					const int r = x * 16 + g + 8 * hf;
+					const float mt = smt[r];
+					const float p0 = acc[x][2 * hf] == PSA_NEG_INF ? 0.0f : expf(acc[x][2 * hf] - mt);
+					const float p1 = acc[x][2 * hf + 1] == PSA_NEG_INF ? 0.0f : expf(acc[x][2 * hf + 1] - mt);
+					if (s.est == 1 && CPu == 1) {
+						const int u = c0 + warp * 8 + 2 * t;
+						E[(long long)r * s.UN + u] = p0;
+						E[(long long)r * s.UN + u + 1] = p1;
+					}
+					float sum = p0 + p1;
+					if (s.est == 1 && CPu == 2) E[(long long)r * s.UN + (c0 + warp * 8 + 2 * t) / 2] = sum;
+					sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+					if (s.est == 1 && CPu == 4 && (t & 1) == 0) E[(long long)r * s.UN + (c0 + warp * 8 + 2 * t) / 4] = sum;
+					sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+					if (t == 0) wred[warp][r] = sum;
+				}
+			}
+			__syncthreads();
+			if (tid < s.RQ) {
+				float sum = 0.0f;
+				for (int x = 0; x < PSA_T / 32; x++) sum += wred[x][tid];
+				ST[(long long)tid * s.NT + tile] = sum;
+				if (s.est == 1 && CPu >= 8) {
+					const int wpu = CPu / 8;
+					for (int u = 0; u < upt; u++) {
+						float us = 0.0f;
+						for (int x = u * wpu; x < (u + 1) * wpu; x++) us += wred[x][tid];
+						E[(long long)tid * s.UN + tile * upt + u] = us;
+					}
+				}
+			}
+			// The next tile's first __syncthreads orders these reads before
+			// wred is written again.
+		}
+		__syncthreads();
+		// Each row's maximum and sum over all tiles.
+		if (tid < s.RQ) {
+			float m = PSA_NEG_INF;
+			for (int x = 0; x < ntiles; x++) m = fmaxf(m, MT[(long long)tid * s.NT + x]);
+			float l = 0.0f;
+			if (m != PSA_NEG_INF)
+				for (int x = 0; x < ntiles; x++) {
+					const float mx = MT[(long long)tid * s.NT + x];
+					if (mx != PSA_NEG_INF) l += ST[(long long)tid * s.NT + x] * expf(mx - m);
+				}
+			smt[tid] = m;
+			srs[tid] = l;
+		}
+		__syncthreads();
+		// Block importance: the largest weight (Sampling) or the summed
+		// weight (Antidiagonal) of the block's columns over the rows.
+		const int upb = s.CP / CPu; // units per block
+		for (int kb = tid; kb < nvis; kb += PSA_T) {
+			double v = 0.0;
+			for (int r = 0; r < s.RQ; r++) {
+				const float m = smt[r];
+				if (m == PSA_NEG_INF) continue;
+				const double sum = (double)srs[r];
+				for (int u = kb * upb; u < (kb + 1) * upb; u++) {
+					const float x = E[(long long)r * s.UN + u];
+					if (s.est == 0) {
+						if (x != PSA_NEG_INF) v = fmax(v, (double)expf(x - m) / sum);
+					} else if (x != 0.0f) {
+						v += (double)(x * expf(MT[(long long)r * s.NT + u * CPu / PSA_TC] - m)) / sum;
+					}
+				}
+			}
+			s.imp[row * KB + kb] = v;
+		}
+	}
+}
+
+// psa_caps writes the similarity cap of one (b, kh, kb) per warp
+// (similarityCaps): lane i computes pair i's cosine for each level in
+// canonical float64 (exact products, sums in dimension order, IEEE sqrt
+// and division), and lane 0 averages them in pair order.
+extern "C" __global__ void psa_caps(const PlanArgs a, const PsaArgs s, View k) {
+	__shared__ double cosv[8][128];
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int KB = a.stride;
+	const long long item = (long long)blockIdx.x * 8 + warp;
+	if (item >= (long long)a.B * a.Hkv * KB) return;
+	const int kb = (int)(item % KB), bkh = (int)(item / KB), b = bkh / a.Hkv, kh = bkh % a.Hkv;
+	const int lo = kb * a.bk, n = min(lo + a.bk, a.Nk) - lo;
+	int lv = 1;
+	for (int h = 2; h <= s.H; h++) {
+		const int size = 1 << (h - 1);
+		const int groups = (n + size - 1) / size;
+		for (int gi = lane; gi < groups; gi += 32) {
+			const int g0 = gi * size, g1 = min(g0 + size, n) - 1;
+			double c = 0.0;
+			if (g1 != g0) {
+				double ab = 0.0, aa = 0.0, bb = 0.0;
+				for (int d = 0; d < a.D; d++) {
+					const double x = (double)load(k, b, kh, lo + g0, d), y = (double)load(k, b, kh, lo + g1, d);
+					ab = add64(ab, mul64(x, y));
+					aa = add64(aa, mul64(x, x));
+					bb = add64(bb, mul64(y, y));
+				}
+				if (aa == 0.0 && bb == 0.0) c = 1.0;
+				else if (aa == 0.0 || bb == 0.0) c = 0.0;
+				else c = __ddiv_rn(ab, __dsqrt_rn(mul64(aa, bb)));
+			}
+			cosv[warp][gi] = c;
+		}
+		__syncwarp();
+		if (lane == 0) {
+			double sum = 0.0;
+			int pairs = 0;
+			for (int gi = 0; gi < groups; gi++) {
+				const int g0 = gi * size, g1 = min(g0 + size, n) - 1;
+				if (g1 == g0) continue;
+				sum = add64(sum, cosv[warp][gi]);
+				pairs++;
+			}
+			const double sim = pairs == 0 ? 1.0 : __ddiv_rn(sum, (double)pairs);
+			if (sim > s.sim[h - 2]) lv = h;
+		}
+		__syncwarp();
+	}
+	if (lane == 0) s.cap[item] = (unsigned char)lv;
+}
+
+// psa_precedes orders blocks heavier first, then lower index: the CPU's
+// stable sort. Importances are ≥ 0, so their bits order as they do.
+__device__ __forceinline__ bool psa_precedes(u64 ka, int ia, u64 kb, int ib) { return ka > kb || (ka == kb && ia < ib); }
+
+// psa_assign assigns one plan row's levels per CTA (assign, then the cap
+// and the causal rule of Planner.Plan) and writes its listed blocks and
+// their levels.
+extern "C" __global__ void __launch_bounds__(PSA_T) psa_assign(const PlanArgs a, const PsaArgs s) {
+	extern __shared__ __align__(16) unsigned char smem[];
+	const int tid = threadIdx.x, lane = tid & 31;
+	const long long row = blockIdx.x;
+	const int KB = a.stride, qb = (int)(row % a.q_blocks), bh = (int)(row / a.q_blocks);
+	const int b = bh / a.Hq, h = bh % a.Hq, kh = h / (a.Hq / a.Hkv);
+	const int n = visible_blocks(a, qb);
+	int n2 = 1;
+	while (n2 < n) n2 <<= 1;
+	u64* skey = (u64*)smem;
+	int* sidx = (int*)(skey + n2);
+	unsigned char* lv = (unsigned char*)(sidx + n2);
+	const double* imp = s.imp + row * KB;
+	for (int i = tid; i < n2; i += PSA_T) {
+		skey[i] = i < n ? (u64)__double_as_longlong(imp[i]) : 0ull;
+		sidx[i] = i < n ? i : 0x7fffffff;
+	}
+	__syncthreads();
+	for (int kq = 2; kq <= n2; kq <<= 1) {
+		for (int j = kq >> 1; j > 0; j >>= 1) {
+			for (int i = tid; i < n2; i += PSA_T) {
+				const int ixj = i ^ j;
+				if (ixj > i) {
+					const bool up = (i & kq) == 0;
+					const u64 ki = skey[i], kx = skey[ixj];
+					const int ii = sidx[i], ix = sidx[ixj];
+					if (psa_precedes(kx, ix, ki, ii) == up) {
+						skey[i] = kx;
+						skey[ixj] = ki;
+						sidx[i] = ix;
+						sidx[ixj] = ii;
+					}
+				}
+			}
+			__syncthreads();
+		}
+	}
+	if (tid == 0 && n > 0) {
+		double total = 0.0;
+		for (int i = 0; i < n; i++) total = add64(total, imp[i]);
+		double before = 0.0;
+		for (int p = 0; p < n; p++) {
+			const int e = sidx[p];
+			int l = 0;
+			if (s.rule == 0) {
+				const double w = total > 0.0 ? __ddiv_rn(imp[e], total) : __ddiv_rn(1.0, (double)n);
+				for (int x = 0; x < s.H; x++) {
+					if (s.cuts[x] >= 1.0 || before < s.cuts[x]) {
+						l = x + 1;
+						break;
+					}
+				}
+				before = add64(before, w);
+			} else {
+				for (int x = 0; x < s.H; x++) {
+					const int quota = (int)ceil(__dsub_rn(mul64(s.cuts[x], (double)n), 1e-9));
+					if (p < quota) {
+						l = x + 1;
+						break;
+					}
+				}
+			}
+			lv[e] = (unsigned char)l;
+		}
+	}
+	__syncthreads();
+	const int off = a.Nk - a.Nq, qlo = qb * a.bq;
+	for (int kb = tid; kb < n; kb += PSA_T) {
+		int l = lv[kb];
+		if (l == 0) continue;
+		if (s.cap) l = min(l, (int)s.cap[(b * a.Hkv + kh) * KB + kb]);
+		const int khi = min((kb + 1) * a.bk, a.Nk);
+		if (a.causal && khi - 1 > qlo + off) l = 1;
+		lv[kb] = (unsigned char)l;
+	}
+	__syncthreads();
+	if (tid >= 32) return;
+	int cnt = 0;
+	for (int base = 0; base < n; base += 32) {
+		const int kb = base + lane;
+		const bool f = kb < n && lv[kb] != 0;
+		const unsigned m = __ballot_sync(0xffffffffu, f);
+		if (f) {
+			const int pos = cnt + __popc(m & ((1u << lane) - 1u));
+			a.lists[row * a.stride + pos] = kb;
+			s.lvl[row * a.stride + pos] = lv[kb];
+		}
+		cnt += __popc(m);
+	}
+	if (lane == 0) a.row_len[row] = cnt;
+}
+
+// psa_levels copies each row's levels to its CSR entries, a CTA per row.
+extern "C" __global__ void psa_levels(const PlanArgs a, const PsaArgs s, const int* row_start, unsigned char* level) {
+	const long long row = blockIdx.x;
+	const int lo = row_start[row], n = row_start[row + 1] - lo;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) level[lo + i] = s.lvl[row * a.stride + i];
+}

@@ -1,0 +1,281 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/sparseattn/sparseattn/cuda/driver"
+	"github.com/sparseattn/sparseattn/method/psa"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// levelPlanner is a devicePlanner whose plans carry pyramid levels (PSA):
+// besides each row's blocks it keeps each listed block's level, and once
+// the CSR row starts exist it writes them per entry for the gathering
+// kernel. Runners assert it where levels matter, so devicePlanner stays
+// as it is.
+type levelPlanner interface {
+	devicePlanner
+	// topLevel is the coarsest level its plans may hold; Full means they
+	// pool nothing (one level: a binary block mask).
+	topLevel() plan.Level
+	// levels writes the level of each entry of the plan that in's lists
+	// hold, after csr_scan wrote rowStart, to level (one byte per entry).
+	levels(c *driver.Ctx, in *planInput, rowStart, level driver.Ptr) error
+}
+
+// levelsScratch names the runner's scratch buffer of per-entry levels.
+const levelsScratch = "levels"
+
+// psaArgs mirrors struct PsaArgs in kernels/plan_psa.cu.
+type psaArgs struct {
+	qh, ql, kh, kl, qtok, ktok, imp, work, cap, lvl uint64
+	cuts                                            [8]float64
+	sim                                             [7]float64
+	seed                                            uint64
+	est, rule, h, s, sq, sk                         int32
+	rq, cp, w, wp, un, nt                           int32
+	split, slots                                    int32
+	lscale                                          float32
+}
+
+// psaThreads is PSA_T in kernels/plan_psa.cu.
+const psaThreads = 256
+
+// psaPlanner is psa.Planner on the device (kernels/plan_psa.cu). Sampling
+// draws the CPU's tokens bit for bit, the similarity cap and the level
+// rules are the CPU's float64 arithmetic, and the logits are float32
+// tensor-core sums where the CPU's are float32 kernel.MatMul sums: a
+// block whose importance ranks or accumulates within rounding of a level
+// boundary may get a neighbouring level (the self-test's psaTieBreak
+// states the bound); every other block gets the CPU's level.
+type psaPlanner struct {
+	p   psa.Planner
+	top plan.Level // H, the number of levels
+}
+
+// newPsaPlanner returns the device planner of p.
+func newPsaPlanner(p psa.Planner) (devicePlanner, error) {
+	h := len(p.Thresholds)
+	switch {
+	case p.Rule == psa.Quantile && p.Quantiles == nil:
+		h = len(psa.DefaultQuantiles())
+	case p.Rule == psa.Quantile:
+		h = len(p.Quantiles)
+	case p.Thresholds == nil:
+		h = len(psa.DefaultThresholds())
+	}
+	if h < 1 || h > int(plan.MaxLevel) {
+		return nil, fmt.Errorf("%w: psa with %d levels; give 1 to %d", plan.ErrInvalid, h, plan.MaxLevel)
+	}
+	return psaPlanner{p: p, top: plan.Level(h)}, nil
+}
+
+// psaShape is the estimator's layout for one tiling: rows per query block
+// (a multiple of 16), columns per KV block (a power of two), the operand
+// width and its padding to a multiple of 64, and the logit scale.
+type psaShape struct {
+	s              psa.Settings
+	rq, cp, w, wp  int
+	units, tiles   int
+	split          bool
+	lscale         float32
+	qBlocks, kBlks int
+}
+
+func (p psaPlanner) shape(t plan.Tiling, split bool) (psaShape, error) {
+	s, err := p.p.Settings(t)
+	if err != nil {
+		return psaShape{}, err
+	}
+	if t.BlockQ > 128 || t.BlockK > 256 {
+		return psaShape{}, fmt.Errorf("%w: psa on the device takes BlockQ ≤ 128 and BlockK ≤ 256, not %d and %d", ErrUnsupported, t.BlockQ, t.BlockK)
+	}
+	g := t.Geometry
+	sh := psaShape{s: s, split: split, qBlocks: qBlocks(t), kBlks: kBlocks(t)}
+	nq, nk := s.SampleQ, s.SampleK
+	sh.w, sh.lscale = g.D, t.SoftmaxScale()
+	if s.Estimator == psa.Antidiagonal {
+		nq, nk = (t.BlockQ+s.Stride-1)/s.Stride, (t.BlockK+s.Stride-1)/s.Stride
+		sh.w = s.Stride * g.D
+		sh.lscale = t.SoftmaxScale() / float32(s.Stride) // XAttention: the mean of the antidiagonal
+	}
+	sh.rq = (nq + 15) / 16 * 16
+	sh.cp = 1
+	for sh.cp < nk {
+		sh.cp *= 2
+	}
+	sh.wp = (sh.w + 63) / 64 * 64
+	cols := sh.kBlks * sh.cp
+	sh.tiles = (cols + 63) / 64
+	sh.units = sh.tiles * 64 / min(sh.cp, 64)
+	return sh, nil
+}
+
+// smem is psa_score's dynamic shared memory: the query rows and one key
+// chunk, twice when split.
+func (sh psaShape) smem() int {
+	n := sh.rq*(sh.wp+8)*2 + 64*72*2
+	if sh.split {
+		n *= 2
+	}
+	return n
+}
+
+func (p psaPlanner) header(t plan.Tiling) (*plan.Plan, error) {
+	sh, err := p.shape(t, true)
+	if err != nil {
+		return nil, err
+	}
+	if sh.smem() > 200<<10 {
+		return nil, fmt.Errorf("%w: psa estimator rows of %d × %d elements exceed the device's shared memory", ErrUnsupported, sh.rq, sh.wp)
+	}
+	return &plan.Plan{Tiling: t}, nil
+}
+
+func (psaPlanner) sparse() bool { return true }
+
+func (p psaPlanner) topLevel() plan.Level { return p.top }
+
+// args fills the kernels' PsaArgs from the shape, with the scratch
+// buffers of in.
+func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (psaArgs, error) {
+	g := in.t.Geometry
+	s := sh.s
+	a := psaArgs{seed: s.Seed, est: int32(s.Estimator), rule: int32(s.Rule), h: int32(len(s.Cuts)), s: int32(s.Stride),
+		sq: int32(s.SampleQ), sk: int32(s.SampleK), rq: int32(sh.rq), cp: int32(sh.cp), w: int32(sh.w), wp: int32(sh.wp),
+		un: int32(sh.units), nt: int32(sh.tiles), slots: int32(slots), lscale: sh.lscale}
+	if sh.split {
+		a.split = 1
+	}
+	copy(a.cuts[:], s.Cuts)
+	copy(a.sim[:], s.Similarity)
+	qrows := int64(g.B*g.Hq) * int64(sh.qBlocks) * int64(sh.rq)
+	kcols := int64(g.B*g.Hkv) * int64(sh.kBlks) * int64(sh.cp)
+	rows := int64(in.rows())
+	bufs := []struct {
+		name string
+		n    int64
+		dst  *uint64
+	}{
+		{"psa.qh", qrows * int64(sh.wp) * 2, &a.qh},
+		{"psa.kh", kcols * int64(sh.wp) * 2, &a.kh},
+		{"psa.qtok", qrows * 4, &a.qtok},
+		{"psa.ktok", kcols * 4, &a.ktok},
+		{"psa.imp", rows * int64(in.stride) * 8, &a.imp},
+		{"psa.work", int64(slots) * int64(sh.rq) * int64(sh.units+2*sh.tiles) * 4, &a.work},
+		{"psa.lvl", rows * int64(in.stride), &a.lvl},
+	}
+	if sh.split {
+		bufs = append(bufs, struct {
+			name string
+			n    int64
+			dst  *uint64
+		}{"psa.ql", qrows * int64(sh.wp) * 2, &a.ql}, struct {
+			name string
+			n    int64
+			dst  *uint64
+		}{"psa.kl", kcols * int64(sh.wp) * 2, &a.kl})
+	}
+	if s.Similarity != nil {
+		bufs = append(bufs, struct {
+			name string
+			n    int64
+			dst  *uint64
+		}{"psa.cap", int64(g.B*g.Hkv) * int64(sh.kBlks), &a.cap})
+	}
+	for _, b := range bufs {
+		ptr, err := in.scratch.get(c, b.name, max(b.n, 16))
+		if err != nil {
+			return a, err
+		}
+		*b.dst = uint64(ptr)
+	}
+	return a, nil
+}
+
+// plan estimates importance, caps and levels and writes the rows.
+func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
+	split := in.q.dtype != dtypeCode(tensor.BFloat16) || in.k.dtype != dtypeCode(tensor.BFloat16)
+	sh, err := p.shape(in.t, split)
+	if err != nil {
+		return err
+	}
+	const file = "plan_psa.cu"
+	fns := map[string]driver.Function{}
+	for _, name := range []string{"psa_tokens", "psa_gather", "psa_score", "psa_caps", "psa_assign"} {
+		if fns[name], err = in.e.auxFunction(c, file, name); err != nil {
+			return err
+		}
+	}
+	rows := in.rows()
+	slots := min(rows, 4*max(in.e.dev.SMs, 1))
+	a, err := p.args(c, in, sh, slots)
+	if err != nil {
+		return err
+	}
+	pa := in.args()
+	g := in.t.Geometry
+	for side, n := range []int{g.B * g.Hq * sh.qBlocks, g.B * g.Hkv * sh.kBlks} {
+		sd := int32(side)
+		grid, block := grid1(n, 64)
+		if err := c.Launch(fns["psa_tokens"], grid, block, 0, driver.Arg(&pa), driver.Arg(&a), driver.Arg(&sd)); err != nil {
+			return err
+		}
+	}
+	for side, x := range []struct {
+		v    view
+		rows int
+	}{{in.q, g.B * g.Hq * sh.qBlocks * sh.rq}, {in.k, g.B * g.Hkv * sh.kBlks * sh.cp}} {
+		sd := int32(side)
+		v := x.v
+		grid, block := grid1(x.rows*sh.wp, 256)
+		if err := c.Launch(fns["psa_gather"], grid, block, 0, driver.Arg(&pa), driver.Arg(&a), driver.Arg(&v), driver.Arg(&sd)); err != nil {
+			return err
+		}
+	}
+	if err := c.SetMaxDynamicShared(fns["psa_score"], sh.smem()); err != nil {
+		return err
+	}
+	one := driver.Dim3{X: psaThreads, Y: 1, Z: 1}
+	if err := c.Launch(fns["psa_score"], driver.Dim3{X: uint32(slots), Y: 1, Z: 1}, one, sh.smem(), driver.Arg(&pa), driver.Arg(&a)); err != nil {
+		return err
+	}
+	if a.cap != 0 {
+		k := in.k
+		n := g.B * g.Hkv * sh.kBlks
+		if err := c.Launch(fns["psa_caps"], driver.Dim3{X: uint32((n + 7) / 8), Y: 1, Z: 1}, one, 0, driver.Arg(&pa), driver.Arg(&a), driver.Arg(&k)); err != nil {
+			return err
+		}
+	}
+	n2 := 1
+	for n2 < in.stride {
+		n2 *= 2
+	}
+	assignSmem := n2 * 13
+	if err := c.SetMaxDynamicShared(fns["psa_assign"], assignSmem); err != nil {
+		return err
+	}
+	return c.Launch(fns["psa_assign"], driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, one, assignSmem, driver.Arg(&pa), driver.Arg(&a))
+}
+
+// levels copies each row's levels to the CSR entries.
+func (p psaPlanner) levels(c *driver.Ctx, in *planInput, rowStart, level driver.Ptr) error {
+	fn, err := in.e.auxFunction(c, "plan_psa.cu", "psa_levels")
+	if err != nil {
+		return err
+	}
+	sh, err := p.shape(in.t, false)
+	if err != nil {
+		return err
+	}
+	lvl, err := in.scratch.get(c, "psa.lvl", int64(in.rows())*int64(in.stride))
+	if err != nil {
+		return err
+	}
+	a := psaArgs{lvl: uint64(lvl), rq: int32(sh.rq)}
+	pa := in.args()
+	rs, lv := uint64(rowStart), uint64(level)
+	return c.Launch(fn, driver.Dim3{X: uint32(in.rows()), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
+		driver.Arg(&pa), driver.Arg(&a), driver.Arg(&rs), driver.Arg(&lv))
+}
