@@ -35,7 +35,7 @@ type psaArgs struct {
 	seed                                            uint64
 	est, rule, h, s, sq, sk                         int32
 	rq, cp, w, wp, un, nt                           int32
-	split, slots                                    int32
+	split, slots, heads                             int32
 	lscale                                          float32
 }
 
@@ -78,6 +78,7 @@ type psaShape struct {
 	s              psa.Settings
 	rq, cp, w, wp  int
 	units, tiles   int
+	heads          int // G: query heads of one KV head per work item of psa_score
 	split          bool
 	lscale         float32
 	qBlocks, kBlks int
@@ -109,13 +110,28 @@ func (p psaPlanner) shape(t plan.Tiling, split bool) (psaShape, error) {
 	cols := sh.kBlks * sh.cp
 	sh.tiles = (cols + 63) / 64
 	sh.units = sh.tiles * 64 / min(sh.cp, 64)
+	// As many query heads of a KV head per work item as fit 128 rows and
+	// psaItemSmem of shared memory (each more one shares the key loads).
+	sh.heads = 1
+	for d := g.Hq / g.Hkv; d > 1; d-- {
+		if (g.Hq/g.Hkv)%d == 0 && d*sh.rq <= 128 {
+			if x := (psaShape{rq: sh.rq, wp: sh.wp, split: split, heads: d}); x.smem() <= psaItemSmem {
+				sh.heads = d
+				break
+			}
+		}
+	}
 	return sh, nil
 }
 
-// smem is psa_score's dynamic shared memory: the query rows and one key
-// chunk, twice when split.
+// psaItemSmem bounds psa_score's shared memory when it stacks several
+// heads' rows: two CTAs per multiprocessor.
+const psaItemSmem = 100 << 10
+
+// smem is psa_score's dynamic shared memory: the query rows of a work
+// item and one key chunk, twice when split.
 func (sh psaShape) smem() int {
-	n := sh.rq*(sh.wp+8)*2 + 64*72*2
+	n := max(sh.heads, 1)*sh.rq*(sh.wp+8)*2 + 64*72*2
 	if sh.split {
 		n *= 2
 	}
@@ -144,7 +160,7 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 	s := sh.s
 	a := psaArgs{seed: s.Seed, est: int32(s.Estimator), rule: int32(s.Rule), h: int32(len(s.Cuts)), s: int32(s.Stride),
 		sq: int32(s.SampleQ), sk: int32(s.SampleK), rq: int32(sh.rq), cp: int32(sh.cp), w: int32(sh.w), wp: int32(sh.wp),
-		un: int32(sh.units), nt: int32(sh.tiles), slots: int32(slots), lscale: sh.lscale}
+		un: int32(sh.units), nt: int32(sh.tiles), slots: int32(slots), heads: int32(sh.heads), lscale: sh.lscale}
 	if sh.split {
 		a.split = 1
 	}
@@ -163,7 +179,7 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 		{"psa.qtok", qrows * 4, &a.qtok},
 		{"psa.ktok", kcols * 4, &a.ktok},
 		{"psa.imp", rows * int64(in.stride) * 8, &a.imp},
-		{"psa.work", int64(slots) * int64(sh.rq) * int64(sh.units+2*sh.tiles) * 4, &a.work},
+		{"psa.work", int64(slots) * int64(sh.heads*sh.rq) * int64(sh.units+2*sh.tiles) * 4, &a.work},
 		{"psa.lvl", rows * int64(in.stride), &a.lvl},
 	}
 	if sh.split {
@@ -209,7 +225,8 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 		}
 	}
 	rows := in.rows()
-	slots := min(rows, 4*max(in.e.dev.SMs, 1))
+	items := rows / sh.heads // query blocks of head groups
+	slots := max(min(items, 4*max(in.e.dev.SMs, 1)), 1)
 	a, err := p.args(c, in, sh, slots)
 	if err != nil {
 		return err
@@ -252,7 +269,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	for n2 < in.stride {
 		n2 *= 2
 	}
-	assignSmem := n2 * 13
+	assignSmem := n2 * 21 // keys, importance, order, levels
 	if err := c.SetMaxDynamicShared(fns["psa_assign"], assignSmem); err != nil {
 		return err
 	}

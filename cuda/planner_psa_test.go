@@ -10,8 +10,8 @@ import (
 )
 
 // TestPsaArgsLayout checks the Go mirror of struct PsaArgs
-// (kernels/plan_psa.cu): ten pointers, 15 doubles, the seed, 14 ints and
-// a float, 272 bytes with the tail padding.
+// (kernels/plan_psa.cu): ten pointers, 15 doubles, the seed, 15 ints and
+// a float: 272 bytes.
 func TestPsaArgsLayout(t *testing.T) {
 	var a psaArgs
 	if got := unsafe.Sizeof(a); got != 272 {
@@ -20,30 +20,31 @@ func TestPsaArgsLayout(t *testing.T) {
 	if got := unsafe.Offsetof(a.seed); got != 200 {
 		t.Errorf("seed at %d, want 200", got)
 	}
-	if got := unsafe.Offsetof(a.lscale); got != 264 {
-		t.Errorf("lscale at %d, want 264", got)
+	if got := unsafe.Offsetof(a.lscale); got != 268 {
+		t.Errorf("lscale at %d, want 268", got)
 	}
 }
 
 // TestPsaShape checks the estimator layouts the device planner derives:
 // rows padded to 16, columns per block to a power of two, widths to 64,
-// and the tiles and units of the longest row.
+// the tiles and units of the longest row, and the query heads per work
+// item (both of a KV head's two, within 128 rows and the shared memory).
 func TestPsaShape(t *testing.T) {
 	g := tensor.Geometry{B: 1, Hq: 4, Hkv: 2, Nq: 1000, Nk: 1000, D: 96, Dv: 96}
 	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
 	for _, c := range []struct {
-		p                           psa.Planner
-		rq, cp, w, wp, tiles, units int
+		p                                  psa.Planner
+		rq, cp, w, wp, tiles, units, heads int
 	}{
 		// 32 sampled queries, 16 keys per block; 16 blocks of 16 columns.
-		{psa.Planner{}, 32, 16, 96, 128, 4, 16},
+		{psa.Planner{}, 32, 16, 96, 128, 4, 16, 2},
 		// 13 → 16 rows, 5 → 8 columns: 128 columns, 8 per unit.
-		{psa.Planner{SampleQ: 13, SampleK: 5}, 16, 8, 96, 128, 2, 16},
+		{psa.Planner{SampleQ: 13, SampleK: 5}, 16, 8, 96, 128, 2, 16, 2},
 		// Stride 8: 16 query groups, 8 key groups, width 8·96.
-		{psa.Planner{Estimator: psa.Antidiagonal}, 16, 8, 768, 768, 2, 16},
+		{psa.Planner{Estimator: psa.Antidiagonal}, 16, 8, 768, 768, 2, 16, 2},
 		// Stride 3: 43 → 48 rows, 22 → 32 columns, width 288 → 320;
 		// 512 columns in 8 tiles, one unit per block.
-		{psa.Planner{Estimator: psa.Antidiagonal, Stride: 3}, 48, 32, 288, 320, 8, 16},
+		{psa.Planner{Estimator: psa.Antidiagonal, Stride: 3}, 48, 32, 288, 320, 8, 16, 2},
 	} {
 		dp, err := newPsaPlanner(c.p)
 		if err != nil {
@@ -53,8 +54,8 @@ func TestPsaShape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sh.rq != c.rq || sh.cp != c.cp || sh.w != c.w || sh.wp != c.wp || sh.tiles != c.tiles || sh.units != c.units {
-			t.Errorf("%+v: shape rq %d cp %d w %d wp %d tiles %d units %d, want %d %d %d %d %d %d", c.p, sh.rq, sh.cp, sh.w, sh.wp, sh.tiles, sh.units, c.rq, c.cp, c.w, c.wp, c.tiles, c.units)
+		if sh.rq != c.rq || sh.cp != c.cp || sh.w != c.w || sh.wp != c.wp || sh.tiles != c.tiles || sh.units != c.units || sh.heads != c.heads {
+			t.Errorf("%+v: shape rq %d cp %d w %d wp %d tiles %d units %d heads %d, want %d %d %d %d %d %d %d", c.p, sh.rq, sh.cp, sh.w, sh.wp, sh.tiles, sh.units, sh.heads, c.rq, c.cp, c.w, c.wp, c.tiles, c.units, c.heads)
 		}
 	}
 }

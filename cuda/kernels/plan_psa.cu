@@ -49,7 +49,7 @@ struct PsaArgs {
 	int sq, sk;         // Sampling's draws per block
 	int RQ, CP, W, Wp;  // rows per query block, columns per KV block (a power of two), width, padded width
 	int UN, NT;         // units and tiles of the longest row
-	int split, slots;
+	int split, slots, G; // G: query heads per work item of psa_score
 	float lscale;       // logit = dot · lscale
 };
 
@@ -199,83 +199,115 @@ __device__ float psa_partial(const PlanArgs& a, const PsaArgs& s, const u16* qsh
 	return any ? sum * s.lscale : PSA_NEG_INF;
 }
 
-// psa_score computes the block importance of plan rows, a CTA per row at
-// a time (rows heaviest first), with its slot of s.work as scratch.
+// psa_score computes the block importance of plan rows. A work item is
+// one query block of G query heads that share a KV head (their rows
+// stacked, at most 128), a CTA per item at a time (heaviest first), with
+// its slot of s.work as scratch. Key chunks are fetched into registers
+// one chunk ahead, so that their loads overlap the tensor-core work and
+// the epilogue.
 extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, const PsaArgs s) {
 	extern __shared__ __align__(16) unsigned char smem[];
 	__shared__ float wred[PSA_T / 32][128];
 	__shared__ float smt[128], srs[128];
 	__shared__ int sqt[128];
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+	const int R = s.G * s.RQ; // rows of a work item
 	const int QP = s.Wp + 8;
-	u16* qsh = (u16*)smem;                       // [RQ][QP]
-	u16* qsl = qsh + s.RQ * QP;                  // split only
-	u16* ksh = qsh + (s.split ? 2 : 1) * s.RQ * QP; // [PSA_TC][PSA_KP]
+	u16* qsh = (u16*)smem;                      // [R][QP]
+	u16* qsl = qsh + R * QP;                    // split only
+	u16* ksh = qsh + (s.split ? 2 : 1) * R * QP; // [PSA_TC][PSA_KP]
 	u16* ksl = ksh + PSA_TC * PSA_KP;
 	const int KB = a.stride, QB = a.q_blocks, off = a.Nk - a.Nq;
-	const int na = s.RQ / 16, CPu = min(s.CP, PSA_TC), upt = PSA_TC / CPu;
-	float* E = s.work + (long long)blockIdx.x * s.RQ * (s.UN + 2 * s.NT);
-	float* MT = E + (long long)s.RQ * s.UN;
-	float* ST = MT + (long long)s.RQ * s.NT;
-	const int BH = a.B * a.Hq;
-	for (int w = blockIdx.x; w < a.rows; w += gridDim.x) {
-		const int qb = QB - 1 - w / BH, bh = w % BH, b = bh / a.Hq, h = bh % a.Hq, kh = h / (a.Hq / a.Hkv);
-		const long long row = (long long)bh * QB + qb;
+	const int na = R / 16, CPu = min(s.CP, PSA_TC), upt = PSA_TC / CPu;
+	float* E = s.work + (long long)blockIdx.x * R * (s.UN + 2 * s.NT);
+	float* MT = E + (long long)R * s.UN;
+	float* ST = MT + (long long)R * s.NT;
+	const int hpi = a.Hq / a.Hkv, ng = hpi / s.G, sets = a.B * a.Hkv * ng;
+	const int nchunk = s.Wp / PSA_KC;
+	for (int w = blockIdx.x; w < sets * QB; w += gridDim.x) {
+		const int qb = QB - 1 - w / sets, set = w % sets;
+		const int b = set / (a.Hkv * ng), kh = (set / ng) % a.Hkv, hg = set % ng;
+		const int h0 = kh * hpi + hg * s.G; // the item's first query head
 		const int nvis = visible_blocks(a, qb), ncols = nvis * s.CP, ntiles = (ncols + PSA_TC - 1) / PSA_TC;
 		const int qhi = min((qb + 1) * a.bq, a.Nq);
-		const long long q0 = ((long long)bh * QB + qb) * s.RQ;              // first estimator row
-		const long long k0 = (long long)(b * a.Hkv + kh) * KB * s.CP;      // first key column of the head
-		__syncthreads(); // the previous row is done with the shared tables
-		if (tid < s.RQ) sqt[tid] = s.qtok[q0 + tid];
+		const long long k0 = (long long)(b * a.Hkv + kh) * KB * s.CP; // the head's first key column
+		__syncthreads(); // the previous item is done with the shared tables
+		if (tid < R) sqt[tid] = s.qtok[((long long)(b * a.Hq + h0 + tid / s.RQ) * QB + qb) * s.RQ + tid % s.RQ];
 		// Stage the query rows, 16 bytes at a time.
-		const int pieces = s.RQ * (s.Wp / 8);
-		for (int p = tid; p < pieces; p += PSA_T) {
-			const int r = p / (s.Wp / 8), c = (p % (s.Wp / 8)) * 8;
-			*reinterpret_cast<uint4*>(qsh + r * QP + c) = *reinterpret_cast<const uint4*>(s.qh + (q0 + r) * s.Wp + c);
-			if (s.split) *reinterpret_cast<uint4*>(qsl + r * QP + c) = *reinterpret_cast<const uint4*>(s.ql + (q0 + r) * s.Wp + c);
+		const int ppr = s.Wp / 8;
+		for (int p = tid; p < R * ppr; p += PSA_T) {
+			const int r = p / ppr, c = (p % ppr) * 8;
+			const long long src = (((long long)(b * a.Hq + h0 + r / s.RQ) * QB + qb) * s.RQ + r % s.RQ) * s.Wp + c;
+			*reinterpret_cast<uint4*>(qsh + r * QP + c) = *reinterpret_cast<const uint4*>(s.qh + src);
+			if (s.split) *reinterpret_cast<uint4*>(qsl + r * QP + c) = *reinterpret_cast<const uint4*>(s.ql + src);
 		}
-		for (int tile = 0; tile < ntiles; tile++) {
-			float acc[8][4];
+		// Key chunk i (tile i / nchunk, dims (i % nchunk)·PSA_KC) into
+		// registers: 512 pieces of 16 bytes, two per thread.
+		const int total = ntiles * nchunk;
+		uint4 pre[2], prel[2];
+		auto fetch = [&](int i) {
+			const int tl = i / nchunk, kc = (i % nchunk) * PSA_KC;
 #pragma unroll
-			for (int x = 0; x < 8; x++) acc[x][0] = acc[x][1] = acc[x][2] = acc[x][3] = 0.0f;
-			const int c0 = tile * PSA_TC;
-			for (int kc = 0; kc < s.Wp; kc += PSA_KC) {
-				__syncthreads(); // the staged key chunk is free (and the query rows are in)
-				for (int p = tid; p < PSA_TC * (PSA_KC / 8); p += PSA_T) {
-					const int r = p / (PSA_KC / 8), c = (p % (PSA_KC / 8)) * 8;
-					const long long src = (k0 + min(c0 + r, KB * s.CP - 1)) * s.Wp + kc + c;
-					*reinterpret_cast<uint4*>(ksh + r * PSA_KP + c) = *reinterpret_cast<const uint4*>(s.kh + src);
-					if (s.split) *reinterpret_cast<uint4*>(ksl + r * PSA_KP + c) = *reinterpret_cast<const uint4*>(s.kl + src);
+			for (int j = 0; j < 2; j++) {
+				const int p = tid + j * PSA_T, r = p / (PSA_KC / 8), c = (p % (PSA_KC / 8)) * 8;
+				const long long src = (k0 + min(tl * PSA_TC + r, KB * s.CP - 1)) * s.Wp + kc + c;
+				pre[j] = *reinterpret_cast<const uint4*>(s.kh + src);
+				if (s.split) prel[j] = *reinterpret_cast<const uint4*>(s.kl + src);
+			}
+		};
+		if (total > 0) fetch(0);
+		float acc[8][4];
+		for (int i = 0; i < total; i++) {
+			const int tile = i / nchunk, kc = (i % nchunk) * PSA_KC;
+			if (kc == 0) {
+#pragma unroll
+				for (int x = 0; x < 8; x++) acc[x][0] = acc[x][1] = acc[x][2] = acc[x][3] = 0.0f;
+			}
+			__syncthreads(); // every warp is done with the staged chunk (and the query rows are in)
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				const int p = tid + j * PSA_T, r = p / (PSA_KC / 8), c = (p % (PSA_KC / 8)) * 8;
+				*reinterpret_cast<uint4*>(ksh + r * PSA_KP + c) = pre[j];
+				if (s.split) *reinterpret_cast<uint4*>(ksl + r * PSA_KP + c) = prel[j];
+			}
+			__syncthreads();
+			if (i + 1 < total) fetch(i + 1);
+#pragma unroll
+			for (int kk = 0; kk < PSA_KC; kk += 16) {
+				const u16* kp = ksh + (warp * 8 + g) * PSA_KP + kk + 2 * t;
+				const u32 b0 = *reinterpret_cast<const u32*>(kp), b1 = *reinterpret_cast<const u32*>(kp + 8);
+				u32 l0 = 0, l1 = 0;
+				if (s.split) {
+					const u16* kl = ksl + (warp * 8 + g) * PSA_KP + kk + 2 * t;
+					l0 = *reinterpret_cast<const u32*>(kl);
+					l1 = *reinterpret_cast<const u32*>(kl + 8);
 				}
-				__syncthreads();
 #pragma unroll
-				for (int kk = 0; kk < PSA_KC; kk += 16) {
-					const u16* kb = ksh + (warp * 8 + g) * PSA_KP + kk + 2 * t;
-					const u32 b0 = *reinterpret_cast<const u32*>(kb), b1 = *reinterpret_cast<const u32*>(kb + 8);
-					u32 l0 = 0, l1 = 0;
+				for (int x = 0; x < 8; x++) {
+					if (x >= na) break;
+					const u16* qa = qsh + (x * 16 + g) * QP + kc + kk + 2 * t;
+					const u32 a0 = *reinterpret_cast<const u32*>(qa), a1 = *reinterpret_cast<const u32*>(qa + 8 * QP);
+					const u32 a2 = *reinterpret_cast<const u32*>(qa + 8), a3 = *reinterpret_cast<const u32*>(qa + 8 * QP + 8);
+					psa_mma(acc[x], a0, a1, a2, a3, b0, b1);
 					if (s.split) {
-						const u16* kl = ksl + (warp * 8 + g) * PSA_KP + kk + 2 * t;
-						l0 = *reinterpret_cast<const u32*>(kl);
-						l1 = *reinterpret_cast<const u32*>(kl + 8);
-					}
-#pragma unroll
-					for (int x = 0; x < 8; x++) {
-						if (x >= na) break;
-						const u16* qa = qsh + (x * 16 + g) * QP + kc + kk + 2 * t;
-						const u32 a0 = *reinterpret_cast<const u32*>(qa), a1 = *reinterpret_cast<const u32*>(qa + 8 * QP);
-						const u32 a2 = *reinterpret_cast<const u32*>(qa + 8), a3 = *reinterpret_cast<const u32*>(qa + 8 * QP + 8);
-						psa_mma(acc[x], a0, a1, a2, a3, b0, b1);
-						if (s.split) {
-							psa_mma(acc[x], a0, a1, a2, a3, l0, l1);
-							const u16* ql = qsl + (x * 16 + g) * QP + kc + kk + 2 * t;
-							psa_mma(acc[x], *reinterpret_cast<const u32*>(ql), *reinterpret_cast<const u32*>(ql + 8 * QP),
-							        *reinterpret_cast<const u32*>(ql + 8), *reinterpret_cast<const u32*>(ql + 8 * QP + 8), b0, b1);
-						}
+						psa_mma(acc[x], a0, a1, a2, a3, l0, l1);
+						const u16* ql = qsl + (x * 16 + g) * QP + kc + kk + 2 * t;
+						psa_mma(acc[x], *reinterpret_cast<const u32*>(ql), *reinterpret_cast<const u32*>(ql + 8 * QP),
+						        *reinterpret_cast<const u32*>(ql + 8), *reinterpret_cast<const u32*>(ql + 8 * QP + 8), b0, b1);
 					}
 				}
 			}
-			// Logits with the masks: padding, invisible blocks, causal
-			// tokens (Sampling) or antidiagonal pairs (Antidiagonal).
+			if (kc + PSA_KC < s.Wp) continue;
+			// The tile is complete. Logits with the masks: padding,
+			// invisible blocks, causal tokens (Sampling) or antidiagonal
+			// pairs (Antidiagonal).
+			const int c0 = tile * PSA_TC;
+			int kts[2];
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const int col = c0 + warp * 8 + 2 * t + e;
+				kts[e] = col < ncols ? s.ktok[k0 + col] : -1;
+			}
 #pragma unroll
 			for (int x = 0; x < 8; x++) {
 				if (x >= na) break;
@@ -284,8 +316,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 					const int r = x * 16 + g + 8 * hf, qt = sqt[r];
 #pragma unroll
 					for (int e = 0; e < 2; e++) {
-						const int col = c0 + warp * 8 + 2 * t + e;
-						const int kt = col < ncols ? s.ktok[k0 + col] : -1;
+						const int kt = kts[e];
 						float l = acc[x][2 * hf + e] * s.lscale;
 						if (qt < 0 || kt < 0) {
 							l = PSA_NEG_INF;
@@ -295,7 +326,8 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 							const int khi = min((kt / a.bk + 1) * a.bk, a.Nk);
 							const int qn = min(s.S, qhi - qt), kn = min(s.S, khi - kt);
 							if (qn + kn <= s.S) l = PSA_NEG_INF;
-							else if (a.causal && kt + s.S - 1 > qt + off) l = psa_partial(a, s, qsh + r * QP, qsl + r * QP, k0 + col, qt, kt, qhi, khi);
+							else if (a.causal && kt + s.S - 1 > qt + off)
+								l = psa_partial(a, s, qsh + r * QP, qsl + r * QP, k0 + c0 + warp * 8 + 2 * t + e, qt, kt, qhi, khi);
 						}
 						acc[x][2 * hf + e] = l;
 					}
@@ -310,7 +342,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 					const int r = x * 16 + g + 8 * hf;
 					float m = fmaxf(acc[x][2 * hf], acc[x][2 * hf + 1]);
 					if (s.est == 0 && CPu == 1) {
-						const int u = (c0 + warp * 8 + 2 * t) / CPu;
+						const int u = c0 + warp * 8 + 2 * t;
 						E[(long long)r * s.UN + u] = acc[x][2 * hf];
 						E[(long long)r * s.UN + u + 1] = acc[x][2 * hf + 1];
 					}
@@ -322,7 +354,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 				}
 			}
 			__syncthreads();
-			if (tid < s.RQ) {
+			if (tid < R) {
 				float m = PSA_NEG_INF;
 				for (int x = 0; x < PSA_T / 32; x++) m = fmaxf(m, wred[x][tid]);
 				smt[tid] = m;
@@ -362,7 +394,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 				}
 			}
 			__syncthreads();
-			if (tid < s.RQ) {
+			if (tid < R) {
 				float sum = 0.0f;
 				for (int x = 0; x < PSA_T / 32; x++) sum += wred[x][tid];
 				ST[(long long)tid * s.NT + tile] = sum;
@@ -375,12 +407,12 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 					}
 				}
 			}
-			// The next tile's first __syncthreads orders these reads before
-			// wred is written again.
+			// The next chunk's first __syncthreads orders these reads
+			// before wred is written again.
 		}
 		__syncthreads();
 		// Each row's maximum and sum over all tiles.
-		if (tid < s.RQ) {
+		if (tid < R) {
 			float m = PSA_NEG_INF;
 			for (int x = 0; x < ntiles; x++) m = fmaxf(m, MT[(long long)tid * s.NT + x]);
 			float l = 0.0f;
@@ -393,12 +425,14 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 			srs[tid] = l;
 		}
 		__syncthreads();
-		// Block importance: the largest weight (Sampling) or the summed
-		// weight (Antidiagonal) of the block's columns over the rows.
+		// Block importance per head of the item: the largest weight
+		// (Sampling) or the summed weight (Antidiagonal) of the block's
+		// columns over the head's rows.
 		const int upb = s.CP / CPu; // units per block
-		for (int kb = tid; kb < nvis; kb += PSA_T) {
+		for (int idx = tid; idx < s.G * nvis; idx += PSA_T) {
+			const int hl = idx / nvis, kb = idx % nvis;
 			double v = 0.0;
-			for (int r = 0; r < s.RQ; r++) {
+			for (int r = hl * s.RQ; r < (hl + 1) * s.RQ; r++) {
 				const float m = smt[r];
 				if (m == PSA_NEG_INF) continue;
 				const double sum = (double)srs[r];
@@ -411,7 +445,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 					}
 				}
 			}
-			s.imp[row * KB + kb] = v;
+			s.imp[((long long)(b * a.Hq + h0 + hl) * QB + qb) * KB + kb] = v;
 		}
 	}
 }
@@ -473,9 +507,12 @@ __device__ __forceinline__ bool psa_precedes(u64 ka, int ia, u64 kb, int ib) { r
 
 // psa_assign assigns one plan row's levels per CTA (assign, then the cap
 // and the causal rule of Planner.Plan) and writes its listed blocks and
-// their levels.
+// their levels. The importance sits in shared memory; the two sums whose
+// order fixes their bits (the total in key order, the preceding mass in
+// sorted order) run on one thread, everything else on all of them.
 extern "C" __global__ void __launch_bounds__(PSA_T) psa_assign(const PlanArgs a, const PsaArgs s) {
 	extern __shared__ __align__(16) unsigned char smem[];
+	__shared__ double stot;
 	const int tid = threadIdx.x, lane = tid & 31;
 	const long long row = blockIdx.x;
 	const int KB = a.stride, qb = (int)(row % a.q_blocks), bh = (int)(row / a.q_blocks);
@@ -483,12 +520,15 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_assign(const PlanArgs a,
 	const int n = visible_blocks(a, qb);
 	int n2 = 1;
 	while (n2 < n) n2 <<= 1;
-	u64* skey = (u64*)smem;
-	int* sidx = (int*)(skey + n2);
+	u64* skey = (u64*)smem;           // sort keys; then the weights in sorted order
+	double* simp = (double*)(skey + n2); // importance by block; then the preceding masses
+	int* sidx = (int*)(simp + n2);
 	unsigned char* lv = (unsigned char*)(sidx + n2);
 	const double* imp = s.imp + row * KB;
 	for (int i = tid; i < n2; i += PSA_T) {
-		skey[i] = i < n ? (u64)__double_as_longlong(imp[i]) : 0ull;
+		const double x = i < n ? imp[i] : 0.0;
+		simp[i] = x;
+		skey[i] = i < n ? (u64)__double_as_longlong(x) : 0ull;
 		sidx[i] = i < n ? i : 0x7fffffff;
 	}
 	__syncthreads();
@@ -511,33 +551,37 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_assign(const PlanArgs a,
 			__syncthreads();
 		}
 	}
-	if (tid == 0 && n > 0) {
-		double total = 0.0;
-		for (int i = 0; i < n; i++) total = add64(total, imp[i]);
-		double before = 0.0;
-		for (int p = 0; p < n; p++) {
-			const int e = sidx[p];
-			int l = 0;
-			if (s.rule == 0) {
-				const double w = total > 0.0 ? __ddiv_rn(imp[e], total) : __ddiv_rn(1.0, (double)n);
-				for (int x = 0; x < s.H; x++) {
-					if (s.cuts[x] >= 1.0 || before < s.cuts[x]) {
-						l = x + 1;
-						break;
-					}
-				}
-				before = add64(before, w);
-			} else {
-				for (int x = 0; x < s.H; x++) {
-					const int quota = (int)ceil(__dsub_rn(mul64(s.cuts[x], (double)n), 1e-9));
-					if (p < quota) {
-						l = x + 1;
-						break;
-					}
-				}
-			}
-			lv[e] = (unsigned char)l;
+	if (s.rule == 0) {
+		if (tid == 0) {
+			double total = 0.0;
+			for (int i = 0; i < n; i++) total = add64(total, simp[i]);
+			stot = total;
 		}
+		__syncthreads();
+		const double total = stot;
+		double* wsorted = (double*)skey;
+		for (int p = tid; p < n; p += PSA_T) wsorted[p] = total > 0.0 ? __ddiv_rn(simp[sidx[p]], total) : __ddiv_rn(1.0, (double)n);
+		__syncthreads();
+		if (tid == 0) {
+			double before = 0.0;
+			for (int p = 0; p < n; p++) {
+				simp[p] = before;
+				before = add64(before, wsorted[p]);
+			}
+		}
+		__syncthreads();
+	}
+	for (int p = tid; p < n; p += PSA_T) {
+		int l = 0;
+		for (int x = 0; x < s.H; x++) {
+			const bool in = s.rule == 0 ? (s.cuts[x] >= 1.0 || simp[p] < s.cuts[x])
+			                            : p < (int)ceil(__dsub_rn(mul64(s.cuts[x], (double)n), 1e-9));
+			if (in) {
+				l = x + 1;
+				break;
+			}
+		}
+		lv[sidx[p]] = (unsigned char)l;
 	}
 	__syncthreads();
 	const int off = a.Nk - a.Nq, qlo = qb * a.bq;
