@@ -36,18 +36,18 @@ func TestBmArgsLayout(t *testing.T) {
 }
 
 // TestS2OArgsLayout checks s2oArgs against struct S2OArgs in
-// kernels/plan_s2o.cu: 2 View (56 bytes each), 11 pointers, 10 int32.
+// kernels/plan_s2o.cu: 2 View (56 bytes each), 9 pointers, 10 int32.
 func TestS2OArgsLayout(t *testing.T) {
 	var a s2oArgs
 	for _, c := range []struct {
 		name      string
 		got, want uintptr
 	}{
-		{"size", unsafe.Sizeof(a), 240},
+		{"size", unsafe.Sizeof(a), 224},
 		{"guide", unsafe.Offsetof(a.guide), 112},
-		{"kvStart", unsafe.Offsetof(a.kvStart), 192},
-		{"b", unsafe.Offsetof(a.b), 200},
-		{"segs", unsafe.Offsetof(a.segs), 236},
+		{"kvStart", unsafe.Offsetof(a.kvStart), 176},
+		{"b", unsafe.Offsetof(a.b), 184},
+		{"segs", unsafe.Offsetof(a.segs), 220},
 	} {
 		if c.got != c.want {
 			t.Errorf("s2oArgs %s at %d, struct S2OArgs at %d", c.name, c.got, c.want)

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/sparseattn/sparseattn/cuda/driver"
 	"github.com/sparseattn/sparseattn/method/s2o"
@@ -39,33 +40,54 @@ func (s2oPlanner) plan(*driver.Ctx, *planInput) error {
 type s2oArgs struct {
 	q, k                   view
 	guide, qmean           uint64
-	qkey, qkey2, qidx2     uint64
-	qorder                 uint64
-	kkey, kkey2, kidx2     uint64
+	qbuf, qbuf2, qorder    uint64
+	kbuf, kbuf2            uint64
 	kvOrder, kvStart       uint64
 	b, hq, hkv, nq, nk, d  int32
 	seg, win, causal, segs int32
+}
+
+// s2oStage is one kernel launch of the S2O device planner.
+type s2oStage struct {
+	name   string
+	launch func() error
 }
 
 // planPasses uploads the layout into gb once, points the Init pass's key
 // orders at the main pass's (one copy, ranked once), and ranks the orders
 // for in's inputs.
 func (p s2oPlanner) planPasses(c *driver.Ctx, in *planInput, header *plan.Plan, gb *genBufs) error {
+	stages, err := p.stages(c, in, header, gb)
+	if err != nil {
+		return err
+	}
+	for _, s := range stages {
+		if err := s.launch(); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// stages prepares the pass buffers and scratch and returns the planner's
+// launches in order: the means, the query scores (Q_perm only), the key
+// scores, then the query lists' sort (Q_perm only) and the key lists'.
+func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *genBufs) ([]s2oStage, error) {
 	t := in.t
 	g := t.Geometry
 	var gp genParams
 	main := &gb.pass[1]
 	if err := uploadPass(c, main, header, &gp); err != nil {
-		return err
+		return nil, err
 	}
 	if header.Init != nil {
 		init := &gb.pass[0]
 		if init.plan != header.Init {
 			if err := uploadPass(c, init, header.Init, &gp); err != nil {
-				return err
+				return nil, err
 			}
 			if err := c.Free(init.kvOrder.ptr); err != nil {
-				return err
+				return nil, err
 			}
 			init.kvOrder = deviceBuf{}
 			init.ptrs.kvOrder = main.ptrs.kvOrder
@@ -74,12 +96,13 @@ func (p s2oPlanner) planPasses(c *driver.Ctx, in *planInput, header *plan.Plan, 
 	segs := (g.Nq + p.s.Segment - 1) / p.s.Segment
 	heads := int64(g.B) * int64(g.Hq)
 	total := int64(len(header.Order.KV))
-	a := s2oArgs{q: in.q, k: in.k, qorder: main.ptrs.qOrder, kvOrder: main.ptrs.kvOrder, kvStart: main.ptrs.kvStart,
+	a := &s2oArgs{q: in.q, k: in.k, qorder: main.ptrs.qOrder, kvOrder: main.ptrs.kvOrder, kvStart: main.ptrs.kvStart,
 		b: int32(g.B), hq: int32(g.Hq), hkv: int32(g.Hkv), nq: int32(g.Nq), nk: int32(g.Nk), d: int32(g.D),
 		seg: int32(p.s.Segment), win: int32(min(p.s.Window, g.Nq+g.Nk)), segs: int32(segs)}
 	if t.Causal {
 		a.causal = 1
 	}
+	perm := header.Order.Query != nil
 	for _, s := range []struct {
 		dst  *uint64
 		name string
@@ -87,55 +110,52 @@ func (p s2oPlanner) planPasses(c *driver.Ctx, in *planInput, header *plan.Plan, 
 	}{
 		{&a.guide, "s2o.guide", int64(g.B*g.Hkv) * int64(g.D) * 4},
 		{&a.qmean, "s2o.qmean", heads * int64(segs) * int64(g.D) * 4},
-		{&a.qkey, "s2o.qkey", heads * int64(g.Nq) * 4}, {&a.qkey2, "s2o.qkey2", heads * int64(g.Nq) * 4}, {&a.qidx2, "s2o.qidx2", heads * int64(g.Nq) * 4},
-		{&a.kkey, "s2o.kkey", total * 4}, {&a.kkey2, "s2o.kkey2", total * 4}, {&a.kidx2, "s2o.kidx2", total * 4},
+		{&a.kbuf, "s2o.kbuf", total * 8}, {&a.kbuf2, "s2o.kbuf2", total * 8},
 	} {
-		ptr, err := in.scratch.get(c, s.name, max(s.n, 4))
+		ptr, err := in.scratch.get(c, s.name, max(s.n, 8))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		*s.dst = uint64(ptr)
 	}
-	const file = "plan_s2o.cu"
-	fn := func(name string) (driver.Function, error) { return in.e.auxFunction(c, file, name) }
-	one := func(n uint32) driver.Dim3 { return driver.Dim3{X: n, Y: 1, Z: 1} }
-	means, err := fn("s2o_means")
-	if err != nil {
-		return err
-	}
-	if err := c.Launch(means, one(uint32(int64(g.B*g.Hkv)+heads*int64(segs))), one(128), 0, driver.Arg(&a)); err != nil {
-		return err
-	}
-	perm := header.Order.Query != nil
 	if perm {
-		qscore, err := fn("s2o_qscore")
-		if err != nil {
-			return err
-		}
-		if err := c.Launch(qscore, driver.Dim3{X: uint32((g.Nq + 127) / 128), Y: uint32(heads), Z: 1}, one(128), 0, driver.Arg(&a)); err != nil {
-			return err
-		}
-	}
-	kscore, err := fn("s2o_kscore")
-	if err != nil {
-		return err
-	}
-	if err := c.Launch(kscore, driver.Dim3{X: uint32((g.Nk + 63) / 64), Y: uint32(g.B * g.Hkv), Z: 1}, one(256), 0, driver.Arg(&a)); err != nil {
-		return err
-	}
-	sort, err := fn("s2o_sort")
-	if err != nil {
-		return err
-	}
-	for keys := int32(0); keys < 2; keys++ {
-		if keys == 0 && !perm {
-			continue
-		}
-		if err := c.Launch(sort, one(uint32(heads*int64(segs))), one(512), 0, driver.Arg(&a), driver.Arg(&keys)); err != nil {
-			return err
+		for _, s := range []struct {
+			dst  *uint64
+			name string
+		}{{&a.qbuf, "s2o.qbuf"}, {&a.qbuf2, "s2o.qbuf2"}} {
+			ptr, err := in.scratch.get(c, s.name, max(heads*int64(g.Nq)*8, 8))
+			if err != nil {
+				return nil, err
+			}
+			*s.dst = uint64(ptr)
 		}
 	}
-	return nil
+	one := func(n int64) driver.Dim3 { return driver.Dim3{X: uint32(n), Y: 1, Z: 1} }
+	launch := func(name string, grid, block driver.Dim3, args ...unsafe.Pointer) s2oStage {
+		label := name
+		if len(args) > 1 && *(*int32)(args[1]) == 0 {
+			label += " (queries)"
+		} else if len(args) > 1 {
+			label += " (keys)"
+		}
+		return s2oStage{label, func() error {
+			fn, err := in.e.auxFunction(c, "plan_s2o.cu", name)
+			if err != nil {
+				return err
+			}
+			return c.Launch(fn, grid, block, 0, args...)
+		}}
+	}
+	st := []s2oStage{launch("s2o_means", one(int64(g.B*g.Hkv)+heads*int64(segs)), one(128), driver.Arg(a))}
+	if perm {
+		st = append(st, launch("s2o_qscore", driver.Dim3{X: uint32((g.Nq + 127) / 128), Y: uint32(heads), Z: 1}, one(128), driver.Arg(a)))
+	}
+	st = append(st, launch("s2o_kscore", driver.Dim3{X: uint32((g.Nk + 63) / 64), Y: uint32(g.B * g.Hkv), Z: 1}, one(256), driver.Arg(a)))
+	qkeys, kkeys := int32(0), int32(1)
+	if perm {
+		st = append(st, launch("s2o_sort", one(heads*int64(segs)), one(256), driver.Arg(a), driver.Arg(&qkeys)))
+	}
+	return append(st, launch("s2o_sort", one(heads*int64(segs)), one(256), driver.Arg(a), driver.Arg(&kkeys))), nil
 }
 
 // downloadPasses copies the plan in gb's pass buffers back to the host:

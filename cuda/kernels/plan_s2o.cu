@@ -18,18 +18,17 @@
 // rounded to float32; they are sorted on an order-preserving 32-bit key,
 // ties in index order, as s2o's ranker does on the CPU.
 
-// S2OArgs mirrors cuda.s2oArgs on the Go side.
+// S2OArgs mirrors cuda.s2oArgs on the Go side. A list element is a u64,
+// the sort key in the high word and the token in the low word.
 struct S2OArgs {
 	View q, k;
 	float* guide;   // [B·Hkv, D]
 	float* qmean;   // [B·Hq·segs, D]
-	u32* qkey;      // query lists' sort keys [B·Hq·Nq], and their second buffer
-	u32* qkey2;
-	int* qidx2;     // the query lists' second index buffer
+	u64* qbuf;      // query lists [B·Hq·Nq], and their second buffer
+	u64* qbuf2;
 	int* qorder;    // Q_perm [B·Hq·Nq]
-	u32* kkey;      // key lists' sort keys, indexed as kv_order, and their second buffer
-	u32* kkey2;
-	int* kidx2;     // the key lists' second index buffer
+	u64* kbuf;      // key lists, indexed as kv_order, and their second buffer
+	u64* kbuf2;
 	int* kv_order;  // the key orders
 	const int* kv_start; // [B·Hq·segs + 1]
 	int B, Hq, Hkv, Nq, Nk, D;
@@ -86,7 +85,7 @@ extern "C" __global__ void s2o_means(S2OArgs a) {
 }
 
 // s2o_qscore: thread per query (blockIdx.y = b·Hq + h) scores it against
-// its KV head's guide key (Eq. 1) and resets its Q_perm entry to itself.
+// its KV head's guide key (Eq. 1): its list element, in token order.
 extern "C" __global__ void s2o_qscore(S2OArgs a) {
 	int bh = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= a.Nq) return;
@@ -95,9 +94,7 @@ extern "C" __global__ void s2o_qscore(S2OArgs a) {
 	double s = 0.0;
 #pragma unroll 8
 	for (int c = 0; c < a.D; c++) s = __fma_rn((double)load(a.q, b, h, i, c), (double)g[c], s);
-	long long p = (long long)bh * a.Nq + i;
-	a.qkey[p] = desc_key((float)s);
-	a.qorder[p] = i;
+	a.qbuf[(long long)bh * a.Nq + i] = (u64)desc_key((float)s) << 32 | (u32)i;
 }
 
 #define KS_KEYS 64
@@ -105,8 +102,9 @@ extern "C" __global__ void s2o_qscore(S2OArgs a) {
 
 // s2o_kscore: a tile of KS_KEYS keys of KV head blockIdx.y (b·Hkv + kh),
 // staged as float32; warp w takes the (query head of the group, segment)
-// pairs w, w + KS_WARPS, …, and for each ranked key of the tile writes its
-// sort key (Eq. 2) and its index at its place in the segment's key order.
+// pairs w, w + KS_WARPS, …, and writes each ranked key's list element
+// (score of Eq. 2, token) at its place in the segment's ranked keys, in
+// token order.
 extern "C" __global__ void __launch_bounds__(KS_WARPS * 32) s2o_kscore(S2OArgs a) {
 	__shared__ float ks[KS_KEYS][128 + 1];
 	int bk = blockIdx.y, b = bk / a.Hkv, kh = bk % a.Hkv;
@@ -137,59 +135,74 @@ extern "C" __global__ void __launch_bounds__(KS_WARPS * 32) s2o_kscore(S2OArgs a
 			if (j < wlo) r = j;
 			else if (!a.causal && j >= whi) r = wlo + (j - whi);
 			else continue;
-			a.kkey[base + r] = desc_key((float)(u ? s1 : s0));
-			a.kv_order[base + r] = j;
+			a.kbuf[base + r] = (u64)desc_key((float)(u ? s1 : s0)) << 32 | (u32)j;
 		}
 	}
 }
 
-#define SORT_THREADS 512
+#define SORT_THREADS 256
 #define SORT_WARPS (SORT_THREADS / 32)
-#define SORT_ITEMS 8
+#define SORT_ITEMS 16
+#define SORT_RUN (32 * SORT_ITEMS)
 #define SORT_TILE (SORT_THREADS * SORT_ITEMS)
 
-// sort_list sorts the n pairs (k0[i], i0[i]) by ascending key, stably,
-// into k0, i0, with k1, i1 as the second buffer: a least-significant-digit
-// radix sort on 8-bit digits, skipping a digit that every key shares (the
-// CPU's ranker skips the same passes; a skipped pass moves nothing). Each
-// pass walks tiles of SORT_TILE pairs in order; warp w takes the tile's
-// w-th run of 32·SORT_ITEMS pairs, ranks each pair among the equal digits
+// sort_list sorts the n elements of b0 by ascending key (the high word),
+// stably, and writes their tokens (low words) in that order to out, with
+// b1 as the second buffer: a least-significant-digit radix sort on 8-bit
+// digits, skipping a digit that every key shares (the CPU's ranker skips
+// the same passes; a skipped pass moves nothing). Each pass walks tiles of
+// SORT_TILE elements in order; warp w loads the tile's w-th run of
+// SORT_RUN elements into registers, ranks each among the equal digits
 // before it in its run (__match_any_sync), and the per-warp digit counts,
 // scanned over the warps and added to the digit's running offset, place
 // it: so equal digits keep their order within a tile and across tiles.
-__device__ void sort_list(u32* k0, int* i0, u32* k1, int* i1, int n) {
+// The last pass writes tokens straight to out.
+__device__ void sort_list(u64* b0, u64* b1, int* out, int n) {
 	__shared__ int hist[4][256];
 	__shared__ int offs[256];
 	__shared__ int cnt[SORT_WARPS][256];
 	__shared__ int active[4];
 	const unsigned full = 0xffffffffu;
 	int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-	if (n < 2) return;
+	if (n < 2) {
+		if (n == 1 && tid == 0) out[0] = (int)(u32)b0[0];
+		return;
+	}
 	for (int x = tid; x < 4 * 256; x += SORT_THREADS) hist[x >> 8][x & 255] = 0;
 	__syncthreads();
-	for (int base = 0; base < n; base += SORT_THREADS) {
-		int pos = base + tid;
-		bool valid = pos < n;
-		u32 key = valid ? k0[pos] : 0u;
+	for (int t0 = 0; t0 < n; t0 += SORT_TILE) {
+		u32 kk[SORT_ITEMS];
 #pragma unroll
-		for (int d = 0; d < 4; d++) {
-			int v = valid ? (int)((key >> (8 * d)) & 255u) : 256;
-			unsigned m = __match_any_sync(full, v);
-			if (valid && lane == __ffs(m) - 1) atomicAdd(&hist[d][v], __popc(m));
+		for (int r = 0; r < SORT_ITEMS; r++) {
+			int pos = t0 + w * SORT_RUN + r * 32 + lane;
+			kk[r] = pos < n ? (u32)(b0[pos] >> 32) : 0u;
+		}
+#pragma unroll
+		for (int r = 0; r < SORT_ITEMS; r++) {
+			bool valid = t0 + w * SORT_RUN + r * 32 + lane < n;
+#pragma unroll
+			for (int d = 0; d < 4; d++) {
+				int v = valid ? (int)((kk[r] >> (8 * d)) & 255u) : 256;
+				unsigned m = __match_any_sync(full, v);
+				if (valid && lane == __ffs(m) - 1) atomicAdd(&hist[d][v], __popc(m));
+			}
 		}
 	}
 	__syncthreads();
-	if (tid < 4) active[tid] = hist[tid][(k0[0] >> (8 * tid)) & 255u] != n;
+	if (tid < 4) active[tid] = hist[tid][(u32)(b0[0] >> (32 + 8 * tid)) & 255u] != n;
 	__syncthreads();
-	int src = 0;
+	int nactive = active[0] + active[1] + active[2] + active[3];
+	if (nactive == 0) {
+		for (int x = tid; x < n; x += SORT_THREADS) out[x] = (int)(u32)b0[x];
+		return;
+	}
+	int src = 0, done = 0;
 	for (int d = 0; d < 4; d++) {
 		if (!active[d]) continue;
-		bool last = true;
-		for (int e = d + 1; e < 4; e++) last = last && !active[e];
-		u32* ks = src ? k1 : k0;
-		u32* kd = src ? k0 : k1;
-		int* is = src ? i1 : i0;
-		int* id = src ? i0 : i1;
+		bool last = ++done == nactive;
+		int shift = 32 + 8 * d;
+		u64* bs = src ? b1 : b0;
+		u64* bd = src ? b0 : b1;
 		if (w == 0) {
 			// Exclusive scan of the digit's counts, eight per lane.
 			int v[8], sum = 0;
@@ -208,16 +221,18 @@ __device__ void sort_list(u32* k0, int* i0, u32* k1, int* i1, int n) {
 		__syncthreads();
 		for (int t0 = 0; t0 < n; t0 += SORT_TILE) {
 			for (int x = lane; x < 256; x += 32) cnt[w][x] = 0;
-			__syncwarp();
-			u32 kk[SORT_ITEMS];
-			int ii[SORT_ITEMS], loc[SORT_ITEMS];
+			u64 e[SORT_ITEMS];
+			int loc[SORT_ITEMS];
 #pragma unroll
 			for (int r = 0; r < SORT_ITEMS; r++) {
-				int pos = t0 + w * (32 * SORT_ITEMS) + r * 32 + lane;
-				bool valid = pos < n;
-				kk[r] = valid ? ks[pos] : 0u;
-				ii[r] = valid ? is[pos] : 0;
-				int v = valid ? (int)((kk[r] >> (8 * d)) & 255u) : 256;
+				int pos = t0 + w * SORT_RUN + r * 32 + lane;
+				e[r] = pos < n ? bs[pos] : 0ull;
+			}
+			__syncwarp();
+#pragma unroll
+			for (int r = 0; r < SORT_ITEMS; r++) {
+				bool valid = t0 + w * SORT_RUN + r * 32 + lane < n;
+				int v = valid ? (int)((e[r] >> shift) & 255u) : 256;
 				unsigned m = __match_any_sync(full, v);
 				int c = valid ? cnt[w][v] : 0;
 				loc[r] = c + __popc(m & ((1u << lane) - 1u));
@@ -228,6 +243,7 @@ __device__ void sort_list(u32* k0, int* i0, u32* k1, int* i1, int n) {
 			__syncthreads();
 			if (tid < 256) {
 				int run = offs[tid];
+#pragma unroll
 				for (int x = 0; x < SORT_WARPS; x++) {
 					int c = cnt[x][tid];
 					cnt[x][tid] = run;
@@ -238,34 +254,33 @@ __device__ void sort_list(u32* k0, int* i0, u32* k1, int* i1, int n) {
 			__syncthreads();
 #pragma unroll
 			for (int r = 0; r < SORT_ITEMS; r++) {
-				int pos = t0 + w * (32 * SORT_ITEMS) + r * 32 + lane;
-				if (pos >= n) break;
-				int at = cnt[w][(kk[r] >> (8 * d)) & 255u] + loc[r];
-				if (!last) kd[at] = kk[r];
-				id[at] = ii[r];
+				int pos = t0 + w * SORT_RUN + r * 32 + lane;
+				if (pos < n) {
+					int at = cnt[w][(e[r] >> shift) & 255u] + loc[r];
+					if (last) out[at] = (int)(u32)e[r];
+					else bd[at] = e[r];
+				}
 			}
 			__syncthreads();
 		}
 		src ^= 1;
 	}
-	if (src)
-		for (int x = tid; x < n; x += SORT_THREADS) i0[x] = i1[x];
 }
 
 // s2o_sort sorts list blockIdx.x = (b·Hq + h)·segs + n: the segment's
 // queries (keys == 0, into Q_perm) or its ranked keys (keys == 1, into the
 // ranked part of its key order).
-extern "C" __global__ void __launch_bounds__(SORT_THREADS) s2o_sort(S2OArgs a, int keys) {
+extern "C" __global__ void __launch_bounds__(SORT_THREADS, 3) s2o_sort(S2OArgs a, int keys) {
 	int l = blockIdx.x, bh = l / a.segs, n = l % a.segs;
 	if (!keys) {
 		long long lo = (long long)bh * a.Nq + n * a.seg;
 		int len = min((n + 1) * a.seg, a.Nq) - n * a.seg;
-		sort_list(a.qkey + lo, a.qorder + lo, a.qkey2 + lo, a.qidx2 + lo, len);
+		sort_list(a.qbuf + lo, a.qbuf2 + lo, a.qorder + lo, len);
 		return;
 	}
 	int wlo, whi;
 	s2o_window(a, n, wlo, whi);
 	long long base = (long long)a.kv_start[l] + (whi - wlo);
 	int len = wlo + (a.causal ? 0 : a.Nk - whi);
-	sort_list(a.kkey + base, a.kv_order + base, a.kkey2 + base, a.kidx2 + base, len);
+	sort_list(a.kbuf + base, a.kbuf2 + base, a.kv_order + base, len);
 }

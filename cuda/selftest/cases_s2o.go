@@ -6,6 +6,7 @@ import (
 
 	"github.com/sparseattn/sparseattn/method/s2o"
 	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
 )
 
 // s2oPlanners are the S2O configurations the device planner is checked
@@ -17,6 +18,33 @@ func s2oPlanners() []plan.Planner {
 		s2o.Planner{Segment: 256, Tau: 0.005},
 		s2o.Planner{Segment: 512, Tau: 0, Window: 128},
 		s2o.Planner{Segment: 256, Tau: 0.005, Window: 100, NoQueryPerm: true},
+	}
+}
+
+// s2oTieCases are p's extra cases when p is S2O: the ragged GQA shape
+// with every 7th row of q and k repeated, so that each list's scores take
+// a few values, interleaved in index order: the stable order of ties is
+// checked; none for other planners.
+func s2oTieCases(p plan.Planner) []PlannerCase {
+	if _, ok := p.(s2o.Planner); !ok {
+		return nil
+	}
+	s := shapes()[0]
+	return []PlannerCase{{Name: caseName(p) + "/ties " + s.Name, Planner: p, Case: s, Repeat: 7}}
+}
+
+// repeatRows makes row n of x a copy of row n mod every, for each batch
+// and head.
+func repeatRows(x *tensor.Tensor, every int) {
+	sh := x.Shape()
+	for b := range sh.B {
+		for h := range sh.H {
+			for n := every; n < sh.N; n++ {
+				for d := range sh.D {
+					x.Set(b, h, n, d, x.At(b, h, n%every, d))
+				}
+			}
+		}
 	}
 }
 

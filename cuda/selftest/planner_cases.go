@@ -43,6 +43,7 @@ func PlannerCases() []PlannerCase {
 			cs = append(cs, PlannerCase{Name: caseName(p) + "/" + s.Name, Planner: p, Case: s})
 		}
 		cs = append(cs, PlannerCase{Name: caseName(p) + "/" + llmShape.Name, Planner: p, Case: llmShape, Workload: workload.LLM})
+		cs = append(cs, s2oTieCases(p)...)
 	}
 	return cs
 }

@@ -24,6 +24,10 @@ type PlannerCase struct {
 	// Workload, when set, draws the inputs from that synthetic workload
 	// (its N, heads and D must match Case) instead of N(0, 1) noise.
 	Workload workload.Kind
+	// Repeat, when positive, makes row n of q and of k a copy of row
+	// n mod Repeat (per batch and head), so that scores tie often (S2O's
+	// stable ranking).
+	Repeat int
 }
 
 // PlannerCheck is the outcome of one PlannerCase.
@@ -67,7 +71,11 @@ func RunPlanners(ctx context.Context, e *cuda.Engine, r *rand.Rand, cases []Plan
 // inputs draws the case's q, k and v.
 func (c PlannerCase) inputs(ctx context.Context, r *rand.Rand) (q, k, v *tensor.Tensor, err error) {
 	if c.Workload == "" {
-		return cuda.RandomInputs(r, c.Case, 1)
+		if q, k, v, err = cuda.RandomInputs(r, c.Case, 1); err == nil && c.Repeat > 0 {
+			repeatRows(q, c.Repeat)
+			repeatRows(k, c.Repeat)
+		}
+		return q, k, v, err
 	}
 	w, err := workload.Generate(ctx, workload.Config{Kind: c.Workload, Seed: r.Uint64(), B: c.Case.B, Hq: c.Case.Hq, Hkv: c.Case.Hkv,
 		N: c.Case.Nq, D: c.Case.D, DType: c.Case.DType, Layout: c.Case.Layout})
