@@ -231,10 +231,19 @@ func initVariant(p *plan.Plan, v variant) (variant, error) {
 }
 
 // genCounters is the number of 64-bit device counters the gathering kernel
-// uses: the four of Params.counters, the row tickets, rows stopped early,
-// and per pooled level 2..8 the entries on the last KV block and on the
-// others.
-const genCounters = 6 + 2*7
+// uses: the four of Params.counters, the main pass's row tickets
+// (genTickets), rows stopped early, per pooled level 2..8 the entries on
+// the last KV block and on the others, and the Init pass's row tickets
+// (genInitTickets).
+const genCounters = 6 + 2*7 + 1
+
+// genTickets and genInitTickets index the counters from which the
+// warp-specialized gathering kernel's persistent CTAs draw rows, in the
+// main pass and in the Init pass.
+const (
+	genTickets     = 4
+	genInitTickets = genCounters - 1
+)
 
 // genStats turns the gathering kernel's counters into plan.Stats. A pooled
 // entry counts the share of its block's keys it scores, ⌈n/2^(h-1)⌉/n for

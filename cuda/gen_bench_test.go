@@ -53,6 +53,40 @@ func TestGenBench(t *testing.T) {
 	}
 }
 
+// TestGenWSPtxas compiles the warp-specialized gathering kernel's main
+// configurations for sm_90a with ptxas's verbose report and logs its
+// register, spill and warning lines (a setmaxnreg that ptxas ignores, or
+// a producer that spills, shows here). Skipped unless
+// SPARSEATTN_GEN_PTXAS is set; it needs NVRTC, not a GPU.
+func TestGenWSPtxas(t *testing.T) {
+	if os.Getenv("SPARSEATTN_GEN_PTXAS") == "" {
+		t.Skip("set SPARSEATTN_GEN_PTXAS=1 to see ptxas's report on the gathering kernel")
+	}
+	nv, err := driver.LoadNVRTC()
+	if err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	for _, f := range []genFlags{
+		{on: true, ws: true},
+		{on: true, ws: true, levels: true},
+		{on: true, ws: true, gather: true, stop: true},
+		{on: true, ws: true, gather: true, stop: true, state: 2},
+		{on: true, ws: true, gather: true, state: 1},
+	} {
+		v := variant{headDim: 128, blockQ: 128, kt: genKT, mt: 1, bf16: true, stages: genWSStages, gen: f}
+		src, name := v.source()
+		_, log, err := nv.Compile(src, name, append(v.options("sm_90a"), "--ptxas-options=-v"))
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		for _, line := range strings.Split(log, "\n") {
+			if l := strings.ToLower(line); strings.Contains(l, "register") || strings.Contains(l, "spill") || strings.Contains(l, "warning") || strings.Contains(l, "setmaxnreg") {
+				t.Logf("%s: %s", v, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
 // genBench is TestGenBench at n tokens.
 func genBench(t *testing.T, e, old *Engine, n int) {
 	r := rand.New(rand.NewPCG(1, 2))

@@ -28,7 +28,8 @@ func TestGenParamsLayout(t *testing.T) {
 		{"offsetof st_m", unsafe.Offsetof(gp.stM), 392},
 		{"offsetof row_after", unsafe.Offsetof(gp.rowAfter), 416},
 		{"offsetof tau", unsafe.Offsetof(gp.tau), 428},
-		{"sizeof GenParams", unsafe.Sizeof(gp), 432},
+		{"offsetof tickets", unsafe.Offsetof(gp.tickets), 432},
+		{"sizeof GenParams", unsafe.Sizeof(gp), 440},
 		{"offsetof PyramidArgs.dst", unsafe.Offsetof(pa.dst), 32},
 		{"sizeof PyramidArgs", unsafe.Sizeof(pa), 80},
 	} {
@@ -119,6 +120,52 @@ func TestChooseGenKernel(t *testing.T) {
 			}
 			if vi.gen.ws != v.gen.ws || vi.gen.state != 1 || v.gen.state != 2 {
 				t.Errorf("%s: Init pass %s after %s, want the same kernel saving what the main pass resumes", c.name, vi, v)
+			}
+		}
+	}
+}
+
+// TestGenRowOrder checks the persistent gathering kernel's launch order:
+// none for rows all alike; otherwise every row once, each head's rows
+// together and longest first.
+func TestGenRowOrder(t *testing.T) {
+	tl := plan.Tiling{Geometry: tensor.Geometry{B: 1, Hq: 2, Hkv: 1, Nq: 512, Nk: 512, D: 64, Dv: 64}, Causal: true, BlockQ: 128, BlockK: 64}
+	dense, err := plan.Dense(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alike, err := plan.FromMask(tl, func(b, h, qb, kb int) bool { return kb == 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		p    *plan.Plan
+		nil  bool
+	}{
+		{"causal dense", dense, false},
+		{"one block a row", alike, true},
+	} {
+		o := genRowOrder(c.p)
+		if c.nil {
+			if o != nil {
+				t.Errorf("%s: order %v, want none", c.name, o)
+			}
+			continue
+		}
+		qb, rows := c.p.QBlocks(), c.p.Rows()
+		if len(o) != rows {
+			t.Fatalf("%s: %d rows ordered, want %d", c.name, len(o), rows)
+		}
+		seen := make([]bool, rows)
+		length := func(r int32) int { return c.p.RowStart[r+1] - c.p.RowStart[r] }
+		for i, r := range o {
+			if seen[r] || int(r)/qb != i/qb {
+				t.Fatalf("%s: order %v: row %d repeated or outside its head", c.name, o, r)
+			}
+			seen[r] = true
+			if i%qb > 0 && length(r) > length(o[i-1]) {
+				t.Fatalf("%s: order %v: row %d longer than the one before", c.name, o, r)
 			}
 		}
 	}

@@ -19,6 +19,7 @@ type genParams struct {
 	rowAfter                        uint64
 	after                           int32
 	tau                             float32
+	tickets                         uint64
 }
 
 // pyramidArgs mirrors struct PyramidArgs in kernels/pyramid.cu.
@@ -30,14 +31,14 @@ type pyramidArgs struct {
 	bf16                                            int32
 }
 
-// passBufs hold one pass's plan on the device: CSR, levels, orders and
-// per-row stop counts. plan is the plan they hold (kept alive, so that
+// passBufs hold one pass's plan on the device: CSR, levels, orders,
+// per-row stop counts and the rows' launch order. plan is the plan they hold (kept alive, so that
 // its address identifies it: a plan is read-only once built) and ptrs
 // where; a plan uploaded last time is not uploaded again.
 type passBufs struct {
-	rows, kv, lvl, qOrder, kvOrder, kvStart, rowKV, rowAfter deviceBuf
-	plan                                                     *plan.Plan
-	ptrs                                                     passPtrs
+	rows, kv, lvl, qOrder, kvOrder, kvStart, rowKV, rowAfter, order deviceBuf
+	plan                                                            *plan.Plan
+	ptrs                                                            passPtrs
 }
 
 // passPtrs are the fields of genParams that locate one pass's plan.
@@ -45,10 +46,11 @@ type passPtrs struct {
 	rowStart, kvBlock, level, qOrder, kvOrder, kvStart, rowKV, rowAfter uint64
 	after                                                               int32
 	tau                                                                 float32
+	order                                                               uint64 // launch order of the rows, or 0
 }
 
 func (pp passPtrs) apply(gp *genParams) {
-	gp.rowStart, gp.kvBlock, gp.level = pp.rowStart, pp.kvBlock, pp.level
+	gp.rowStart, gp.kvBlock, gp.level, gp.order = pp.rowStart, pp.kvBlock, pp.level, pp.order
 	gp.qOrder, gp.kvOrder, gp.kvStart, gp.rowKV = pp.qOrder, pp.kvOrder, pp.kvStart, pp.rowKV
 	gp.rowAfter, gp.after, gp.tau = pp.rowAfter, pp.after, pp.tau
 }
@@ -65,7 +67,7 @@ func (b *genBufs) all() []*deviceBuf {
 	out := []*deviceBuf{&b.pk, &b.pv, &b.stM, &b.stL, &b.stAcc}
 	for i := range b.pass {
 		p := &b.pass[i]
-		out = append(out, &p.rows, &p.kv, &p.lvl, &p.qOrder, &p.kvOrder, &p.kvStart, &p.rowKV, &p.rowAfter)
+		out = append(out, &p.rows, &p.kv, &p.lvl, &p.qOrder, &p.kvOrder, &p.kvStart, &p.rowKV, &p.rowAfter, &p.order)
 	}
 	return out
 }
@@ -129,6 +131,9 @@ func (pb *passBufs) upload(c *driver.Ctx, p *plan.Plan) (passPtrs, error) {
 	if pp.kvBlock, err = put(c, &pb.kv, kv, 4); err != nil {
 		return pp, err
 	}
+	if pp.order, err = put(c, &pb.order, genRowOrder(p), 4); err != nil {
+		return pp, err
+	}
 	if hasLevels(p) {
 		lv := make([]uint8, len(p.Level))
 		for i, l := range p.Level {
@@ -169,6 +174,18 @@ func (pb *passBufs) upload(c *driver.Ctx, p *plan.Plan) (passPtrs, error) {
 		}
 	}
 	return pp, nil
+}
+
+// genRowOrder is the order in which the gathering kernel's persistent
+// CTAs take plan p's rows: each head's rows longest first (by listed
+// entries), as rowOrder gives the warp-specialized dense kernel, so that
+// the short rows fill the gaps at the end; nil (head by head, each head's
+// last query block first) when the rows are all alike.
+func genRowOrder(p *plan.Plan) []int32 {
+	if rowsAlike(p.RowStart) {
+		return nil
+	}
+	return longestFirst(p.RowStart, max(p.QBlocks(), 1))
 }
 
 // buildPyramid pools the staged keys and values of job j into levels
@@ -222,6 +239,7 @@ func (e *Engine) launchGen(c *driver.Ctx, j *job, gb *genBufs) error {
 	p, g := j.p, j.p.Geometry
 	gp := genParams{kernelParams: *j.params, kBlocks: int32(p.KBlocks())}
 	gp.order, gp.split = 0, 1
+	head := e.order == OrderHead // no uploaded order: head by head
 	top := maxPlanLevel(p)
 	if j.levels != nil {
 		top = max(top, j.levels.top)
@@ -250,21 +268,32 @@ func (e *Engine) launchGen(c *driver.Ctx, j *job, gb *genBufs) error {
 		if err := uploadPass(c, &gb.pass[0], p.Init, &gp); err != nil {
 			return err
 		}
+		if head {
+			gp.order = 0
+		}
+		gp.tickets = j.params.counters + 8*genInitTickets
 		if err := e.launchPass(c, vi, p, &gp); err != nil {
 			return err
 		}
 	}
 	if j.levels != nil {
-		// A device plan: its CSR arrays are j.params', its levels here.
-		gp.level = j.levels.ptr
+		// A device plan: its CSR arrays are j.params', its levels here,
+		// its rows head by head (their lengths are on the device).
+		gp.level, gp.order = j.levels.ptr, j.params.order
 	} else if err := uploadPass(c, &gb.pass[1], p, &gp); err != nil {
 		return err
 	}
+	if head {
+		gp.order = 0
+	}
+	gp.tickets = j.params.counters + 8*genTickets
 	return e.launchPass(c, j.v, p, &gp)
 }
 
-// launchPass launches one pass of the gathering kernel: a CTA per plan
-// row.
+// launchPass launches one pass of the gathering kernel: under ws a
+// persistent grid of at most one CTA per multiprocessor, whose CTAs take
+// the plan rows in gp's order and draw tickets from gp.tickets; else a
+// CTA per plan row.
 func (e *Engine) launchPass(c *driver.Ctx, v variant, p *plan.Plan, gp *genParams) error {
 	fn, err := e.function(c, v)
 	if err != nil {
@@ -274,6 +303,9 @@ func (e *Engine) launchPass(c *driver.Ctx, v variant, p *plan.Plan, gp *genParam
 	grid := driver.Dim3{X: uint32(p.QBlocks()), Y: uint32(g.B * g.Hq), Z: 1}
 	if grid.X == 0 || grid.Y == 0 {
 		return nil
+	}
+	if v.gen.ws {
+		grid = driver.Dim3{X: uint32(min(p.QBlocks()*g.B*g.Hq, e.dev.SMs)), Y: 1, Z: 1}
 	}
 	return c.Launch(fn, grid, driver.Dim3{X: uint32(v.threads()), Y: 1, Z: 1}, v.sharedBytes(), driver.Arg(gp))
 }

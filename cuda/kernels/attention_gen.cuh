@@ -29,6 +29,7 @@ struct GenParams {
 	const int* row_after; // per-row entries before the stop rule applies, or null
 	int after;
 	float tau;
+	u64* tickets; // the persistent grid's row ticket counter for this pass
 };
 
 __device__ __forceinline__ float lg2(float x) {

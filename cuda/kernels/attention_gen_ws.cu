@@ -4,22 +4,39 @@
 // levels, S2O's token orders, two-pass states and the early stop), with
 // wgmma on 128-row query blocks.
 //
-// One CTA of 384 threads computes one plan row (one 128-row query block of
-// one batch and head):
-//   - warpgroup 0 is the producer. It fills, per 64-key tile, a slot table:
-//     for each slot the K and V row to read (a token of the input, by the
+// The grid is persistent, as attention_ws.cu's: each CTA of 384 threads
+// takes plan rows (one 128-row query block of one batch and head each) in
+// launch order (Params.order, the host's longest first within each head,
+// or head by head with each head's last block first), its block index
+// first and then one ticket a row from a counter in global memory.
+//   - warpgroup 0 is the producer. It sets up each row on its own: the
+//     row's plan entries (and under LEVELS their slot offsets, a prefix sum
+//     over the entries' pooled widths) and its query rows (by the query
+//     order, S2O §3.2). Then it fills, per 64-key tile, a slot table: for
+//     each slot the K and V row to read (a token of the input, by the
 //     row's key order; or an entry of the pooled pyramid), the key's token
-//     for causal masking and a logit bias (PSA §3). Then it gathers the
-//     rows with cp.async into STAGES shared-memory slots, in the
+//     for causal masking and a logit bias (PSA §3), and gathers the rows
+//     with cp.async into STAGES shared-memory slots, in the
 //     128-byte-swizzled layout wgmma reads, each completing on a full
 //     mbarrier and refilled once the consumers release it on its empty
-//     one. It learns of an early stop from a shared flag and stops loading.
-//     It gathers the query rows too (by the query order, S2O §3.2) first.
+//     one. It runs ahead across rows: the next row's set-up, Q (once the
+//     consumers release Q's slot after their last S MMA) and first tiles
+//     load while the consumers finish and store the current row.
 //   - warpgroups 1 and 2 are the consumers, 64 query rows each: S = Q·Kᵀ
 //     by wgmma from shared memory, the slots' masks and biases where the
 //     producer's per-tile summary says some slot needs one, the online
 //     softmax in registers, and O += P̃·V with P̃ from registers, S_j and
 //     P̃_{j-1}·V_{j-1} in flight together (FlashAttention-3 §3.2).
+// The early stop (STOP) hands over through one shared word, s_ctl: the
+// row the producer loads (its sequence number mod 256, which tells it
+// from the next: the producer runs at most one row ahead of a stop vote),
+// the tiles of it issued so far, and a stop bit. The producer claims each tile by an
+// atomic increment once its stage is free, and issues it unless the stop
+// bit was set; the consumers, having voted to stop, set the bit by
+// compare-and-swap (if the producer still loads their row) and so learn
+// how many tiles were issued, then drain (release unread) those past the
+// stop. Nothing is loaded after the claim is refused, and the drain waits
+// only for tiles already claimed.
 //
 // Compile-time configuration (set by the Go side with -D):
 //   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
@@ -27,13 +44,10 @@
 //   LEVELS, GATHER, STATE, STOP, OUT16: as in attention_gen.cu
 //   STAGES    K/V tile slots (2 to 4)
 //   PINGPONG  1 to make the consumer warpgroups take turns issuing MMAs
-//   PRODUCER_FENCE  1: each producer thread waits for its copies of a
-//             tile (while the next tile's are in flight), fences them for
-//             the tensor cores (async proxy) and arrives; 0: the copies
-//             arrive on the full barrier as they land (cp.async.mbarrier)
-//             and the consumers fence after each wait. 0 measured 2-6%
-//             faster on an H100 (TestGenBench, N=16384), so it is the
-//             default; both pass the self-test.
+// The copies arrive on the full barriers as they land
+// (cp.async.mbarrier) and the consumers fence after each wait; a producer
+// that waited, fenced and arrived itself measured 2-6% slower on an H100
+// (BENCHMARKS.md) and was dropped with the one-row-a-CTA grid.
 
 #ifndef LEVELS
 #define LEVELS 0
@@ -56,12 +70,6 @@
 #ifndef PINGPONG
 #define PINGPONG 1
 #endif
-#ifndef PRODUCER_FENCE
-#define PRODUCER_FENCE 0
-#endif
-#if PRODUCER_FENCE && STAGES < 3
-#error PRODUCER_FENCE signals a stage one tile late: it needs 3 stages or more
-#endif
 #if LEVELS && (GATHER || STOP)
 #error LEVELS takes the natural order and no stop rule
 #endif
@@ -81,9 +89,10 @@
 #define CONSUMER_REGS 232
 static_assert(PRODUCER_REGS * PRODUCER_THREADS + CONSUMER_REGS * CONSUMER_THREADS <= 168 * NTHREADS, "setmaxnreg split exceeds the CTA's registers");
 // Named barriers: 1 and 2 the consumers' turns, 5 their stop vote, 6 the
-// producer's.
+// producer's (its votes and row set-up).
 #define BAR_STOP 5
 #define BAR_PRODUCER 6
+#define STOP_BIT (1u << 23) // in s_ctl: the consumers stopped the row
 
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
 	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -143,8 +152,8 @@ __device__ __forceinline__ int ld_volatile(const int* p) {
 	asm volatile("ld.volatile.shared.s32 %0, [%1];\n" : "=r"(r) : "r"(smem_addr(p)) : "memory");
 	return r;
 }
-__device__ __forceinline__ void st_volatile(int* p, int x) {
-	asm volatile("st.volatile.shared.s32 [%0], %1;\n" ::"r"(smem_addr(p)), "r"(x) : "memory");
+__device__ __forceinline__ unsigned int ld_volatile_u(const unsigned int* p) {
+	return (unsigned int)ld_volatile(reinterpret_cast<const int*>(p));
 }
 
 // gather_rows copies ROWS rows into the swizzled tile at s: 16-byte chunk
@@ -197,17 +206,20 @@ __device__ __forceinline__ bool softmax_tile(float (&x)[KT / 8][4], float (&m)[2
 	return rescale;
 }
 
+// bar_sync is named barrier id over n threads.
+__device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenParams g) {
 	const Params& p = g.p;
 	// Dynamic shared memory, realigned to 1024 bytes for the swizzle: Q,
 	// STAGES K tiles, STAGES V tiles, then the row's staged plan entries
-	// and, under LEVELS, their slot offsets and levels.
+	// and, under LEVELS, their slot offsets and levels (the producer's).
 	extern __shared__ __attribute__((aligned(128))) u16 smem[];
-	// Barriers: Q full, then per stage full (K and V) and empty.
-	__shared__ __attribute__((aligned(8))) u64 bars[1 + 2 * STAGES];
+	// Barriers: Q full, Q empty, then per stage full (K and V) and empty.
+	__shared__ __attribute__((aligned(8))) u64 bars[2 + 2 * STAGES];
 	// The producer's gather tables, and per stage what the consumers read:
-	// each slot's token and bias, and per producer warp (32 slots each) the
-	// largest token and whether any bias is non-zero.
+	// each slot's token and bias, and per producer warp (32 slots each)
+	// the largest token and whether any bias is non-zero.
 	__shared__ const u16* s_krow[STAGES][KT];
 	__shared__ const u16* s_vrow[STAGES][KT];
 	__shared__ int s_tok[STAGES][KT];
@@ -215,10 +227,16 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	__shared__ int s_tmax[STAGES][2];
 	__shared__ int s_anyb[STAGES][2];
 	__shared__ const u16* s_qrow[BLOCK_Q];
-	__shared__ int s_qtok[BLOCK_Q];
-	__shared__ int s_wsum[NTHREADS / 32];
+	// Per row, by the parity of its sequence number (published with Q):
+	// its query tokens, and its batch·head, tiles (−1: no row is left) and
+	// entries before the stop rule applies.
+	__shared__ int s_qtok[2][BLOCK_Q];
+	__shared__ int s_rinfo[2][3];
+	__shared__ int s_wsum[PRODUCER_THREADS / 32];
 	__shared__ unsigned int s_cnt[16];
-	__shared__ int s_stop;
+	__shared__ int s_next;          // the producer's next row
+	__shared__ unsigned int s_ctl;  // STOP: row loaded (seq mod 256) << 24 | STOP_BIT | tiles issued
+	__shared__ int s_ndrain;        // STOP: tiles the producer issued of the row stopped last
 	const u32 pad = ((smem_addr(smem) + 1023) & ~1023u) - smem_addr(smem);
 	const u32 sQ = smem_addr(smem) + pad;
 	const u32 sK = sQ + BLOCK_Q * RB;
@@ -228,191 +246,229 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	int* s_pref = s_kv + MAX_LIST;                                                  // MAX_LIST + 1 slot offsets
 	unsigned char* s_lvl = reinterpret_cast<unsigned char*>(s_pref + MAX_LIST + 4); // MAX_LIST levels
 #endif
-	const u32 bar_q = smem_addr(bars);
-#define FULL(s) (bar_q + 8 * (1 + (s)))
-#define EMPTY(s) (bar_q + 8 * (1 + STAGES + (s)))
+	const u32 bar_q = smem_addr(bars), bar_qe = bar_q + 8;
+#define FULL(s) (bar_q + 8 * (2 + (s)))
+#define EMPTY(s) (bar_q + 8 * (2 + STAGES + (s)))
 
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-	const int qb = p.q_blocks - 1 - blockIdx.x; // the last (longest, causal) blocks first
-	const int bh = blockIdx.y;
-	const int b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
-	const int prow = bh * p.q_blocks + qb;
-	const int e0 = p.row_start[prow], ne = p.row_start[prow + 1] - e0; // the host keeps ne ≤ MAX_LIST
-	const int q0 = qb * BLOCK_Q;
 	const int off = p.Nk - p.Nq; // queries are the last Nq of the Nk tokens
-	const u16* gq = p.q + b * p.q_sb + h * p.q_sh;
-	const u16* gk = p.k + b * p.k_sb + kvh * p.k_sh;
-	const u16* gv = p.v + b * p.v_sb + kvh * p.v_sh;
+	const int items = p.B * p.Hq * p.q_blocks;
+#if LEVELS
+	const int sub = 1;
+#else
+	const int sub = p.block_k / KT;
+#endif
 
 	if (tid == 0) {
 		mbar_init(bar_q, PRODUCER_THREADS);
+		mbar_init(bar_qe, CONSUMER_THREADS);
 		for (int s = 0; s < STAGES; s++) {
 			mbar_init(FULL(s), PRODUCER_THREADS);
 			mbar_init(EMPTY(s), CONSUMER_THREADS);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-		s_stop = 0;
-	}
-	for (int i = tid; i < ne; i += NTHREADS) s_kv[i] = p.kv_block[e0 + i];
-	for (int r = tid; r < BLOCK_Q; r += NTHREADS) {
-		int tok = -1;
-		if (q0 + r < p.Nq) tok = (GATHER && g.q_order) ? g.q_order[(long long)bh * p.Nq + q0 + r] : q0 + r;
-		s_qtok[r] = tok;
-		s_qrow[r] = tok >= 0 ? gq + (long long)tok * p.q_sn : nullptr;
+		s_ctl = 0;
 	}
 	if (tid < 16) s_cnt[tid] = 0;
 	__syncthreads();
-
-#if LEVELS
-	// Slot offsets, as in attention_gen.cu: entry i holds slots
-	// [s_pref[i], s_pref[i+1]): its block's tokens at level 1,
-	// ⌈tokens/2^(h-1)⌉ pooled rows at level h, none at level 0; entries
-	// counted by level.
-	{
-		const int per = (ne + NTHREADS - 1) / NTHREADS;
-		const int lo = imin(tid * per, ne), hi = imin(lo + per, ne);
-		auto width = [&](int i) -> int {
-			const int lv = s_lvl[i], kb = s_kv[i];
-			const int n = imin(p.block_k, p.Nk - kb * p.block_k);
-			return lv == 0 ? 0 : (n + (1 << (lv - 1)) - 1) >> (lv - 1);
-		};
-		int sum = 0;
-		for (int i = lo; i < hi; i++) {
-			const int lv = g.level[e0 + i];
-			s_lvl[i] = (unsigned char)lv;
-			sum += width(i);
-			if (lv == 1) atomicAdd(&s_cnt[0], 1u);
-			else if (lv > 1) atomicAdd(&s_cnt[1 + 2 * (lv - 2) + (s_kv[i] == g.k_blocks - 1)], 1u);
-		}
-		int x = sum;
-#pragma unroll
-		for (int o = 1; o < 32; o <<= 1) {
-			const int y = __shfl_up_sync(0xffffffffu, x, o);
-			if (lane >= o) x += y;
-		}
-		if (lane == 31) s_wsum[warp] = x;
-		__syncthreads();
-		int run = x - sum;
-		for (int w = 0; w < warp; w++) run += s_wsum[w];
-		for (int i = lo; i < hi; i++) s_pref[i] = run, run += width(i);
-		if (tid == NTHREADS - 1) s_pref[ne] = run;
-		__syncthreads();
-	}
-	const int total = s_pref[ne];
-	const int ntiles = (total + KT - 1) / KT;
-	const int sub = 1;
-#else
-	const int sub = p.block_k / KT;
-	const int ntiles = ne * sub;
-#endif
 
 	if (warp < 4) {
 		// Producer warpgroup.
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS) : "memory");
 		const int pt = tid;
-		gather_rows<BLOCK_Q>(sQ, s_qrow, gq, pt);
-#if PRODUCER_FENCE
-		cp_commit();
-		u32 pend = bar_q; // the barrier of the last copies committed
-#else
-		mbar_arrive_cp(bar_q);
-		mbar_arrive(bar_q);
-#endif
-#if !LEVELS
-		// The row's key order (natural: the tokens themselves).
-		const int* korder = nullptr;
-		int klen = p.Nk;
-#if GATHER
-		if (g.row_kv) {
-			const int o = g.row_kv[prow];
-			if (o >= 0) korder = g.kv_order + g.kv_start[o], klen = g.kv_start[o + 1] - g.kv_start[o];
-		}
-#endif
-		// tok_at is slot pt's key token in tile t, read a tile ahead so
-		// that the order's latency hides behind the wait for a free stage.
-		auto tok_at = [&](int t) -> int {
-			if (pt >= KT || t >= ntiles) return TOK_NONE;
-			const int pos = s_kv[t / sub] * p.block_k + (t % sub) * KT + pt;
-			if (pos >= klen) return TOK_NONE;
-			return korder ? korder[pos] : pos;
-		};
-		int tok_next = tok_at(0);
-#endif
-		for (int t = 0; t < ntiles; t++) {
-			const int s = t % STAGES;
-			const u32 ph = ((t / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
-			const u16* kr = nullptr;
-			const u16* vr = nullptr;
-			int tok = TOK_NONE;
-			float bias = 0.f;
+		int j = 0;  // tiles issued, over all rows
+		int li = 0; // rows taken
+		for (int it = blockIdx.x;; li++) {
+			const int rb = li & 1, seq = li + 1;
+			// Every thread is done with the last row's tables, and s_next
+			// holds this row's ticket.
+			bar_sync(BAR_PRODUCER, PRODUCER_THREADS);
+			if (li > 0) it = s_next;
+			if (it >= items) break;
+			// Head by head, each head's last query block first (under causal
+			// masking the longest); or the host's longest-first order.
+			int bh = it / p.q_blocks, qb = p.q_blocks - 1 - it % p.q_blocks;
+			if (p.order) {
+				const int r = p.order[it];
+				bh = r / p.q_blocks, qb = r % p.q_blocks;
+			}
+			const int b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
+			const int prow = bh * p.q_blocks + qb;
+			const int e0 = p.row_start[prow], ne = p.row_start[prow + 1] - e0; // the host keeps ne ≤ MAX_LIST
+			const int q0 = qb * BLOCK_Q;
+			const u16* gq = p.q + b * p.q_sb + h * p.q_sh;
+			const u16* gk = p.k + b * p.k_sb + kvh * p.k_sh;
+			const u16* gv = p.v + b * p.v_sb + kvh * p.v_sh;
+			{
+				int tok = -1;
+				if (q0 + pt < p.Nq) tok = (GATHER && g.q_order) ? g.q_order[(long long)bh * p.Nq + q0 + pt] : q0 + pt;
+				s_qtok[rb][pt] = tok;
+				s_qrow[pt] = tok >= 0 ? gq + (long long)tok * p.q_sn : nullptr;
+			}
 #if LEVELS
-			const int sl = t * KT + pt;
-			if (pt < KT && sl < total) {
-				int lo = 0, hi = ne; // s_pref[lo] ≤ sl < s_pref[hi]
-				while (hi - lo > 1) {
-					const int mid = (lo + hi) >> 1;
-					if (s_pref[mid] <= sl) lo = mid;
-					else hi = mid;
-				}
-				const int o = sl - s_pref[lo], lv = s_lvl[lo], kb = s_kv[lo];
-				if (lv == 1) {
-					tok = kb * p.block_k + o;
-					kr = gk + (long long)tok * p.k_sn, vr = gv + (long long)tok * p.v_sn;
-				} else {
-					const long long row = g.lvl_row[lv] + ((long long)(b * p.Hkv + kvh) * g.k_blocks + kb) * g.lvl_width[lv] + o;
-					kr = g.pk + row * HEAD_DIM, vr = g.pv + row * HEAD_DIM;
+			// Slot offsets, as in attention_gen.cu: entry i holds slots
+			// [s_pref[i], s_pref[i+1]): its block's tokens at level 1,
+			// ⌈tokens/2^(h-1)⌉ pooled rows at level h, none at level 0;
+			// entries counted by level. Each thread stages and sums a run of
+			// entries; a scan over the producer's threads places the runs.
+			{
+				const int per = (ne + PRODUCER_THREADS - 1) / PRODUCER_THREADS;
+				const int lo = imin(pt * per, ne), hi = imin(lo + per, ne);
+				auto width = [&](int i) -> int {
+					const int lv = s_lvl[i], kb = s_kv[i];
 					const int n = imin(p.block_k, p.Nk - kb * p.block_k);
-					const int cnt = imin(1 << (lv - 1), n - (o << (lv - 1)));
-					// PSA §3: a pooled key stands for cnt tokens, bias ln cnt
-					// (log2 cnt in the log2 units used here).
-					bias = (cnt == (1 << (lv - 1))) ? (float)(lv - 1) : lg2((float)cnt);
-					tok = TOK_ANY;
+					return lv == 0 ? 0 : (n + (1 << (lv - 1)) - 1) >> (lv - 1);
+				};
+				int sum = 0;
+				for (int i = lo; i < hi; i++) {
+					const int kb = p.kv_block[e0 + i], lv = g.level[e0 + i];
+					s_kv[i] = kb, s_lvl[i] = (unsigned char)lv;
+					sum += width(i);
+					if (lv == 1) atomicAdd(&s_cnt[0], 1u);
+					else if (lv > 1) atomicAdd(&s_cnt[1 + 2 * (lv - 2) + (kb == g.k_blocks - 1)], 1u);
 				}
+				int x = sum;
+#pragma unroll
+				for (int o = 1; o < 32; o <<= 1) {
+					const int y = __shfl_up_sync(0xffffffffu, x, o);
+					if (lane >= o) x += y;
+				}
+				if (lane == 31) s_wsum[warp] = x;
+				bar_sync(BAR_PRODUCER, PRODUCER_THREADS);
+				int run = x - sum;
+				for (int w = 0; w < warp; w++) run += s_wsum[w];
+				for (int i = lo; i < hi; i++) s_pref[i] = run, run += width(i);
+				if (pt == PRODUCER_THREADS - 1) s_pref[ne] = run;
 			}
 #else
-			tok = tok_next;
-			tok_next = tok_at(t + 1);
-			if (tok != TOK_NONE) kr = gk + (long long)tok * p.k_sn, vr = gv + (long long)tok * p.v_sn;
+			for (int i = pt; i < ne; i += PRODUCER_THREADS) s_kv[i] = p.kv_block[e0 + i];
 #endif
-			if (pt < KT) s_krow[s][pt] = kr, s_vrow[s][pt] = vr;
-			// One thread waits for the stage (or learns of a stop); the
-			// vote tells the others and publishes the gather table.
-			bool go = true;
+			bar_sync(BAR_PRODUCER, PRODUCER_THREADS);
+#if LEVELS
+			const int total = s_pref[ne];
+			const int ntiles = (total + KT - 1) / KT;
+#else
+			const int ntiles = ne * sub;
+#endif
 			if (pt == 0) {
-				while (!mbar_try(EMPTY(s), ph)) {
-					if (ld_volatile(&s_stop)) {
-						go = false;
-						break;
+#if STOP
+				atomicExch(&s_ctl, (unsigned int)(seq & 0xff) << 24); // no tile issued, not stopped
+#endif
+				s_rinfo[rb][0] = bh, s_rinfo[rb][1] = ntiles;
+				s_rinfo[rb][2] = STOP ? (g.row_after ? g.row_after[prow] : g.after) : 0;
+			}
+			// Q's slot is free once the consumers' last S MMA of the previous
+			// row retired; the arrivals publish the row's tokens and info.
+			mbar_wait(bar_qe, rb ^ 1);
+			gather_rows<BLOCK_Q>(sQ, s_qrow, gq, pt);
+			mbar_arrive_cp(bar_q);
+			mbar_arrive(bar_q);
+#if !LEVELS
+			// The row's key order (natural: the tokens themselves).
+			const int* korder = nullptr;
+			int klen = p.Nk;
+#if GATHER
+			if (g.row_kv) {
+				const int o = g.row_kv[prow];
+				if (o >= 0) korder = g.kv_order + g.kv_start[o], klen = g.kv_start[o + 1] - g.kv_start[o];
+			}
+#endif
+			// tok_at is slot pt's key token in tile t, read a tile ahead so
+			// that the order's latency hides behind the wait for a free stage.
+			auto tok_at = [&](int t) -> int {
+				if (pt >= KT || t >= ntiles) return TOK_NONE;
+				const int pos = s_kv[t / sub] * p.block_k + (t % sub) * KT + pt;
+				if (pos >= klen) return TOK_NONE;
+				return korder ? korder[pos] : pos;
+			};
+			int tok_next = tok_at(0);
+#endif
+			for (int t = 0; t < ntiles; t++, j++) {
+				const int s = j % STAGES;
+				const u32 ph = ((j / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
+				const u16* kr = nullptr;
+				const u16* vr = nullptr;
+				int tok = TOK_NONE;
+				float bias = 0.f;
+#if LEVELS
+				const int sl = t * KT + pt;
+				if (pt < KT && sl < total) {
+					int lo = 0, hi = ne; // s_pref[lo] ≤ sl < s_pref[hi]
+					while (hi - lo > 1) {
+						const int mid = (lo + hi) >> 1;
+						if (s_pref[mid] <= sl) lo = mid;
+						else hi = mid;
+					}
+					const int o = sl - s_pref[lo], lv = s_lvl[lo], kb = s_kv[lo];
+					if (lv == 1) {
+						tok = kb * p.block_k + o;
+						kr = gk + (long long)tok * p.k_sn, vr = gv + (long long)tok * p.v_sn;
+					} else {
+						const long long row = g.lvl_row[lv] + ((long long)(b * p.Hkv + kvh) * g.k_blocks + kb) * g.lvl_width[lv] + o;
+						kr = g.pk + row * HEAD_DIM, vr = g.pv + row * HEAD_DIM;
+						const int n = imin(p.block_k, p.Nk - kb * p.block_k);
+						const int cnt = imin(1 << (lv - 1), n - (o << (lv - 1)));
+						// PSA §3: a pooled key stands for cnt tokens, bias ln cnt
+						// (log2 cnt in the log2 units used here).
+						bias = (cnt == (1 << (lv - 1))) ? (float)(lv - 1) : lg2((float)cnt);
+						tok = TOK_ANY;
 					}
 				}
-				if (ld_volatile(&s_stop)) go = false;
-			}
-			if (!bar_and(BAR_PRODUCER, PRODUCER_THREADS, go)) break;
-			if (pt < KT) {
-				s_tok[s][pt] = tok, s_bias[s][pt] = bias;
-				const int wmax = warp_max(tok);
-				const bool wb = any_sync(bias != 0.f);
-				if (lane == 0) s_tmax[s][warp] = wmax, s_anyb[s][warp] = wb;
-			}
-			gather_rows<KT>(sK + s * (KT * RB), s_krow[s], gk, pt);
-			gather_rows<KT>(sV + s * (KT * RB), s_vrow[s], gv, pt);
-#if PRODUCER_FENCE
-			// Tile t's copies go on while the previous ones are waited for;
-			// the arrive publishes them with the slot tokens and biases.
-			cp_commit();
-			cp_wait_1();
-			fence_proxy_async();
-			mbar_arrive(pend);
-			pend = FULL(s);
 #else
-			mbar_arrive_cp(FULL(s));
-			mbar_arrive(FULL(s)); // publishes the slot tokens and biases
+				tok = tok_next;
+				tok_next = tok_at(t + 1);
+				if (tok != TOK_NONE) kr = gk + (long long)tok * p.k_sn, vr = gv + (long long)tok * p.v_sn;
 #endif
+				if (pt < KT) s_krow[s][pt] = kr, s_vrow[s][pt] = vr;
+				// One thread waits for the stage and, under STOP, claims the
+				// tile (or learns that the consumers stopped this row); the
+				// vote tells the others and publishes the gather table.
+				bool go = true;
+				if (pt == 0) {
+#if STOP
+					for (;;) {
+						if (mbar_try(EMPTY(s), ph)) {
+							go = !(atomicAdd(&s_ctl, 1u) & STOP_BIT);
+							break;
+						}
+						if (ld_volatile_u(&s_ctl) & STOP_BIT) {
+							go = false;
+							break;
+						}
+					}
+#else
+					mbar_wait(EMPTY(s), ph);
+#endif
+				}
+				if (!bar_and(BAR_PRODUCER, PRODUCER_THREADS, go)) break;
+				if (pt < KT) {
+					s_tok[s][pt] = tok, s_bias[s][pt] = bias;
+					const int wmax = warp_max(tok);
+					const bool wb = any_sync(bias != 0.f);
+					if (lane == 0) s_tmax[s][warp] = wmax, s_anyb[s][warp] = wb;
+				}
+				gather_rows<KT>(sK + s * (KT * RB), s_krow[s], gk, pt);
+				gather_rows<KT>(sV + s * (KT * RB), s_vrow[s], gv, pt);
+				mbar_arrive_cp(FULL(s));
+				mbar_arrive(FULL(s)); // publishes the slot tokens and biases
+			}
+			// Draw the next row while the consumers finish this one. A launch
+			// draws one ticket per row.
+			if (pt == 0) s_next = gridDim.x + (int)atomicAdd(g.tickets, 1ull);
 		}
+		// No row is left: tell the consumers once they took the last row.
+		const int rb = li & 1;
+		mbar_wait(bar_qe, rb ^ 1);
+		if (pt == 0) s_rinfo[rb][1] = -1;
+		mbar_arrive(bar_q);
 		cp_wait_all(); // no copy outlives the block
-#if PRODUCER_FENCE
-		fence_proxy_async();
-		mbar_arrive(pend);
+#if LEVELS
+		bar_sync(BAR_PRODUCER, PRODUCER_THREADS);
+		if (pt == 0) {
+			if (s_cnt[0]) atomic_add_u64(&p.counters[0], (u64)s_cnt[0]), atomic_add_u64(&p.counters[1], (u64)s_cnt[0]);
+			for (int i = 1; i < 15; i++)
+				if (s_cnt[i]) atomic_add_u64(&p.counters[5 + i], (u64)s_cnt[i]);
+		}
 #endif
 		return;
 	}
@@ -422,46 +478,18 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	const int cw = warp - 4;   // consumer warp, 0..7
 	const int wg = cw >> 2;    // consumer warpgroup: rows [64·wg, +64)
 	const int wrow0 = cw * 16; // first row of this warp in the block
-	// This thread's rows (r and r+8 of its warp's 16, in the accumulator
-	// layout): their query tokens and the last key token each may see.
-	int qt[2], qlim[2];
-#pragma unroll
-	for (int hf = 0; hf < 2; hf++) {
-		qt[hf] = s_qtok[wrow0 + (lane >> 2) + 8 * hf];
-		qlim[hf] = (qt[hf] >= 0 && p.causal) ? qt[hf] + off : 0x7fffffff;
-	}
-	const int qmin = imin(qlim[0], qlim[1]);
+	// The current row's sequence number, and this thread's rows (r and r+8
+	// of its warp's 16, in the accumulator layout): their query tokens and
+	// the last key token each may see.
+	int seq = 0, ntiles = 0, qt[2], qlim[2], qmin = 0;
+	u64 n_blk = 0, n_stop = 0; // entries computed, rows stopped
 
 	float m[2], l[2];
 	float acc[HEAD_DIM / 8][4];
-#pragma unroll
-	for (int hf = 0; hf < 2; hf++) m[hf] = NEG_INF, l[hf] = 0.f;
-#pragma unroll
-	for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-#if STATE == 2
-	// S2O §3.3: resume the state the Init pass left for each query token.
-#pragma unroll
-	for (int hf = 0; hf < 2; hf++) {
-		if (qt[hf] < 0) continue;
-		const long long at = (long long)bh * p.Nq + qt[hf];
-		m[hf] = g.st_m[at];
-		l[hf] = (lane & 3) == 0 ? g.st_l[at] : 0.f; // the quad's sum, held once
-		const float* a = g.st_acc + at * p.Dv;
-#pragma unroll
-		for (int j = 0; j < HEAD_DIM / 8; j++) {
-			const int col = j * 8 + 2 * (lane & 3);
-			acc[j][2 * hf] = col < p.Dv ? a[col] : 0.f;
-			acc[j][2 * hf + 1] = col + 1 < p.Dv ? a[col + 1] : 0.f;
-		}
-	}
-#endif
 #if STOP
 	float lb[2], ds[2]; // ℓ before the current entry (rescaled with it), and the entry's gain Δℓ
-#pragma unroll
-	for (int hf = 0; hf < 2; hf++) lb[hf] = l[hf], ds[hf] = 0.f;
-	const int after = g.row_after ? g.row_after[prow] : g.after;
+	int after = 0;
 #endif
-	bool stopped = false;
 
 	u32 pprev[KT / 16][4];
 	float s[KT / 8][4];
@@ -524,9 +552,9 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			}
 		}
 	};
-	// step folds tile j's softmax into the stop rule's gains and, at the
-	// end of an entry, takes the consumers' vote (S2O §3.2): the row ends
-	// after this entry when every query of the block gained less than
+	// stop_after folds tile j's softmax into the stop rule's gains and, at
+	// the end of an entry, takes the consumers' vote (S2O §3.2): the row
+	// ends after this entry when every query of the block gained less than
 	// τ·ℓ. A row that has seen no key yet has no evidence for a stop.
 	auto stop_after = [&](int j, const float (&alphas)[2], const float (&sums)[2]) -> bool {
 #if STOP
@@ -543,7 +571,21 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			lb[hf] = l[hf], ds[hf] = 0.f;
 		}
 		if (bar_and(BAR_STOP, CONSUMER_THREADS, small) && j / sub >= after) {
-			if (cw == 0 && lane == 0) st_volatile(&s_stop, 1); // the producer stops loading
+			if (cw == 0 && lane == 0) {
+				// Stop the producer if it still loads this row, and learn how
+				// many of its tiles it issued (all, if it moved on).
+				int issued = ntiles;
+				unsigned int v = ld_volatile_u(&s_ctl);
+				while ((v >> 24) == (unsigned int)(seq & 0xff)) {
+					const unsigned int w = atomicCAS(&s_ctl, v, v | STOP_BIT);
+					if (w == v) {
+						issued = (int)(v & (STOP_BIT - 1));
+						break;
+					}
+					v = w;
+				}
+				s_ndrain = issued;
+			}
 			return true;
 		}
 #endif
@@ -568,131 +610,193 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 #if PINGPONG
 	if (wg == 1) hand_over();
 #endif
-	int done = 0; // tiles computed
-	if (ntiles > 0) {
-		// The first tile: S only. Data that cp.async wrote is made visible
-		// to the tensor cores' (async proxy) reads by a proxy fence after
-		// each wait.
-		mbar_wait(bar_q, 0);
-		mbar_wait(FULL(0), 0);
-		if (!PRODUCER_FENCE) fence_proxy_async();
-		my_turn();
-		wg_fence();
-		issue_s(0);
-		hand_over();
-		wg_wait0();
-		reg_fence(s);
-		bool last = ntiles == 1;
-		{
-			float alphas[2], sums[2];
-			const bool resc = softmax(0, alphas, sums);
-			rescale_o(resc, alphas); // a resumed state may need it
-			pack_tile(s, pprev);
-			if (stop_after(0, alphas, sums)) last = stopped = true;
+	int jb = 0; // tiles consumed (or drained) so far, over all rows
+	for (int li = 0;; li++) {
+		const int rb = li & 1;
+		seq = li + 1;
+		mbar_wait(bar_q, rb);
+		ntiles = s_rinfo[rb][1];
+		if (ntiles < 0) break;
+		const int bh = s_rinfo[rb][0];
+#if STOP
+		after = s_rinfo[rb][2];
+#endif
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			qt[hf] = s_qtok[rb][wrow0 + (lane >> 2) + 8 * hf];
+			qlim[hf] = (qt[hf] >= 0 && p.causal) ? qt[hf] + off : 0x7fffffff;
 		}
-		int j = 1;
-		// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
-		for (; !last; j++) {
-			const int slot = j % STAGES, prev = (j - 1) % STAGES;
-			mbar_wait(FULL(slot), (j / STAGES) & 1);
-			if (!PRODUCER_FENCE) fence_proxy_async();
+		qmin = imin(qlim[0], qlim[1]);
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) m[hf] = NEG_INF, l[hf] = 0.f;
+#pragma unroll
+		for (int j = 0; j < HEAD_DIM / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+#if STATE == 2
+		// S2O §3.3: resume the state the Init pass left for each query token.
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			if (qt[hf] < 0) continue;
+			const long long at = (long long)bh * p.Nq + qt[hf];
+			m[hf] = g.st_m[at];
+			l[hf] = (lane & 3) == 0 ? g.st_l[at] : 0.f; // the quad's sum, held once
+			const float* a = g.st_acc + at * p.Dv;
+#pragma unroll
+			for (int j = 0; j < HEAD_DIM / 8; j++) {
+				const int col = j * 8 + 2 * (lane & 3);
+				acc[j][2 * hf] = col < p.Dv ? a[col] : 0.f;
+				acc[j][2 * hf + 1] = col + 1 < p.Dv ? a[col + 1] : 0.f;
+			}
+		}
+#endif
+#if STOP
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) lb[hf] = l[hf], ds[hf] = 0.f;
+#endif
+		bool stopped = false;
+		int done = 0; // tiles computed
+		if (ntiles > 0) {
+			// The first tile: S only. Data that cp.async wrote is made
+			// visible to the tensor cores' (async proxy) reads by a proxy
+			// fence after each wait.
+			const int s0 = jb % STAGES;
+			mbar_wait(FULL(s0), (jb / STAGES) & 1);
+			fence_proxy_async();
+			my_turn();
+			wg_fence();
+			issue_s(s0);
+			hand_over();
+			wg_wait0();
+			reg_fence(s);
+			bool last = ntiles == 1;
+			{
+				float alphas[2], sums[2];
+				const bool resc = softmax(s0, alphas, sums);
+				rescale_o(resc, alphas); // a resumed state may need it
+				pack_tile(s, pprev);
+				if (stop_after(0, alphas, sums)) last = stopped = true;
+			}
+			int j = 1;
+			// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
+			for (; !last; j++) {
+				const int gj = jb + j;
+				const int slot = gj % STAGES, prev = (gj - 1) % STAGES;
+				mbar_wait(FULL(slot), (gj / STAGES) & 1);
+				fence_proxy_async();
+				reg_fence(acc);
+				reg_fence(pprev);
+				my_turn();
+				wg_fence();
+				issue_s(slot);
+				issue_pv(prev);
+				hand_over();
+				wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
+				reg_fence(s);
+				float alphas[2], sums[2];
+				const bool resc = softmax(slot, alphas, sums);
+				wg_wait0(); // O and P̃_{j-1} are free again
+				reg_fence(acc);
+				reg_fence(pprev);
+				mbar_arrive(EMPTY(prev));
+				rescale_o(resc, alphas);
+				pack_tile(s, pprev);
+				last = j + 1 >= ntiles;
+				if (stop_after(j, alphas, sums)) last = stopped = true;
+			}
+			// Every S MMA of the row retired: Q's slot may take the next row.
+			mbar_arrive(bar_qe);
+			// The last tile's P̃·V.
+			const int prev = (jb + j - 1) % STAGES;
 			reg_fence(acc);
 			reg_fence(pprev);
 			my_turn();
 			wg_fence();
-			issue_s(slot);
 			issue_pv(prev);
 			hand_over();
-			wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
-			reg_fence(s);
-			float alphas[2], sums[2];
-			const bool resc = softmax(slot, alphas, sums);
-			wg_wait0(); // O and P̃_{j-1} are free again
+			wg_wait0();
 			reg_fence(acc);
-			reg_fence(pprev);
 			mbar_arrive(EMPTY(prev));
-			rescale_o(resc, alphas);
-			pack_tile(s, pprev);
-			last = j + 1 >= ntiles;
-			if (stop_after(j, alphas, sums)) last = stopped = true;
+			done = j;
+			jb += j;
+#if STOP
+			// Release unread the tiles the producer issued past the stop.
+			if (stopped) {
+				bar_sync(BAR_STOP, CONSUMER_THREADS); // s_ndrain is written
+				for (int t = done; t < s_ndrain; t++, jb++) {
+					mbar_wait(FULL(jb % STAGES), (jb / STAGES) & 1);
+					mbar_arrive(EMPTY(jb % STAGES));
+				}
+			}
+#endif
+		} else {
+			mbar_arrive(bar_qe);
 		}
-		// The last tile's P̃·V.
-		const int prev = (j - 1) % STAGES;
-		reg_fence(acc);
-		reg_fence(pprev);
-		my_turn();
-		wg_fence();
-		issue_pv(prev);
-		hand_over();
-		wg_wait0();
-		reg_fence(acc);
-		mbar_arrive(EMPTY(prev));
-		done = j;
+		const int b = bh / p.Hq, h = bh % p.Hq;
+
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			float lsum = l[hf];
+			lsum += shfl_xor(lsum, 1);
+			lsum += shfl_xor(lsum, 2);
+			if (qt[hf] < 0) continue;
+			const long long at = (long long)bh * p.Nq + qt[hf];
+#if STATE == 1
+			// Leave the state for the pass that resumes it.
+			if ((lane & 3) == 0) g.st_m[at] = m[hf], g.st_l[at] = lsum;
+			float* a = g.st_acc + at * p.Dv;
+#pragma unroll
+			for (int j = 0; j < HEAD_DIM / 8; j++) {
+				const int col = j * 8 + 2 * (lane & 3);
+				if (col < p.Dv) a[col] = acc[j][2 * hf];
+				if (col + 1 < p.Dv) a[col + 1] = acc[j][2 * hf + 1];
+			}
+			(void)b, (void)h;
+#else
+			(void)at;
+			const float inv = lsum > 0.f ? 1.f / lsum : 0.f; // no visible key: zeros
+#if OUT16
+			u16* o = reinterpret_cast<u16*>(p.o) + b * p.o_sb + h * p.o_sh + (long long)qt[hf] * p.o_sn;
+#else
+			float* o = p.o + b * p.o_sb + h * p.o_sh + (long long)qt[hf] * p.o_sn;
+#endif
+#pragma unroll
+			for (int j = 0; j < HEAD_DIM / 8; j++) {
+				const int col = j * 8 + 2 * (lane & 3);
+				const float x0 = acc[j][2 * hf] * inv, x1 = acc[j][2 * hf + 1] * inv;
+#if OUT16
+				const u32 w = pack2(x0, x1);
+				if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
+					*reinterpret_cast<u32*>(o + col) = w;
+				} else {
+					if (col < p.Dv) o[col] = (u16)(w & 0xffff);
+					if (col + 1 < p.Dv) o[col + 1] = (u16)(w >> 16);
+				}
+#else
+				if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
+					F2 f;
+					f.x = x0, f.y = x1;
+					*reinterpret_cast<F2*>(o + col) = f;
+				} else {
+					if (col < p.Dv) o[col] = x0;
+					if (col + 1 < p.Dv) o[col + 1] = x1;
+				}
+#endif
+			}
+#endif
+		}
+		n_blk += (u64)(done / sub);
+		n_stop += stopped;
 	}
 #if PINGPONG
 	if (wg == 0) my_turn(); // warpgroup 1's last hand-over
 #endif
 
-#pragma unroll
-	for (int hf = 0; hf < 2; hf++) {
-		float lsum = l[hf];
-		lsum += shfl_xor(lsum, 1);
-		lsum += shfl_xor(lsum, 2);
-		if (qt[hf] < 0) continue;
-		const long long at = (long long)bh * p.Nq + qt[hf];
-#if STATE == 1
-		// Leave the state for the pass that resumes it.
-		if ((lane & 3) == 0) g.st_m[at] = m[hf], g.st_l[at] = lsum;
-		float* a = g.st_acc + at * p.Dv;
-#pragma unroll
-		for (int j = 0; j < HEAD_DIM / 8; j++) {
-			const int col = j * 8 + 2 * (lane & 3);
-			if (col < p.Dv) a[col] = acc[j][2 * hf];
-			if (col + 1 < p.Dv) a[col + 1] = acc[j][2 * hf + 1];
-		}
-#else
-		const float inv = lsum > 0.f ? 1.f / lsum : 0.f; // no visible key: zeros
-#if OUT16
-		u16* o = reinterpret_cast<u16*>(p.o) + b * p.o_sb + h * p.o_sh + (long long)qt[hf] * p.o_sn;
-#else
-		float* o = p.o + b * p.o_sb + h * p.o_sh + (long long)qt[hf] * p.o_sn;
-#endif
-#pragma unroll
-		for (int j = 0; j < HEAD_DIM / 8; j++) {
-			const int col = j * 8 + 2 * (lane & 3);
-			const float x0 = acc[j][2 * hf] * inv, x1 = acc[j][2 * hf + 1] * inv;
-#if OUT16
-			const u32 w = pack2(x0, x1);
-			if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
-				*reinterpret_cast<u32*>(o + col) = w;
-			} else {
-				if (col < p.Dv) o[col] = (u16)(w & 0xffff);
-				if (col + 1 < p.Dv) o[col + 1] = (u16)(w >> 16);
-			}
-#else
-			if (col + 1 < p.Dv && (p.Dv & 1) == 0) {
-				F2 f;
-				f.x = x0, f.y = x1;
-				*reinterpret_cast<F2*>(o + col) = f;
-			} else {
-				if (col < p.Dv) o[col] = x0;
-				if (col + 1 < p.Dv) o[col + 1] = x1;
-			}
-#endif
-		}
-#endif
-	}
-
 	if (cw == 0 && lane == 0) {
 #if LEVELS
-		(void)done;
-		if (s_cnt[0]) atomic_add_u64(&p.counters[0], (u64)s_cnt[0]), atomic_add_u64(&p.counters[1], (u64)s_cnt[0]);
-		for (int i = 1; i < 15; i++)
-			if (s_cnt[i]) atomic_add_u64(&p.counters[5 + i], (u64)s_cnt[i]);
+		(void)n_blk; // the producer counts entries by level
 #else
-		atomic_add_u64(&p.counters[0], (u64)(done / sub));
-		atomic_add_u64(&p.counters[1], (u64)(done / sub));
+		atomic_add_u64(&p.counters[0], n_blk);
+		atomic_add_u64(&p.counters[1], n_blk);
 #endif
-		if (stopped) atomic_add_u64(&p.counters[5], 1ull);
+		if (n_stop) atomic_add_u64(&p.counters[5], n_stop);
 	}
 }

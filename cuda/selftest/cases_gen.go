@@ -61,6 +61,13 @@ func GenCases() []GenCase {
 	shape := func(name string, hq, hkv, n, d int, dt tensor.DType, l tensor.Layout, causal bool, bq, bk int) cuda.Case {
 		return cuda.Case{Name: name, B: 1, Hq: hq, Hkv: hkv, Nq: n, Nk: n, D: d, Dv: d, DType: dt, Layout: l, Causal: causal, BlockQ: bq, BlockK: bk, Density: 1}
 	}
+	// many is shape with B batches: enough rows (over 132, an H100's
+	// multiprocessors) that the persistent kernel's CTAs take several.
+	many := func(name string, b, hq, hkv, n, d int, dt tensor.DType, causal bool, bk int) cuda.Case {
+		c := shape(name, hq, hkv, n, d, dt, bhnd, causal, 128, bk)
+		c.B = b
+		return c
+	}
 	byPSA := func(p psa.Planner) func(*rand.Rand, plan.Tiling, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) (*plan.Plan, error) {
 		return func(_ *rand.Rand, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
 			return p.Plan(context.Background(), t, q, k, v)
@@ -84,16 +91,23 @@ func GenCases() []GenCase {
 		{Case: shape("s2o fused non-causal D64", 2, 1, 700, 64, bf, bhnd, false, 64, 64), Build: byS2O(s2o.Planner{Segment: 128, Tau: 0.02, NoQueryPerm: true})},
 		{Case: shape("s2o τ=0 exact, BlockK 128", 2, 2, 1024, 64, f16, bnhd, true, 128, 128), Build: byS2O(s2o.Planner{Segment: 256})},
 		{Case: shape("s2o stop after the first block", 2, 2, 1024, 128, bf, bhnd, true, 64, 64), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.9}), WantStop: true},
-		{Case: shape("orders moving every token", 2, 1, 900, 128, bf, bhnd, false, 128, 64), Build: randomOrders(0, 0)},
-		{Case: shape("orders causal with stop, D64", 4, 2, 777, 64, bf, bhnd, true, 64, 64), Build: randomOrders(0.8, 1), WantStop: true},
+		{Case: shape("orders moving every token", 2, 1, 900, 128, bf, bhnd, false, 128, 64), Build: randomOrders(0, 0, 0)},
+		{Case: shape("orders causal with stop, D64", 4, 2, 777, 64, bf, bhnd, true, 64, 64), Build: randomOrders(0.8, 1, 0), WantStop: true},
 		// 128-row blocks: on Hopper the warp-specialized kernel's paths.
 		{Case: shape("ws: s2o two-pass GQA causal", 4, 2, 1000, 128, bf, bhnd, true, 128, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64})},
 		{Case: shape("ws: s2o stop after the first block", 2, 2, 1024, 128, bf, bhnd, true, 128, 64), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.9}), WantStop: true},
 		{Case: shape("ws: s2o fused non-causal D64 BNHD", 2, 1, 700, 64, bf, bnhd, false, 128, 64), Build: byS2O(s2o.Planner{Segment: 128, Tau: 0.02, NoQueryPerm: true})},
-		{Case: shape("ws: orders causal stop at once, f16 D64", 4, 2, 777, 64, f16, bnhd, true, 128, 64), Build: randomOrders(0.8, 0), WantStop: true},
-		{Case: shape("ws: orders causal BlockK 128, N below a block", 2, 2, 100, 128, bf, bhnd, true, 128, 128), Build: randomOrders(0, 0)},
+		{Case: shape("ws: orders causal stop at once, f16 D64", 4, 2, 777, 64, f16, bnhd, true, 128, 64), Build: randomOrders(0.8, 0, 0), WantStop: true},
+		{Case: shape("ws: orders causal BlockK 128, N below a block", 2, 2, 100, 128, bf, bhnd, true, 128, 128), Build: randomOrders(0, 0, 0)},
 		{Case: shape("ws: levels mixed in tiles, f16 D64 causal", 2, 1, 1000, 64, f16, bhnd, true, 128, 128), Build: randomLevels(8, 0.2)},
 		{Case: shape("ws: levels pooled only, BlockK 64", 3, 3, 900, 128, bf, bhnd, false, 128, 64), Build: randomLevels(-3, 0.1)},
+		// Several rows a CTA: the persistent grid's hand-over between rows
+		// (stops drained, rows without tiles after a stop, two passes'
+		// tickets, level set-ups run ahead).
+		{Case: many("ws: rows a CTA, stops and empty rows, D64", 4, 8, 2, 1500, 64, bf, true, 64), Build: randomOrders(0.8, 1, 4), WantStop: true},
+		{Case: many("ws: rows a CTA, orders BlockK 128, f16", 3, 8, 4, 1200, 128, f16, false, 128), Build: randomOrders(0, 0, 5)},
+		{Case: many("ws: rows a CTA, s2o two-pass", 2, 8, 2, 2000, 128, bf, true, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64})},
+		{Case: many("ws: rows a CTA, levels mixed", 4, 4, 1, 2100, 128, bf, true, 64), Build: randomLevels(6, 0.3)},
 	}
 }
 
@@ -140,9 +154,9 @@ func randomLevels(top int, skip float64) func(*rand.Rand, plan.Tiling, *tensor.T
 // and a key order that are single cycles (no token stays in place; the
 // key order leaves out 37 tokens, so its last block is short), a third of
 // the rows on natural keys, and each row a random half of its order's
-// blocks in random order. tau > 0 adds a stop rule after the first
-// `after` entries.
-func randomOrders(tau float32, after int) func(*rand.Rand, plan.Tiling, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) (*plan.Plan, error) {
+// blocks in random order; with empty > 0, every empty-th row none. tau >
+// 0 adds a stop rule after the first `after` entries.
+func randomOrders(tau float32, after, empty int) func(*rand.Rand, plan.Tiling, *tensor.Tensor, *tensor.Tensor, *tensor.Tensor) (*plan.Plan, error) {
 	return func(r *rand.Rand, t plan.Tiling, _, _, _ *tensor.Tensor) (*plan.Plan, error) {
 		g := t.Geometry
 		probe := plan.Plan{Tiling: t}
@@ -167,7 +181,10 @@ func randomOrders(tau float32, after int) func(*rand.Rand, plan.Tiling, *tensor.
 					o.RowKV[row], n = -1, probe.KBlocks()
 				}
 				perm := r.Perm(n)
-				for _, kb := range perm[:max(1, n/2)] {
+				if empty > 0 && row%empty == empty-1 {
+					perm = nil
+				}
+				for _, kb := range perm[:min(len(perm), max(1, n/2))] {
 					b.Add(row, kb, plan.Full)
 				}
 			}
