@@ -63,7 +63,7 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	seed := fs.Uint64("seed", 1, "workload seed")
 	engine := addEngineFlags(fs)
 	var mf methodFlags
-	mf.register(fs, "dense,sparge,unisparse,xattn,flexprefill,minference,window")
+	mf.register(fs, "dense,sparge,unisparse,xattn,flexprefill,minference,window,psa,s2o")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
