@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -137,6 +138,30 @@ func TestGenRowOrder(t *testing.T) {
 	alike, err := plan.FromMask(tl, func(b, h, qb, kb int) bool { return kb == 0 })
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Levels: rows by key slots, not entries. Row 0 has 4 entries at
+	// level 4 (32 slots), row 1 one Full (64), row 2 two at level 2 (64),
+	// row 3 three Full (192), of head 0; head 1 has none.
+	lt := tl
+	lt.Causal = false
+	bld, err := plan.NewBuilder(lt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []struct {
+		row, n int
+		lv     plan.Level
+	}{{0, 4, 4}, {1, 1, plan.Full}, {2, 2, 2}, {3, 3, plan.Full}} {
+		for kb := range a.n {
+			bld.Add(a.row, kb, a.lv)
+		}
+	}
+	leveled, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := genRowOrder(leveled), []int32{3, 1, 2, 0, 4, 5, 6, 7}; !slices.Equal(got, want) {
+		t.Errorf("levels: order %v, want %v", got, want)
 	}
 	for _, c := range []struct {
 		name string

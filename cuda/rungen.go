@@ -177,15 +177,36 @@ func (pb *passBufs) upload(c *driver.Ctx, p *plan.Plan) (passPtrs, error) {
 }
 
 // genRowOrder is the order in which the gathering kernel's persistent
-// CTAs take plan p's rows: each head's rows longest first (by listed
-// entries), as rowOrder gives the warp-specialized dense kernel, so that
-// the short rows fill the gaps at the end; nil (head by head, each head's
-// last query block first) when the rows are all alike.
+// CTAs take plan p's rows: each head's rows longest first, as rowOrder
+// gives the warp-specialized dense kernel, so that the short rows fill
+// the gaps at the end; nil (head by head, each head's last query block
+// first) when the rows are all alike. A row's length is its listed
+// entries, or with levels its key slots (a pooled entry of a block of n
+// keys at level h has ⌈n/2^(h−1)⌉, a skipped one none).
 func genRowOrder(p *plan.Plan) []int32 {
-	if rowsAlike(p.RowStart) {
+	if !hasLevels(p) {
+		if rowsAlike(p.RowStart) {
+			return nil
+		}
+		return longestFirst(p.RowStart, max(p.QBlocks(), 1))
+	}
+	// Cumulative slots, so that longestFirst reads row lengths from them.
+	g := p.Geometry
+	slots := make([]int, len(p.RowStart))
+	for r := range len(p.RowStart) - 1 {
+		n := slots[r]
+		for e := p.RowStart[r]; e < p.RowStart[r+1]; e++ {
+			if lv := p.Level[e]; lv != plan.Skip {
+				keys := min(p.BlockK, g.Nk-int(p.KVBlock[e])*p.BlockK)
+				n += (keys + lv.Pool() - 1) / lv.Pool()
+			}
+		}
+		slots[r+1] = n
+	}
+	if rowsAlike(slots) {
 		return nil
 	}
-	return longestFirst(p.RowStart, max(p.QBlocks(), 1))
+	return longestFirst(slots, max(p.QBlocks(), 1))
 }
 
 // buildPyramid pools the staged keys and values of job j into levels

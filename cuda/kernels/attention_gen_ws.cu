@@ -206,6 +206,11 @@ __device__ __forceinline__ bool softmax_tile(float (&x)[KT / 8][4], float (&m)[2
 	return rescale;
 }
 
+// I2 is a pair of ints read with one 8-byte shared load.
+struct alignas(8) I2 {
+	int x, y;
+};
+
 // bar_sync is named barrier id over n threads.
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 
@@ -222,8 +227,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	// the largest token and whether any bias is non-zero.
 	__shared__ const u16* s_krow[STAGES][KT];
 	__shared__ const u16* s_vrow[STAGES][KT];
-	__shared__ int s_tok[STAGES][KT];
-	__shared__ float s_bias[STAGES][KT];
+	__shared__ __attribute__((aligned(16))) int s_tok[STAGES][KT]; // read in pairs
+	__shared__ __attribute__((aligned(16))) float s_bias[STAGES][KT];
 	__shared__ int s_tmax[STAGES][2];
 	__shared__ int s_anyb[STAGES][2];
 	__shared__ const u16* s_qrow[BLOCK_Q];
@@ -383,6 +388,9 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			};
 			int tok_next = tok_at(0);
 #endif
+#if LEVELS
+			int ent = 0; // the entry of this thread's slot in the last tile
+#endif
 			for (int t = 0; t < ntiles; t++, j++) {
 				const int s = j % STAGES;
 				const u32 ph = ((j / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
@@ -393,12 +401,23 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 #if LEVELS
 				const int sl = t * KT + pt;
 				if (pt < KT && sl < total) {
-					int lo = 0, hi = ne; // s_pref[lo] ≤ sl < s_pref[hi]
-					while (hi - lo > 1) {
-						const int mid = (lo + hi) >> 1;
-						if (s_pref[mid] <= sl) lo = mid;
-						else hi = mid;
+					// The slot's entry: s_pref[lo] ≤ sl < s_pref[lo+1]. Slots move
+					// 64 a tile, so the entry is the last tile's or one of the next
+					// few (a level-1 to 4 entry is 8 to 64 slots wide): step, and
+					// bisect only beyond.
+					int lo = ent;
+#pragma unroll
+					for (int k = 0; k < 3; k++)
+						if (s_pref[lo + 1] <= sl) lo++;
+					if (s_pref[lo + 1] <= sl) {
+						int hi = ne; // s_pref[lo] ≤ sl < s_pref[hi]
+						while (hi - lo > 1) {
+							const int mid = (lo + hi) >> 1;
+							if (s_pref[mid] <= sl) lo = mid;
+							else hi = mid;
+						}
 					}
+					ent = lo;
 					const int o = sl - s_pref[lo], lv = s_lvl[lo], kb = s_kv[lo];
 					if (lv == 1) {
 						tok = kb * p.block_k + o;
@@ -519,26 +538,40 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	};
 	// softmax applies the slots' masks and biases to S of the tile in
 	// slot, where the producer's summary says some slot of it needs one
-	// for this thread's rows, then folds it into m and ℓ. It returns
-	// whether O needs rescaling by alphas; sums are the tile's gains.
+	// for this thread's rows (tiles of pooled slots, PSA's, only their
+	// biases: they are never masked), then folds it into m and ℓ. It
+	// returns whether O needs rescaling by alphas; sums are the tile's
+	// gains. Each thread's columns come in adjacent pairs, read at once.
 	auto softmax = [&](int slot, float (&alphas)[2], float (&sums)[2]) -> bool {
 		const int tmax = s_tmax[slot][0] > s_tmax[slot][1] ? s_tmax[slot][0] : s_tmax[slot][1];
-		const bool special = (s_anyb[slot][0] | s_anyb[slot][1]) || tmax == TOK_NONE || tmax > qmin;
+		const bool mask = tmax == TOK_NONE || tmax > qmin;
+		const bool biased = s_anyb[slot][0] | s_anyb[slot][1];
 		float scale = p.scale_log2;
-		if (special) {
+		if (mask) {
 #pragma unroll
-			for (int j = 0; j < KT / 8; j++)
+			for (int j = 0; j < KT / 8; j++) {
+				const int c = j * 8 + 2 * (lane & 3);
+				const I2 kt = *reinterpret_cast<const I2*>(&s_tok[slot][c]);
+				const F2 bias = *reinterpret_cast<const F2*>(&s_bias[slot][c]);
 #pragma unroll
-				for (int e = 0; e < 2; e++) {
-					const int c = j * 8 + 2 * (lane & 3) + e;
-					const int kt = s_tok[slot][c];
-					const float bias = s_bias[slot][c];
-#pragma unroll
-					for (int hf = 0; hf < 2; hf++) {
-						float& x = s[j][2 * hf + e];
-						x = (kt == TOK_NONE || kt > qlim[hf]) ? NEG_INF : fma_(x, scale, bias);
-					}
+				for (int hf = 0; hf < 2; hf++) {
+					float& x0 = s[j][2 * hf];
+					float& x1 = s[j][2 * hf + 1];
+					x0 = (kt.x == TOK_NONE || kt.x > qlim[hf]) ? NEG_INF : fma_(x0, scale, bias.x);
+					x1 = (kt.y == TOK_NONE || kt.y > qlim[hf]) ? NEG_INF : fma_(x1, scale, bias.y);
 				}
+			}
+			scale = 1.f;
+		} else if (biased) {
+#pragma unroll
+			for (int j = 0; j < KT / 8; j++) {
+				const F2 bias = *reinterpret_cast<const F2*>(&s_bias[slot][j * 8 + 2 * (lane & 3)]);
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					s[j][2 * hf] = fma_(s[j][2 * hf], scale, bias.x);
+					s[j][2 * hf + 1] = fma_(s[j][2 * hf + 1], scale, bias.y);
+				}
+			}
 			scale = 1.f;
 		}
 		return softmax_tile(s, m, l, alphas, sums, scale);
