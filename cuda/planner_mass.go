@@ -120,8 +120,13 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	} else if !m.split && dp%32 == 0 {
 		bk = 32
 	}
+	// A chunk of cs columns, the unit of the softmax sums kept per row,
+	// lies inside one KV block and one 64-column half tile.
+	cs := gcd(m.per, 64)
+	vec := m.q.vec == 1 && m.k.vec == 1
 	defs := []string{fmt.Sprintf("BM_F16=%d", uniFlag(m.f16)), fmt.Sprintf("BM_SPLIT=%d", uniFlag(m.split)),
-		fmt.Sprintf("BM_DP=%d", dp), fmt.Sprintf("BM_BK=%d", bk), fmt.Sprintf("BM_NST=%d", nst)}
+		fmt.Sprintf("BM_DP=%d", dp), fmt.Sprintf("BM_BK=%d", bk), fmt.Sprintf("BM_NST=%d", nst),
+		fmt.Sprintf("BM_CS=%d", cs), fmt.Sprintf("BM_VEC=%d", uniFlag(vec))}
 	fn, err := in.e.auxFunction(c, m.file, "bm_mass", defs...)
 	if err != nil {
 		return err
@@ -150,7 +155,6 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	segs := qBlocks(t) * m.hpi
 	work := ksets * ((segs + spi - 1) / spi)
 	ctas := max(1, min(work, 2*in.e.Info().SMs))
-	cs := gcd(m.per, 8)
 	tiles := (m.ncols + bmCols - 1) / bmCols
 	chunks, subs := tiles*bmCols/cs, tiles*2
 	ework, err := in.scratch.get(c, name+".e", int64(ctas)*int64(chunks+subs)*bmRows*4)
@@ -199,7 +203,7 @@ func bmSplit(c *driver.Ctx, in *planInput, file, name string, x view) (hi, lo ui
 
 // bmStubDefs compile a block_mass.cuh includer for its other kernels
 // (bm_split, the pooling kernels); bm_mass itself is compiled per shape.
-var bmStubDefs = []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=16", "BM_BK=16", "BM_NST=2"}
+var bmStubDefs = []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=16", "BM_BK=16", "BM_NST=2", "BM_CS=1", "BM_VEC=0"}
 
 // bmViewOp is operand x (a bf16 or f16 input view) read as rows of s
 // tokens.

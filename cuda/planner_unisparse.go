@@ -99,10 +99,19 @@ func (p unisparsePlanner) plan(c *driver.Ctx, in *planInput) error {
 			}
 		}
 	}
-	// Composite queries (scaled) and keys (UniSparse Eq. 2–3).
+	// Composite queries (scaled) and keys (UniSparse Eq. 2–3); averages
+	// over one head per set take uni_pool_avg, the same sums with fewer
+	// registers.
 	fnP, err := in.e.auxFunction(c, "plan_unisparse.cu", "uni_pool", bmStubDefs...)
 	if err != nil {
 		return err
+	}
+	avg := cfg.Pooling == unisparse.Average && cfg.CH == 1
+	var fnA driver.Function
+	if avg {
+		if fnA, err = in.e.auxFunction(c, "plan_unisparse.cu", "uni_pool_avg", bmStubDefs...); err != nil {
+			return err
+		}
 	}
 	pooling := int32(cfg.Pooling)
 	for _, s := range []struct {
@@ -120,6 +129,13 @@ func (p unisparsePlanner) plan(c *driver.Ctx, in *planInput) error {
 		x, hi, lo, sets, ntok, ncomp, cc, ch := s.x, uint64(s.hi), uint64(s.lo), int32(s.sets), int32(s.ntok), int32(s.comp), int32(s.c), int32(cfg.CH)
 		keys, pkv, pick, scale := uniFlag(s.keys), uniFlag(s.perKV), uint64(s.pick), s.scale
 		grid, block := grid1(s.sets*s.comp*((g.D+7)/8), 256) // eight elements a thread
+		if avg {
+			if err := c.Launch(fnA, grid, block, 0, driver.Arg(&a), driver.Arg(&x), driver.Arg(&hi), driver.Arg(&lo), driver.Arg(&sets), driver.Arg(&ntok), driver.Arg(&ncomp),
+				driver.Arg(&cc), driver.Arg(&keys), driver.Arg(&pkv), driver.Arg(&scale)); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := c.Launch(fnP, grid, block, 0, driver.Arg(&a), driver.Arg(&x), driver.Arg(&hi), driver.Arg(&lo), driver.Arg(&sets), driver.Arg(&ntok), driver.Arg(&ncomp),
 			driver.Arg(&cc), driver.Arg(&ch), driver.Arg(&keys), driver.Arg(&pkv), driver.Arg(&pooling), driver.Arg(&pick), driver.Arg(&scale)); err != nil {
 			return err

@@ -17,15 +17,24 @@
 // tile. Eight warps compute 128×128 logit tiles (each warp 32 rows × 64
 // columns) from key tiles staged by cp.async in BM_NST stages. Each warp
 // keeps its rows' running softmax maximum and sum and writes, per chunk of
-// cs = gcd(per, 8) columns, the sum of exp(logit − running max) to global
-// scratch, with the running max of every 64 columns. At the end the
+// BM_CS = gcd(per, 64) columns, the sum of exp(logit − running max) to
+// global scratch, with the running max of every 64 columns. At the end the
 // chunks are rescaled to the rows' final maximum and sum, summed per KV
 // block and per segment into the block masses (in float64), and the
 // selection runs per segment.
 //
 // Compile-time: BM_F16 (1: f16 operands, 0: bf16), BM_SPLIT (1: hi and lo
 // operands), BM_DP (the head dim rounded up to 16), BM_BK (the k chunk, a
-// divisor of BM_DP), BM_NST (pipeline stages).
+// divisor of BM_DP), BM_NST (pipeline stages), BM_CS (columns per chunk, a
+// divisor of 64), BM_VEC (1: both operands move by cp.async, every
+// 8-element piece 16-byte aligned).
+
+#ifndef BM_CS
+#define BM_CS 1
+#endif
+#ifndef BM_VEC
+#define BM_VEC 0
+#endif
 
 #define BM_T 256  // threads
 #define BM_R 128  // rows of a work item
@@ -35,8 +44,18 @@
 #define BM_NEG_INF __int_as_float(0xff800000)
 #define BM_LOG2E 1.4426950408889634f
 
+// bm_ex2 is 2^x for the softmax terms, x ≤ 0 (or −∞, giving 0): exp2f's
+// value wherever that is a normal float; below 2⁻¹²⁶ of a row's maximum a
+// term is 0 instead of subnormal.
+__device__ __forceinline__ float bm_ex2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
 // BmOp is one operand: 16-bit rows of S tokens (see above), strides in
-// elements; vec when every 8-element piece is 16-byte aligned.
+// elements; vec when every 8-element piece is 16-byte aligned (BM_VEC is
+// set when both are).
 struct BmOp {
 	const u16* hi;
 	const u16* lo; // BM_SPLIT only
@@ -52,7 +71,7 @@ struct BmArgs {
 	int chunks, subs;     // per-CTA capacity of the two scratch arrays
 	int nrows, ncols;     // query rows per query set, key columns per key set
 	int cq, ck, vis_last; // causal: column j is visible when j·ck ≤ the row's last (vis_last) or first token, rows of cq tokens
-	int per, cs;          // columns per KV block; columns per chunk, gcd(per, 8)
+	int per, cs;          // columns per KV block; columns per chunk (BM_CS)
 	int hk, hpi;          // key sets per batch; query sets per key set
 	int ksets, ch, spi;   // key sets in all; plan heads per query set; segments per work item
 	int rule;             // 0: XAttention's threshold (causal: first and diagonal block forced), 1: Top-P
@@ -106,18 +125,18 @@ extern "C" __global__ void bm_split(View x, u16* hi, u16* lo) {
 
 #define BM_PPR (BM_BK / 8)              // 16-byte pieces per staged row
 #define BM_PPT (BM_R * BM_PPR / BM_T)    // pieces per thread per operand
+#define BM_RSTEP (BM_T / BM_PPR)         // rows between a thread's pieces
 
 // bm_piece stages one 16-byte piece: 8 elements of o from element offset
 // at (valid when ok; zeros otherwise, and past D from dim d) into shared
 // memory at dhi (and dlo).
 __device__ __forceinline__ void bm_piece(const BmOp& o, u32 dhi, u32 dlo, long long at, bool ok, int d, int D) {
-	if (o.vec) {
-		bm_cp16(dhi, ok ? (const void*)(o.hi + at) : (const void*)o.hi, ok ? 16 : 0);
+#if BM_VEC
+	bm_cp16(dhi, ok ? (const void*)(o.hi + at) : (const void*)o.hi, ok ? 16 : 0);
 #if BM_SPLIT
-		bm_cp16(dlo, ok ? (const void*)(o.lo + at) : (const void*)o.lo, ok ? 16 : 0);
+	bm_cp16(dlo, ok ? (const void*)(o.lo + at) : (const void*)o.lo, ok ? 16 : 0);
 #endif
-		return;
-	}
+#else
 	u32 w[4];
 #pragma unroll
 	for (int e = 0; e < 4; e++) {
@@ -133,6 +152,7 @@ __device__ __forceinline__ void bm_piece(const BmOp& o, u32 dhi, u32 dlo, long l
 	}
 	bm_st16(dlo, w[0], w[1], w[2], w[3]);
 #endif
+#endif
 }
 
 // precedes orders blocks for selection: heavier first, then lower index
@@ -140,25 +160,32 @@ __device__ __forceinline__ void bm_piece(const BmOp& o, u32 dhi, u32 dlo, long l
 __device__ __forceinline__ bool precedes(u64 ka, int ia, u64 kb, int ib) { return ka > kb || (ka == kb && ia < ib); }
 
 // sort_desc sorts skey/sidx[0..n2) (n2 a power of two) by precedes, with
-// every thread of the block.
+// every thread of the block. Each thread takes pair p of a stage: elements
+// i = p + (p with the bits below j cleared), whose bit j is clear, and
+// i + j. For strides j ≤ 32 a warp's pairs lie within its own 64
+// elements (per BM_T pairs), so between two such stages a warp waits only
+// for itself.
 __device__ __forceinline__ void sort_desc(u64* skey, int* sidx, int n2, int tid) {
+	const int half = n2 >> 1;
 	for (int kq = 2; kq <= n2; kq <<= 1) {
 		for (int j = kq >> 1; j > 0; j >>= 1) {
-			for (int i = tid; i < n2; i += BM_T) {
-				int ixj = i ^ j;
-				if (ixj > i) {
-					bool up = (i & kq) == 0;
-					u64 ki = skey[i], kx = skey[ixj];
-					int ii = sidx[i], ix = sidx[ixj];
-					if (precedes(kx, ix, ki, ii) == up) {
-						skey[i] = kx;
-						skey[ixj] = ki;
-						sidx[i] = ix;
-						sidx[ixj] = ii;
-					}
+			for (int p = tid; p < half; p += BM_T) {
+				const int i = p + (p & ~(j - 1)), ixj = i + j;
+				const bool up = (i & kq) == 0;
+				const u64 ki = skey[i], kx = skey[ixj];
+				const int ii = sidx[i], ix = sidx[ixj];
+				if (precedes(kx, ix, ki, ii) == up) {
+					skey[i] = kx;
+					skey[ixj] = ki;
+					sidx[i] = ix;
+					sidx[ixj] = ii;
 				}
 			}
-			__syncthreads();
+			const int next = j > 1 ? j >> 1 : kq; // the next stage's stride
+			if (j >= 64 || next >= 64 || (j == 1 && kq == n2))
+				__syncthreads();
+			else
+				__syncwarp();
 		}
 	}
 }
@@ -267,7 +294,7 @@ __device__ __forceinline__ void bm_select(const PlanArgs& a, const BmArgs& m, co
 extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs m) {
 	extern __shared__ __align__(16) unsigned char smem[];
 	__shared__ long long roff[BM_R];
-	__shared__ int rvis[BM_R], rtok[BM_R];
+	__shared__ int rvis[BM_R], rlim[BM_R];
 	__shared__ float rM[2][BM_R], rL[2][BM_R];
 	__shared__ int sqb[BM_SPI], sqs[BM_SPI], snvis[BM_SPI];
 	__shared__ int smax;
@@ -322,7 +349,8 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 			}
 			roff[tid] = o;
 			rvis[tid] = v;
-			rtok[tid] = o >= 0 ? (sqb[k] * na + tid % na) * m.q.S : 0;
+			// The row's tokens u < rlim exist (every u < S but in the last row).
+			rlim[tid] = o >= 0 ? m.q.N - (sqb[k] * na + tid % na) * m.q.S : 0;
 			if (v > 0) atomicMax(&smax, v);
 		}
 		__syncthreads();
@@ -330,25 +358,31 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 		const int ntiles = (maxvis + BM_C - 1) / BM_C, total = ntiles * kch;
 		const long long kbase = (long long)b * m.k.sb + (long long)kh * m.k.sh;
 		// Each thread stages the same pieces of every chunk: rows pr0 +
-		// i·(BM_T/BM_PPR) (of the query rows and of the tile's key columns),
-		// dims pd…pd+7 of the chunk; the query rows' offsets and first
-		// tokens are in roff and rtok.
+		// i·BM_RSTEP (of the query rows and of the tile's key columns), dims
+		// pd…pd+7 of the chunk. A query row's offset is roff (its tokens
+		// u < rlim exist); key column j reads tokens j·S + uk, at element
+		// offset kbase + (j·S + uk)·sn + d, kthr of it fixed per thread.
 		const int pr0 = tid / BM_PPR, pd = (tid % BM_PPR) * 8;
+		const long long kthr = kbase + (long long)pr0 * m.k.S * m.k.sn + pd;
+		const long long kstep = (long long)BM_RSTEP * m.k.S * m.k.sn;
 		// The next chunk to stage: tile lt, chunk lc of the tile.
 		int lt = 0, lc = 0, lcount = 0;
 		auto stage_next = [&]() {
 			const int u = lc / NCH, d0 = (lc % NCH) * BM_BK;
 			const u32 st = sbase + (u32)(lcount % BM_NST) * STB;
 			const int uq = m.q.rev ? m.q.S - 1 - u : u, uk = m.k.rev ? m.k.S - 1 - u : u;
-			const int d = d0 + pd;
+			const int d = d0 + pd, j0 = lt * BM_C;
+			const bool dok = d < D;
+			const long long qadd = (long long)uq * m.q.sn + d;
+			const long long kadd = kthr + ((long long)j0 * m.k.S + uk) * m.k.sn + d0;
+			// Key column j0 + r exists when r < jlim, its token when r·S < tlim.
+			const int jlim = m.ncols - j0, tlim = m.k.N - uk - j0 * m.k.S;
 #pragma unroll
 			for (int i = 0; i < BM_PPT; i++) {
-				const int r = pr0 + i * (BM_T / BM_PPR);
+				const int r = pr0 + i * BM_RSTEP;
 				const u32 so = (u32)(r * BM_KP + pd) * 2;
-				const long long qo = roff[r];
-				bm_piece(m.q, st + so, st + 2 * OPB + so, qo + (long long)uq * m.q.sn + d, qo >= 0 && rtok[r] + uq < m.q.N && d < D, d, D);
-				const int j = lt * BM_C + r, tk = j * m.k.S + uk;
-				bm_piece(m.k, st + OPB + so, st + 3 * OPB + so, kbase + (long long)tk * m.k.sn + d, j < m.ncols && tk < m.k.N && d < D, d, D);
+				bm_piece(m.q, st + so, st + 2 * OPB + so, roff[r] + qadd, dok && uq < rlim[r], d, D);
+				bm_piece(m.k, st + OPB + so, st + 3 * OPB + so, kadd + i * kstep, dok && r < jlim && r * m.k.S < tlim, d, D);
 			}
 			lcount++;
 			if (++lc == kch) lc = 0, lt++;
@@ -412,44 +446,58 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 			if (++cchunk < kch) continue;
 			cchunk = 0;
 			// A logit tile is complete: the running softmax of its rows and
-			// the chunk sums.
+			// the chunk sums. Logits are acc · lscale (log2 units); as the
+			// scale is positive, the scaled maximum is the maximum scaled.
 			const int tile = ctile++, cb = tile * BM_C + wc * 64, sub = tile * 2 + wc;
 #pragma unroll
 			for (int x = 0; x < 2; x++) {
 #pragma unroll
 				for (int hf = 0; hf < 2; hf++) {
 					const int row = wr * 32 + x * 16 + g + 8 * hf, vis = rvis[row], ri = 2 * x + hf;
+					if (cb + 64 > vis) { // columns past the row's last visible one
+#pragma unroll
+						for (int j = 0; j < 8; j++)
+#pragma unroll
+							for (int e = 0; e < 2; e++)
+								if (cb + 8 * j + 2 * t + e >= vis) acc[x][j][2 * hf + e] = BM_NEG_INF;
+					}
 					float tm = BM_NEG_INF;
 #pragma unroll
-					for (int j = 0; j < 8; j++) {
-#pragma unroll
-						for (int e = 0; e < 2; e++) {
-							int col = cb + 8 * j + 2 * t + e;
-							float v = col < vis ? acc[x][j][2 * hf + e] * m.lscale : BM_NEG_INF;
-							acc[x][j][2 * hf + e] = v;
-							tm = fmaxf(tm, v);
-						}
-					}
+					for (int j = 0; j < 8; j++) tm = fmaxf(tm, fmaxf(acc[x][j][2 * hf], acc[x][j][2 * hf + 1]));
 					tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
 					tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
-					const float mn = fmaxf(mrun[ri], tm);
-					float ls = mrun[ri] == BM_NEG_INF ? 0.0f : lrun[ri] * exp2f(mrun[ri] - mn);
+					const float mn = fmaxf(mrun[ri], tm * m.lscale);
+					const float base = mn == BM_NEG_INF ? 0.0f : mn; // masked terms give 2^−∞ = 0
+					float ls = lrun[ri] * bm_ex2(mrun[ri] - base);
+					float cacc = 0.0f;
 #pragma unroll
 					for (int j = 0; j < 8; j++) {
-						float p0 = acc[x][j][2 * hf] == BM_NEG_INF ? 0.0f : exp2f(acc[x][j][2 * hf] - mn);
-						float p1 = acc[x][j][2 * hf + 1] == BM_NEG_INF ? 0.0f : exp2f(acc[x][j][2 * hf + 1] - mn);
+						const float p0 = bm_ex2(fmaf(acc[x][j][2 * hf], m.lscale, -base));
+						const float p1 = bm_ex2(fmaf(acc[x][j][2 * hf + 1], m.lscale, -base));
 						ls += p0 + p1;
 						const int col = cb + 8 * j + 2 * t;
-						if (m.cs == 1) {
-							E[(long long)col * BM_R + row] = p0;
-							E[(long long)(col + 1) * BM_R + row] = p1;
-						} else {
-							float s = p0 + p1;
-							if (m.cs >= 4) s += __shfl_xor_sync(0xffffffffu, s, 1);
-							if (m.cs >= 8) s += __shfl_xor_sync(0xffffffffu, s, 2);
-							if ((2 * t) % m.cs == 0) E[(long long)(col / m.cs) * BM_R + row] = s;
+#if BM_CS == 1
+						E[(long long)col * BM_R + row] = p0;
+						E[(long long)(col + 1) * BM_R + row] = p1;
+#elif BM_CS == 2
+						E[(long long)(col / 2) * BM_R + row] = p0 + p1;
+#elif BM_CS == 4
+						float s = p0 + p1;
+						s += __shfl_xor_sync(0xffffffffu, s, 1);
+						if (!(t & 1)) E[(long long)(col / 4) * BM_R + row] = s;
+#else
+						// A chunk is BM_CS / 8 consecutive groups of eight columns.
+						cacc += p0 + p1;
+						if ((j + 1) % (BM_CS / 8) == 0) {
+							float s = cacc;
+							s += __shfl_xor_sync(0xffffffffu, s, 1);
+							s += __shfl_xor_sync(0xffffffffu, s, 2);
+							if (t == 0) E[(long long)((cb + 8 * j) / BM_CS) * BM_R + row] = s;
+							cacc = 0.0f;
 						}
+#endif
 					}
+					(void)cacc;
 					mrun[ri] = mn;
 					lrun[ri] = ls;
 					if (t == 0) MT[(long long)sub * BM_R + row] = mn;
@@ -485,12 +533,23 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 		// then each segment's rows summed in order (float64).
 		float* wbuf = (float*)smem + warp * BM_R;
 		for (int kb = warp; kb < snvis[0]; kb += BM_T / 32) {
+			const int c0 = kb * m.per;
+			// The first chunk of the block for all four rows at once, then
+			// the rest (blocks wider than 64 columns).
+			float ev[BM_R / 32], mv[BM_R / 32];
 #pragma unroll
 			for (int i = 0; i < BM_R / 32; i++) {
-				const int r = lane + 32 * i, vis = rvis[r];
-				float wv = 0.0f;
-				const int c0 = kb * m.per, c1 = min((kb + 1) * m.per, vis);
-				for (int c = c0; c < c1; c += m.cs) wv += E[(long long)(c / m.cs) * BM_R + r] * exp2f(MT[(long long)(c / 64) * BM_R + r] - rM[0][r]);
+				const int r = lane + 32 * i;
+				const bool on = c0 < rvis[r];
+				ev[i] = on ? E[(long long)(c0 / BM_CS) * BM_R + r] : 0.0f;
+				mv[i] = on ? MT[(long long)(c0 >> 6) * BM_R + r] : 0.0f;
+			}
+#pragma unroll
+			for (int i = 0; i < BM_R / 32; i++) {
+				const int r = lane + 32 * i, c1 = min(c0 + m.per, rvis[r]);
+				const float mr = rM[0][r];
+				float wv = c0 < c1 ? ev[i] * bm_ex2(mv[i] - mr) : 0.0f;
+				for (int c = c0 + BM_CS; c < c1; c += BM_CS) wv += E[(long long)(c / BM_CS) * BM_R + r] * bm_ex2(MT[(long long)(c >> 6) * BM_R + r] - mr);
 				wbuf[r] = wv * rL[0][r];
 			}
 			__syncwarp();

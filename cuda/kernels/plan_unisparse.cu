@@ -149,6 +149,60 @@ extern "C" __global__ void uni_pool(PlanArgs a, View x, u16* out_hi, u16* out_lo
 	}
 }
 
+// uni_pool_avg is uni_pool for average pooling over one head per set
+// (per_kv sets, or head groups of one head), with fewer registers so that
+// more loads are in flight: the same sums in the same order, so the same
+// bits.
+extern "C" __global__ void __launch_bounds__(256, 4) uni_pool_avg(PlanArgs a, View x, u16* out_hi, u16* out_lo, int sets, int ntok, int ncomp, int c, int keys,
+                                                                  int per_kv, float scale) {
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	const int D = a.D, nd = (D + 7) / 8;
+	if (i >= (long long)sets * ncomp * nd) return;
+	const int d = (int)(i % nd) * 8;
+	const long long sc = i / nd;
+	const bool vec = x.dtype != DT_F32 && ((unsigned long long)x.ptr & 15) == 0 && ((x.sb | x.sh | x.sn) & 7) == 0 && D % 8 == 0;
+	const int comp = (int)(sc % ncomp), set = (int)(sc / ncomp);
+	int b, h;
+	if (per_kv) {
+		b = set / a.Hkv;
+		h = set % a.Hkv;
+	} else {
+		set_heads(a, 1, set, &b, &h);
+		if (keys) h /= a.Hq / a.Hkv;
+	}
+	const int lo = comp * c, hi = min(lo + c, ntok);
+	float v[8], y[8];
+#pragma unroll
+	for (int e = 0; e < 8; e++) v[e] = 0.0f;
+#pragma unroll 4
+	for (int t = lo; t < hi; t++) {
+		ld8(x, b, h, t, d, D, vec, y);
+#pragma unroll
+		for (int e = 0; e < 8; e++) v[e] = __fadd_rn(v[e], y[e]);
+	}
+	const float inv = __fdiv_rn(1.0f, (float)(hi - lo));
+	u32 hs[8], ls[8];
+#pragma unroll
+	for (int e = 0; e < 8; e++) {
+		float w = __fmul_rn(v[e], inv);
+		if (scale != 0.0f) w = __fmul_rn(w, scale);
+		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hs[e]) : "f"(0.0f), "f"(w));
+		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(ls[e]) : "f"(0.0f), "f"(w - __uint_as_float(hs[e] << 16)));
+	}
+	const long long o = sc * D + d;
+	if (D % 8 == 0) {
+		const uint4 wh = {hs[0] | hs[1] << 16, hs[2] | hs[3] << 16, hs[4] | hs[5] << 16, hs[6] | hs[7] << 16};
+		*(uint4*)(out_hi + o) = wh;
+		const uint4 wl = {ls[0] | ls[1] << 16, ls[2] | ls[3] << 16, ls[4] | ls[5] << 16, ls[6] | ls[7] << 16};
+		*(uint4*)(out_lo + o) = wl;
+	} else {
+		for (int e = 0; e < 8 && d + e < D; e++) {
+			out_hi[o + e] = (u16)hs[e];
+			out_lo[o + e] = (u16)ls[e];
+		}
+	}
+}
+
 // uni_norms writes the L2 norm of each head-averaged token of each head
 // group, as pickByNorm computes it: squares added in float64 in increasing
 // d, then the square root.
