@@ -8,6 +8,7 @@ import (
 	"github.com/sparseattn/sparseattn/cuda/driver"
 	"github.com/sparseattn/sparseattn/method/flexprefill"
 	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
 )
 
 // flexprefillPlanner is flexprefill.Planner on the device
@@ -53,8 +54,31 @@ type qaArgs struct {
 	head0, g, shift            int32
 }
 
+// qaSel mirrors struct QaSel in kernels/plan_flexprefill.cu: the scratch
+// of the query-aware selection, spread over chunks blocks of chunk pairs
+// per head.
+type qaSel struct {
+	cnt, fs, ccnt, cut uint64
+	chunks, chunk      int32
+}
+
+// qaBins is QA_BINS in kernels/plan_flexprefill.cu: the bins of the
+// query-aware selection's histogram.
+const qaBins = 2048
+
 // qaScratchBytes bounds the query-aware pair weights of one head group.
 const qaScratchBytes = 1 << 30
+
+// qaQG is QA_QG in kernels/plan_flexprefill.cu: the query blocks of one
+// fp_qa_dots block.
+const qaQG = 8
+
+// rows8 reports whether x is 16-bit with every 8-element piece of a row
+// 16-byte aligned and at most 128 such pieces a row, as fp_keymeans8 and
+// fp_qmeans8 load it (128/(D/8) blocks a 128-thread block).
+func rows8(x view) bool {
+	return x.dtype != dtypeCode(tensor.Float32) && x.ptr%16 == 0 && (x.sb|x.sh|x.sn)%8 == 0 && x.d%8 == 0 && x.d <= 8*128
+}
 
 // floorDiv is ⌊a/b⌋ for b > 0.
 func floorDiv(a, b int) int {
@@ -99,6 +123,15 @@ func (p flexprefillPlanner) plan(c *driver.Ctx, in *planInput) error {
 	x.flag = ptr("fp.qaflag", int64(heads)*int64(qbs)*int64(nkb))
 	x.qm = ptr("fp.qm", int64(heads)*int64(qbs)*int64(g.D)*4)
 	x.list = ptr("fp.qalist", int64(grpQA)*perQA/2)
+	// The selection's pairs go in chunks of at least 256 (one pass of a
+	// block), about four blocks a multiprocessor over a group's heads.
+	pairs := qbs * nkb
+	sel := qaSel{chunks: int32(max(1, min((4*in.e.Info().SMs+grpQA-1)/grpQA, (pairs+255)/256)))}
+	sel.chunk = int32((pairs + int(sel.chunks) - 1) / int(sel.chunks))
+	sel.cnt = ptr("fp.qacnt", int64(grpQA)*qaBins*4)
+	sel.fs = ptr("fp.qafs", int64(grpQA)*qaBins*8)
+	sel.ccnt = ptr("fp.qaccnt", int64(grpQA)*int64(sel.chunks)*4)
+	sel.cut = ptr("fp.qacut", int64(grpQA)*3*8)
 	if err != nil {
 		return err
 	}
@@ -112,10 +145,16 @@ func (p flexprefillPlanner) plan(c *driver.Ctx, in *planInput) error {
 		return k
 	}
 	keymeans, cover, head, qmeans, qad, qasm, qas, rows := fn("fp_keymeans"), fn("fp_cover"), fn("fp_head"), fn("fp_qmeans"), fn("fp_qa_dots"), fn("fp_qa_softmax"), fn("fp_qa_select"), fn("fp_rows")
+	keymeans8, qmeans8, qah, qam, qal := fn("fp_keymeans8"), fn("fp_qmeans8"), fn("fp_qa_hist"), fn("fp_qa_mark"), fn("fp_qa_list")
 	if err != nil {
 		return err
 	}
-	if err := c.Launch(keymeans, driver.Dim3{X: uint32(nkb), Y: uint32(g.B * g.Hkv), Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
+	kgrid := driver.Dim3{X: uint32(nkb), Y: uint32(g.B * g.Hkv), Z: 1}
+	if rows8(in.k) {
+		per := 128 / (int(in.k.d) / 8)
+		keymeans, kgrid.X = keymeans8, uint32((nkb+per-1)/per)
+	}
+	if err := c.Launch(keymeans, kgrid, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
 		driver.Arg(&a), driver.Arg(&in.k), driver.Arg(&f)); err != nil {
 		return err
 	}
@@ -143,13 +182,18 @@ func (p flexprefillPlanner) plan(c *driver.Ctx, in *planInput) error {
 	if visRows > 0 {
 		x.shift = int32(62 - bits.Len(uint(visRows)))
 		x.budget = uint64(math.Ldexp(p.f.Gamma*float64(visRows), int(x.shift)))
-		if err := c.Launch(qmeans, driver.Dim3{X: uint32(qbs), Y: uint32(heads), Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
+		qgrid := driver.Dim3{X: uint32(qbs), Y: uint32(heads), Z: 1}
+		if rows8(in.q) {
+			per := 128 / (int(in.q.d) / 8)
+			qmeans, qgrid.X = qmeans8, uint32((qbs+per-1)/per)
+		}
+		if err := c.Launch(qmeans, qgrid, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
 			driver.Arg(&a), driver.Arg(&in.q), driver.Arg(&x)); err != nil {
 			return err
 		}
 		for h0 := 0; h0 < heads; h0 += grpQA {
 			x.head0, x.g = int32(h0), int32(min(grpQA, heads-h0))
-			if err := c.Launch(qad, driver.Dim3{X: uint32((qbs + 15) / 16), Y: uint32(x.g), Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
+			if err := c.Launch(qad, driver.Dim3{X: uint32((qbs + qaQG - 1) / qaQG), Y: uint32(x.g), Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
 				driver.Arg(&a), driver.Arg(&x)); err != nil {
 				return err
 			}
@@ -157,8 +201,20 @@ func (p flexprefillPlanner) plan(c *driver.Ctx, in *planInput) error {
 			if err := c.Launch(qasm, grid, block, 0, driver.Arg(&a), driver.Arg(&x)); err != nil {
 				return err
 			}
+			if err := c.Memset(driver.Ptr(sel.cnt), 0, int64(x.g)*qaBins*4); err != nil {
+				return err
+			}
+			if err := c.Memset(driver.Ptr(sel.fs), 0, int64(x.g)*qaBins*8); err != nil {
+				return err
+			}
+			chunked := driver.Dim3{X: uint32(sel.chunks), Y: uint32(x.g), Z: 1}
+			for _, k := range []driver.Function{qah, qam, qal} {
+				if err := c.Launch(k, chunked, driver.Dim3{X: 256, Y: 1, Z: 1}, 0, driver.Arg(&a), driver.Arg(&x), driver.Arg(&sel)); err != nil {
+					return err
+				}
+			}
 			if err := c.Launch(qas, driver.Dim3{X: uint32(x.g), Y: 1, Z: 1}, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0,
-				driver.Arg(&a), driver.Arg(&x)); err != nil {
+				driver.Arg(&a), driver.Arg(&x), driver.Arg(&sel)); err != nil {
 				return err
 			}
 		}

@@ -65,6 +65,44 @@ struct FpArgs {
 	int minb, maxb, smin, nsd;
 };
 
+// mean8 writes to out[0 … 8) the mean over tokens [lo, hi) of dims d …
+// d+7 of head h of x (16-bit, 8-element pieces 16-byte aligned), as
+// fp_keymeans and fp_qmeans compute each dim: float32, (1/n)·x rounded,
+// then added in token order; one 16-byte load a token.
+__device__ __forceinline__ void mean8(const View& x, int b, int h, int lo, int hi, int d, float* out) {
+	const float inv = __fdiv_rn(1.0f, (float)(hi - lo));
+	const u16* p = (const u16*)x.ptr + (long long)b * x.sb + (long long)h * x.sh + d;
+	float y[8];
+#pragma unroll
+	for (int e = 0; e < 8; e++) y[e] = 0.0f;
+#pragma unroll 4
+	for (int i = lo; i < hi; i++) {
+		const uint4 w = *(const uint4*)(p + (long long)i * x.sn);
+		const u32 ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+		for (int e = 0; e < 8; e++) {
+			const u16 v16 = (u16)(e & 1 ? ws[e >> 1] >> 16 : ws[e >> 1] & 0xffffu);
+			const float v = x.dtype == DT_F16 ? f16_to_f32(v16) : bf16_to_f32(v16);
+			y[e] = __fadd_rn(y[e], __fmul_rn(inv, v));
+		}
+	}
+#pragma unroll
+	for (int e = 0; e < 8; e++) out[e] = y[e];
+}
+
+// fp_keymeans8 is fp_keymeans for 16-bit keys whose 8-element pieces are
+// 16-byte aligned: block (group of KV blocks, B·Hkv), 128 threads, each
+// thread eight dims of one KV block (128 / (D/8) KV blocks a block).
+extern "C" __global__ void __launch_bounds__(128) fp_keymeans8(PlanArgs a, View k, FpArgs f) {
+	const int bh = blockIdx.y, b = bh / a.Hkv, h = bh % a.Hkv;
+	const int nkb = (a.Nk + a.bk - 1) / a.bk;
+	const int nd = a.D / 8, per = blockDim.x / nd, sub = threadIdx.x / nd, d = (threadIdx.x % nd) * 8;
+	const int kb = blockIdx.x * per + sub;
+	if (sub >= per || kb >= nkb) return;
+	const int lo = kb * a.bk, hi = min(lo + a.bk, a.Nk);
+	mean8(k, b, h, lo, hi, d, (float*)f.km + ((long long)bh * nkb + kb) * a.D + d);
+}
+
 // fp_keymeans: block (KV block, B·Hkv), one thread per head dim: the mean
 // key, float32, products rounded before each sum (flexprefill.blockMeans).
 extern "C" __global__ void fp_keymeans(PlanArgs a, View k, FpArgs f) {
@@ -110,6 +148,77 @@ struct BinCut {
 	Cut c;
 };
 
+// bin_hist adds the candidates val(i) ≥ 0 of [lo, hi) to the bin counts
+// cnt and fixed-point sums fs (shared memory), with every thread of the
+// block. Lanes with the same bin add once (warp-aggregated, as sel_hist):
+// the fixed values go in three exact 32-bit partial sums. A partial sum is
+// at most the total, which the caller's shift keeps below 2^62.
+template <typename ValFn>
+__device__ __forceinline__ void bin_hist(ValFn val, int lo, int hi, int shift, u32* cnt, u64* fs) {
+	const int l = threadIdx.x & 31;
+	for (int base = lo; base < hi; base += blockDim.x) {
+		const int i = base + threadIdx.x;
+		const double v = i < hi ? val(i) : -1.0;
+		const bool in = v >= 0.0;
+		if (!__any_sync(0xffffffffu, in)) continue;
+		const int b = in ? qa_bin(v) : QA_BINS;
+		const u32 peers = __match_any_sync(0xffffffffu, b);
+		const u64 f = in ? to_fixed(v, shift) : 0;
+		const u32 flo = __reduce_add_sync(peers, (u32)(f & 0x3fffff));
+		const u32 fmid = __reduce_add_sync(peers, (u32)((f >> 22) & 0x3fffff));
+		const u32 fhi = __reduce_add_sync(peers, (u32)(f >> 44));
+		if (in && l == __ffs(peers) - 1) {
+			atomicAdd(&cnt[b], (u32)__popc(peers));
+			atomicAdd((unsigned long long*)&fs[b], (unsigned long long)flo + ((unsigned long long)fmid << 22) + ((unsigned long long)fhi << 44));
+		}
+	}
+}
+
+// bin_cross, run by one whole warp, finds the crossing bin of the
+// histogram (cnt, fs): the largest bins are taken while their cumulative
+// fixed-point sum stays within G; *bin is the bin where the sum would
+// exceed G (left unchanged when everything fits), *above and *above_cnt
+// the sum and count of the bins above it (of all bins when everything
+// fits). Lane l owns bins 2047 − 64l down to 1984 − 64l; the lane whose
+// range holds the crossing walks it.
+__device__ __forceinline__ void bin_cross(const u32* cnt, const u64* fs, u64 G, int* bin, u64* above, int* above_cnt) {
+	const int per = QA_BINS / 32, l = threadIdx.x & 31;
+	u64 tot = 0;
+	int ctot = 0;
+	for (int u = 0; u < per; u++) {
+		int b = QA_BINS - 1 - per * l - u;
+		tot += fs[b];
+		ctot += (int)cnt[b];
+	}
+	u64 pre = tot;
+	int cpre = ctot;
+#pragma unroll
+	for (int o = 1; o < 32; o <<= 1) {
+		u64 y = __shfl_up_sync(0xffffffffu, pre, o);
+		int cy = __shfl_up_sync(0xffffffffu, cpre, o);
+		if (l >= o) {
+			pre += y;
+			cpre += cy;
+		}
+	}
+	if (l == 31 && pre <= G) *above_cnt = cpre; // everything fits
+	pre -= tot;
+	cpre -= ctot;
+	if (pre <= G && G < pre + tot) {
+		for (int u = 0; u < per; u++) {
+			int b = QA_BINS - 1 - per * l - u;
+			if (pre + fs[b] > G) {
+				*bin = b;
+				*above = pre;
+				*above_cnt = cpre;
+				break;
+			}
+			pre += fs[b];
+			cpre += (int)cnt[b];
+		}
+	}
+}
+
 // bin_cover is cover_cut (the largest candidates, ties by index, while
 // their cumulative fixed-point value stays within G) for weights val(i) in
 // [0, 1] (negative: not a candidate). One pass histograms the weights into
@@ -129,53 +238,9 @@ __device__ BinCut bin_cover(ValFn val, int n, u64 G, int shift, int* list, BinSh
 		bs.above_cnt = 0;
 	}
 	__syncthreads();
-	for (int i = tid; i < n; i += blockDim.x) {
-		double v = val(i);
-		if (v < 0.0) continue;
-		int b = qa_bin(v);
-		atomicAdd(&bs.cnt[b], 1u);
-		atomicAdd((unsigned long long*)&bs.fs[b], (unsigned long long)to_fixed(v, shift));
-	}
+	bin_hist(val, 0, n, shift, bs.cnt, bs.fs);
 	__syncthreads();
-	// Warp 0 finds the crossing bin: lane l owns bins 2047 − 64l down to
-	// 1984 − 64l; the lane whose range holds the crossing walks it.
-	const int per = QA_BINS / 32;
-	if (w == 0) {
-		u64 tot = 0;
-		int ctot = 0;
-		for (int u = 0; u < per; u++) {
-			int b = QA_BINS - 1 - per * l - u;
-			tot += bs.fs[b];
-			ctot += (int)bs.cnt[b];
-		}
-		u64 pre = tot;
-		int cpre = ctot;
-#pragma unroll
-		for (int o = 1; o < 32; o <<= 1) {
-			u64 y = __shfl_up_sync(0xffffffffu, pre, o);
-			int cy = __shfl_up_sync(0xffffffffu, cpre, o);
-			if (l >= o) {
-				pre += y;
-				cpre += cy;
-			}
-		}
-		if (l == 31 && pre <= G) bs.above_cnt = cpre; // everything fits
-		pre -= tot;
-		cpre -= ctot;
-		if (pre <= G && G < pre + tot) {
-			for (int u = 0; u < per; u++) {
-				int b = QA_BINS - 1 - per * l - u;
-				if (pre + bs.fs[b] > G) {
-					bs.bin = b;
-					bs.above = pre;
-					bs.above_cnt = cpre;
-					break;
-				}
-				pre += bs.fs[b];
-				cpre += (int)bs.cnt[b];
-			}
-		}
-	}
+	if (w == 0) bin_cross(bs.cnt, bs.fs, G, &bs.bin, &bs.above, &bs.above_cnt);
 	__syncthreads();
 	BinCut r;
 	r.B = bs.bin;
@@ -199,12 +264,9 @@ __device__ BinCut bin_cover(ValFn val, int n, u64 G, int shift, int* list, BinSh
 		u32 bal = __ballot_sync(0xffffffffu, in);
 		if (l == 0) bs.wcnt[w] = __popc(bal);
 		__syncthreads();
-		int before = carry + __popc(bal & ((1u << l) - 1)), tot = 0;
-		for (int y = 0; y < nw; y++) {
-			if (y < w) before += bs.wcnt[y];
-			tot += bs.wcnt[y];
-		}
-		if (in) list[before] = i;
+		int wpre, tot;
+		block_prefix(bs.wcnt, nw, w, wpre, tot);
+		if (in) list[carry + wpre + __popc(bal & ((1u << l) - 1))] = i;
 		carry += tot;
 		__syncthreads();
 	}
@@ -351,7 +413,22 @@ extern "C" __global__ void fp_qmeans(PlanArgs a, View q, QaArgs x) {
 	}
 }
 
-#define QA_QG 16  // query blocks per fp_qa_dots block
+// fp_qmeans8 is fp_qmeans for 16-bit queries whose 8-element pieces are
+// 16-byte aligned: block (group of query blocks, head), 128 threads, each
+// thread eight dims of one query block (128 / (D/8) query blocks a
+// block), loaded 16 bytes a row; the same sums in the same order.
+extern "C" __global__ void __launch_bounds__(128) fp_qmeans8(PlanArgs a, View q, QaArgs x) {
+	const int head = blockIdx.y;
+	if (!x.qa[head]) return;
+	const int nd = a.D / 8, per = blockDim.x / nd, sub = threadIdx.x / nd, d = (threadIdx.x % nd) * 8;
+	const int qb = blockIdx.x * per + sub;
+	if (sub >= per || qb >= a.q_blocks) return;
+	const int b = head / a.Hq, h = head % a.Hq;
+	const int qlo = qb * a.bq, qhi = min(qlo + a.bq, a.Nq);
+	mean8(q, b, h, qlo, qhi, d, x.qm + ((long long)head * a.q_blocks + qb) * a.D + d);
+}
+
+#define QA_QG 8   // query blocks per fp_qa_dots block
 #define QA_KC 128 // KV blocks per chunk: one per thread
 #define QA_DC 32  // head dims staged per step
 
@@ -442,28 +519,145 @@ extern "C" __global__ void fp_qa_softmax(PlanArgs a, QaArgs x) {
 	for (int kb = l; kb < nkb; kb += 32) pw[kb] = kb < vis ? __ddiv_rn(pw[kb], S2) : -1.0;
 }
 
-// fp_qa_select: one 1024-thread block per head of the group: the
-// heaviest pairs (ties in (query block, KV block) order) while their
-// cumulative mass stays within γ × the rows with a visible block.
-extern "C" __global__ void __launch_bounds__(1024) fp_qa_select(PlanArgs a, QaArgs x) {
-	__shared__ SelShared sh;
-	__shared__ BinShared bs;
-	int hg = blockIdx.x, head = x.head0 + hg;
+// The query-aware selection (fp_qa_select's bin_cover, spread over
+// QaSel.chunks blocks per head): fp_qa_hist adds each chunk of a head's
+// pairs to the head's global histogram; fp_qa_mark finds the crossing
+// bin, flags the pairs above it and counts each chunk's pairs in it;
+// fp_qa_list gathers those, in index order; fp_qa_select takes the exact
+// cover over them. The histogram is exact (integer sums), so the cut is
+// bin_cover's.
+
+// QaSel mirrors cuda.qaSel: the query-aware selection's scratch.
+struct QaSel {
+	u32* cnt;       // [G][QA_BINS] bin counts (zero before fp_qa_hist)
+	u64* fs;        // [G][QA_BINS] bin fixed-point sums (zero before fp_qa_hist)
+	int* ccnt;      // [G][chunks] each chunk's pairs in the crossing bin
+	long long* cut; // [G][3]: the crossing bin (−1: all fit), the sum and count above it
+	int chunks, chunk;
+};
+
+// fp_qa_hist: block (chunk, head of group), 256 threads: the chunk's
+// pairs added to the head's histogram.
+extern "C" __global__ void __launch_bounds__(256) fp_qa_hist(PlanArgs a, QaArgs x, QaSel s) {
+	__shared__ u32 cnt[QA_BINS];
+	__shared__ u64 fs[QA_BINS];
+	const int hg = blockIdx.y, head = x.head0 + hg;
 	if (!x.qa[head]) return;
-	int nkb = (a.Nk + a.bk - 1) / a.bk, n = a.q_blocks * nkb;
+	const int nkb = (a.Nk + a.bk - 1) / a.bk, n = a.q_blocks * nkb;
+	const int lo = blockIdx.x * s.chunk, hi = min(lo + s.chunk, n);
+	if (lo >= hi) return;
+	const double* pw = x.pw + (long long)hg * n;
+	for (int b = threadIdx.x; b < QA_BINS; b += blockDim.x) cnt[b] = 0, fs[b] = 0;
+	__syncthreads();
+	bin_hist([&](int i) -> double { return pw[i]; }, lo, hi, x.shift, cnt, fs);
+	__syncthreads();
+	u32* gc = s.cnt + (long long)hg * QA_BINS;
+	u64* gf = s.fs + (long long)hg * QA_BINS;
+	for (int b = threadIdx.x; b < QA_BINS; b += blockDim.x)
+		if (cnt[b] != 0) {
+			atomicAdd(&gc[b], cnt[b]);
+			atomicAdd((unsigned long long*)&gf[b], (unsigned long long)fs[b]);
+		}
+}
+
+// fp_qa_mark: block (chunk, head of group), 256 threads: the crossing bin
+// B from the head's histogram (chunk 0 records it), the flags of the
+// chunk's pairs (kept: a candidate in a bin above B, or any candidate when
+// all fit; bin B's are decided by fp_qa_select), and the chunk's count of
+// bin-B candidates.
+extern "C" __global__ void __launch_bounds__(256) fp_qa_mark(PlanArgs a, QaArgs x, QaSel s) {
+	__shared__ int sbin, scnt, wc[8];
+	__shared__ u64 sabove;
+	const int hg = blockIdx.y, head = x.head0 + hg, tid = threadIdx.x, w = tid >> 5, l = tid & 31;
+	if (!x.qa[head]) return;
+	const int nkb = (a.Nk + a.bk - 1) / a.bk, n = a.q_blocks * nkb;
+	const int lo = blockIdx.x * s.chunk, hi = min(lo + s.chunk, n);
+	if (tid == 0) sbin = -1, sabove = 0, scnt = 0;
+	__syncthreads();
+	if (w == 0) bin_cross(s.cnt + (long long)hg * QA_BINS, s.fs + (long long)hg * QA_BINS, x.budget, &sbin, &sabove, &scnt);
+	__syncthreads();
+	const int B = sbin;
+	if (blockIdx.x == 0 && tid == 0) {
+		long long* c = s.cut + 3ll * hg;
+		c[0] = B;
+		c[1] = (long long)sabove;
+		c[2] = scnt;
+	}
+	const double* pw = x.pw + (long long)hg * n;
+	unsigned char* fl = x.flag + (long long)head * n;
+	int inb = 0;
+	for (int i = lo + tid; i < hi; i += blockDim.x) {
+		const double v = pw[i];
+		const int b = v >= 0.0 ? qa_bin(v) : -1;
+		fl[i] = v >= 0.0 && (B < 0 || b > B);
+		inb += v >= 0.0 && b == B;
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) inb += __shfl_xor_sync(0xffffffffu, inb, o);
+	if (l == 0) wc[w] = inb;
+	__syncthreads();
+	if (tid == 0) {
+		int t = 0;
+		for (int y = 0; y < (int)(blockDim.x >> 5); y++) t += wc[y];
+		s.ccnt[(long long)hg * s.chunks + blockIdx.x] = t;
+	}
+}
+
+// fp_qa_list: block (chunk, head of group), 256 threads: the chunk's
+// bin-B candidates, in index order, at their place in the head's list
+// (after the earlier chunks').
+extern "C" __global__ void __launch_bounds__(256) fp_qa_list(PlanArgs a, QaArgs x, QaSel s) {
+	__shared__ int wcnt[8];
+	const int hg = blockIdx.y, head = x.head0 + hg, tid = threadIdx.x, w = tid >> 5, l = tid & 31, nw = blockDim.x >> 5;
+	if (!x.qa[head]) return;
+	const int B = (int)s.cut[3ll * hg];
+	if (B < 0) return;
+	const int nkb = (a.Nk + a.bk - 1) / a.bk, n = a.q_blocks * nkb;
+	const int lo = blockIdx.x * s.chunk, hi = min(lo + s.chunk, n);
+	const int* cc = s.ccnt + (long long)hg * s.chunks;
+	int carry = 0;
+	for (int c = 0; c < (int)blockIdx.x; c++) carry += cc[c];
 	const double* pw = x.pw + (long long)hg * n;
 	int* list = x.list + (long long)hg * n;
-	unsigned char* fl = x.flag + (long long)head * n;
-	auto val = [&](int i) -> double { return pw[i]; };
-	BinCut r = bin_cover(val, n, x.budget, x.shift, list, bs, sh);
-	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		double v = pw[i];
-		fl[i] = v >= 0.0 && (r.B < 0 || qa_bin(v) > r.B);
+	for (int base = lo; base < hi; base += blockDim.x) {
+		const int i = base + tid;
+		bool in = false;
+		if (i < hi) {
+			const double v = pw[i];
+			in = v >= 0.0 && qa_bin(v) == B;
+		}
+		const u32 bal = __ballot_sync(0xffffffffu, in);
+		if (l == 0) wcnt[w] = __popc(bal);
+		__syncthreads();
+		int wpre, tot;
+		block_prefix(wcnt, nw, w, wpre, tot);
+		if (in) list[carry + wpre + __popc(bal & ((1u << l) - 1))] = i;
+		carry += tot;
+		__syncthreads();
 	}
-	if (r.B < 0) return;
-	__syncthreads();
+}
+
+// fp_qa_select: one 1024-thread block per head of the group: of the
+// crossing bin's candidates (fp_qa_list), the heaviest (ties in (query
+// block, KV block) order) while the cumulative mass stays within what is
+// left of γ × the rows with a visible block.
+extern "C" __global__ void __launch_bounds__(1024) fp_qa_select(PlanArgs a, QaArgs x, QaSel s) {
+	__shared__ SelShared sh;
+	const int hg = blockIdx.x, head = x.head0 + hg;
+	if (!x.qa[head]) return;
+	const long long* cut = s.cut + 3ll * hg;
+	if (cut[0] < 0) return;
+	const u64 A = (u64)cut[1];
+	const int nkb = (a.Nk + a.bk - 1) / a.bk, n = a.q_blocks * nkb;
+	int m = 0;
+	for (int c = 0; c < s.chunks; c++) m += s.ccnt[(long long)hg * s.chunks + c];
+	const double* pw = x.pw + (long long)hg * n;
+	const int* list = x.list + (long long)hg * n;
+	unsigned char* fl = x.flag + (long long)head * n;
 	auto key = [&](int j) -> u64 { return dbits(pw[list[j]]) + 1; };
-	cut_mark(key, r.m, r.c, [&](int j, bool sel, int) { fl[list[j]] = sel; });
+	auto fx = [&](int j) -> u64 { return to_fixed(pw[list[j]], x.shift); };
+	const Cut c = cover_cut(key, fx, m, x.budget - A, sh);
+	cut_mark(key, m, c, [&](int j, bool sel, int) { fl[list[j]] = sel; });
 }
 
 // fp_rows: one warp per plan row (flexprefill.Head.Row).

@@ -143,6 +143,14 @@ __device__ __forceinline__ void pr_rows(PrRows& w, const PlanArgs& a, const View
 	}
 }
 
+// pr_ldsm4 loads four 8×8 matrices of 16-bit elements from shared memory,
+// row r of matrix m from the address lane 8m + r gives (ldmatrix).
+__device__ __forceinline__ void pr_ldsm4(u32 (&r)[4], const void* p) {
+	u32 a;
+	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
 // pr_logits fills s with the scaled logits of the warp's rows i0 + g +
 // 8·(e/2) against keys key0 + 8j + 2t + e%2 (−∞ where the row is past n,
 // the key past Nk, or the key after the row's position when causal).
@@ -152,20 +160,40 @@ __device__ __forceinline__ void pr_logits(const PrRows& w, const PrTile& tile, c
 	for (int j = 0; j < PR_PT / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 	// k-steps outside, key groups inside: the PR_PT/8 accumulators are
 	// independent, so their MMAs overlap (each still adds its k-steps in
-	// order).
+	// order). One ldmatrix gives the B registers of key groups j and j+1:
+	// key 8j + g, dims 16ks + 2t (b0) and + 8 (b1), as lane 8m + r reads
+	// row r of key group j + m/2 at dims 16ks + 8·(m mod 2).
+	const int lrow = (lane & 7) + ((lane >> 4) << 3), lcol = ((lane >> 3) & 1) * 8;
 #pragma unroll
 	for (int ks = 0; ks < PR_KSTEPS; ks++) {
 #pragma unroll
-		for (int j = 0; j < PR_PT / 8; j++) {
-			const int base = (8 * j + g) * PR_STR + 2 * t + 16 * ks;
-			u32 b0 = *(const u32*)&tile.hi[base], b1 = *(const u32*)&tile.hi[base + 8];
-			mma16(s[j], w.qa[ks], b0, b1);
+		for (int j = 0; j < PR_PT / 8; j += 2) {
+			const int base = (8 * j + lrow) * PR_STR + 16 * ks + lcol;
+			u32 bh[4];
+			pr_ldsm4(bh, &tile.hi[base]);
 #if DTYPE == DT_F32
-			u32 l0 = *(const u32*)&tile.lo[base], l1 = *(const u32*)&tile.lo[base + 8];
-			mma16(s[j], w.qa[ks], l0, l1);
-			mma16(s[j], w.ql[ks], b0, b1);
+			u32 bl[4];
+			pr_ldsm4(bl, &tile.lo[base]);
 #endif
+#pragma unroll
+			for (int m = 0; m < 2; m++) {
+				mma16(s[j + m], w.qa[ks], bh[2 * m], bh[2 * m + 1]);
+#if DTYPE == DT_F32
+				mma16(s[j + m], w.qa[ks], bl[2 * m], bl[2 * m + 1]);
+				mma16(s[j + m], w.ql[ks], bh[2 * m], bh[2 * m + 1]);
+#endif
+			}
 		}
+	}
+	// A tile every one of whose keys every row of the warp sees (the rows
+	// exist, the keys exist, and causal, the last key is at or before the
+	// first row's position) is only scaled.
+	if (i0 + 16 <= n && key0 + PR_PT <= a.Nk && (!a.causal || key0 + PR_PT - 1 <= a.Nk - n + i0)) {
+#pragma unroll
+		for (int j = 0; j < PR_PT / 8; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) s[j][e] *= a.scale;
+		return;
 	}
 #pragma unroll
 	for (int j = 0; j < PR_PT / 8; j++)
@@ -274,7 +302,14 @@ extern "C" __global__ void probe_norm(ProbeArgs p) {
 // rows in the tile, then their column sums (vp) and diagonal sums (sp;
 // window index w = r − j + PR_PT − 1 for chunk row r and tile key j), in
 // float64.
-extern "C" __global__ void __launch_bounds__(PR_WARPS * 32) probe_lines(PlanArgs a, View q, View k, ProbeArgs p) {
+// Two blocks a multiprocessor for 16-bit inputs (128 registers, about
+// none spilled); float32 inputs' three products need more registers.
+#if DTYPE == DT_F32
+#define PR_LINES_MINB 1
+#else
+#define PR_LINES_MINB 2
+#endif
+extern "C" __global__ void __launch_bounds__(PR_WARPS * 32, PR_LINES_MINB) probe_lines(PlanArgs a, View q, View k, ProbeArgs p) {
 	extern __shared__ __align__(16) unsigned char pr_smem[];
 	PrTile* tile = (PrTile*)pr_smem;
 	float(*P)[PR_PT + 1] = (float(*)[PR_PT + 1])(pr_smem + 2 * sizeof(PrTile));
@@ -593,6 +628,21 @@ __device__ Cut cover_cut(KeyFn key, FixFn fx, int n, u64 G, SelShared& sh) {
 	return c;
 }
 
+// block_prefix gives each thread of warp w the number of items of the
+// warps before it (wpre) and of all nw warps (tot), from the per-warp
+// counts wcnt[0 … nw); every lane of every warp must call it.
+__device__ __forceinline__ void block_prefix(const int* wcnt, int nw, int w, int& wpre, int& tot) {
+	const int l = threadIdx.x & 31, c = l < nw ? wcnt[l] : 0;
+	int inc = c;
+#pragma unroll
+	for (int o = 1; o < 32; o <<= 1) {
+		const int y = __shfl_up_sync(0xffffffffu, inc, o);
+		if (l >= o) inc += y;
+	}
+	wpre = __shfl_sync(0xffffffffu, inc - c, w);
+	tot = __shfl_sync(0xffffffffu, inc, 31);
+}
+
 // cut_mark calls mark(i, selected, before) for every item, in index
 // chunks; before is the number of selected items with a smaller index.
 template <typename KeyFn, typename MarkFn>
@@ -608,20 +658,16 @@ __device__ void cut_mark(KeyFn key, int n, Cut c, MarkFn mark) {
 		u32 beq = __ballot_sync(0xffffffffu, eq);
 		if (l == 0) eq_w[w] = __popc(beq);
 		__syncthreads();
-		int before_eq = carry_eq + __popc(beq & ((1u << l) - 1)), tot_eq = 0;
-		for (int x = 0; x < nw; x++) {
-			if (x < w) before_eq += eq_w[x];
-			tot_eq += eq_w[x];
-		}
+		int pre_eq, tot_eq;
+		block_prefix(eq_w, nw, w, pre_eq, tot_eq);
+		int before_eq = carry_eq + pre_eq + __popc(beq & ((1u << l) - 1));
 		bool sel = gt || (eq && before_eq < c.ties);
 		u32 bsel = __ballot_sync(0xffffffffu, sel);
 		if (l == 0) sel_w[w] = __popc(bsel);
 		__syncthreads();
-		int before_sel = carry_sel + __popc(bsel & ((1u << l) - 1)), tot_sel = 0;
-		for (int x = 0; x < nw; x++) {
-			if (x < w) before_sel += sel_w[x];
-			tot_sel += sel_w[x];
-		}
+		int pre_sel, tot_sel;
+		block_prefix(sel_w, nw, w, pre_sel, tot_sel);
+		int before_sel = carry_sel + pre_sel + __popc(bsel & ((1u << l) - 1));
 		if (i < n) mark(i, sel, before_sel);
 		carry_eq += tot_eq;
 		carry_sel += tot_sel;
