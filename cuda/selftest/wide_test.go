@@ -1,0 +1,63 @@
+package selftest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/sparseattn/sparseattn/cuda"
+	"github.com/sparseattn/sparseattn/internal/testutil"
+	"github.com/sparseattn/sparseattn/method/flexprefill"
+	"github.com/sparseattn/sparseattn/method/unisparse"
+	"github.com/sparseattn/sparseattn/method/xattn"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// wideCases are xattn, unisparse and flexprefill (query-aware heads by
+// the estimate, and every head query-aware) on rows of 128 KV blocks, 8K
+// tokens, causal and not: past PlannerCases' shapes, they take work items
+// of many logit tiles, bitonic stages of stride 64 and more, and the
+// query-aware selection spread over many chunks.
+func wideCases() []PlannerCase {
+	var cs []PlannerCase
+	for _, causal := range []bool{true, false} {
+		s := cuda.Case{Name: fmt.Sprintf("wide N=8192 causal=%v", causal), B: 1, Hq: 4, Hkv: 2, Nq: 8192, Nk: 8192, D: 128, Dv: 128,
+			DType: tensor.BFloat16, Layout: tensor.BHND, Causal: causal, BlockQ: 128, BlockK: 64}
+		for _, p := range []plan.Planner{
+			xattn.Planner{Stride: 16, Threshold: 0.9},
+			unisparse.Planner{},
+			flexprefill.Planner{Gamma: 0.9, Tau: 0.1},
+			flexprefill.Planner{Gamma: 0.9, Tau: 1},
+		} {
+			cs = append(cs, PlannerCase{Name: p.Name() + "/" + s.Name, Planner: p, Case: s})
+		}
+	}
+	return cs
+}
+
+// TestRunPlannersWide checks wideCases' device plans against the CPU
+// planners, as TestRunPlanners does. It runs only when
+// SPARSEATTN_WIDE_PLANNERS is set: the CPU planners and attention take
+// seconds at this size.
+func TestRunPlannersWide(t *testing.T) {
+	if os.Getenv("SPARSEATTN_WIDE_PLANNERS") == "" {
+		t.Skip("set SPARSEATTN_WIDE_PLANNERS=1 to check the planners on 8K-token rows")
+	}
+	e := openEngine(t)
+	r := testutil.Rand(t)
+	for _, c := range wideCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			_, err := RunPlanners(context.Background(), e, r, []PlannerCase{c}, func(c PlannerCheck) {
+				t.Logf("rows differ %d/%d (tie-break %d) QK %v/%v PV %v/%v rel L1 %.2e plan %.3f ms", c.RowsDiffer, c.Rows, c.RowsTied, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Errors.RelL1, c.PlanMS)
+				if c.Err != nil {
+					t.Error(c.Err)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
