@@ -301,8 +301,11 @@ func TestMargin(t *testing.T) {
 // head dense rather than failing.
 func TestTinyBudgetFallsBackToDense(t *testing.T) {
 	in := llmInputs(t, 256, 3)
+	// λ −2 only: the default grid's −30 … −8 skip PV products worth less
+	// than e^−8 of a row, which the workload's sharpest (slash) heads meet
+	// within MinL1.
 	layer, err := TuneLayer(context.Background(), Config{L1: MinL1, L2: MinL1, Causal: true, BlockQ: 32, BlockK: 32,
-		Thetas: []float64{-1}, CDFs: []float64{0.5, 0.9}}, "x", in)
+		Thetas: []float64{-1}, CDFs: []float64{0.5, 0.9}, Lambdas: []float64{-2}}, "x", in)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package workload
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/sparseattn/sparseattn/tensor"
@@ -113,7 +114,8 @@ type Config struct {
 	// local heads' positional bias decays to nothing; 0 means 64.
 	Window int
 	// HeavyHitters (llm) is the number of heavy-hitter key positions that
-	// form vertical stripes; 0 means max(4, N/256) (fewer when N is tiny).
+	// form vertical stripes; 0 means max(4, 16·sqrt(N/4096)) (fewer when N
+	// is tiny).
 	HeavyHitters int
 	// NeedleKey (llm) is the position of the planted needle key; 0 means
 	// N/3. It must lie in [SinkTokens, N-2]; the needle query is always the
@@ -274,7 +276,7 @@ func resolve(cfg Config) (resolved, error) {
 		}
 		r.heavy = cfg.HeavyHitters
 		if r.heavy == 0 {
-			r.heavy = max(4, r.N/256)
+			r.heavy = max(4, int(16*math.Sqrt(float64(r.N)/4096)))
 		}
 		if r.heavy > (r.N-r.sinks-2)/2 {
 			if cfg.HeavyHitters != 0 {

@@ -273,9 +273,9 @@ func (pl *llmPlan) buildHeads() {
 			q.offsets = pl.slashOffsets(g)
 		}
 		q.posConst = make([]float64, r.D)
-		pl.addKernel(q.posConst, kv.cpos, 0, q.par.local, win)
+		pl.addKernel(q.posConst, kv.cpos, 0, q.par.local, win, q.par.spread)
 		for _, o := range q.offsets {
-			pl.addKernel(q.posConst, kv.cpos, o, q.par.slashPos, win)
+			pl.addKernel(q.posConst, kv.cpos, o, q.par.slashPos, win, q.par.spread)
 			sin, cos := make([]float64, pl.p), make([]float64, pl.p)
 			for f, t := range pl.theta {
 				s, c := dsincos(float64(float64(o) * t))
@@ -319,8 +319,9 @@ func (pl *llmPlan) slashOffsets(g *rng) []int {
 
 // addKernel adds to dst the query-side positional vector that, against
 // keys carrying cpos, yields the logit peak·Σ_p w_p cos((i−j−o)θ_p) with
-// Σ_p w_p = 1 and weights rolling off below frequency 1/win.
-func (pl *llmPlan) addKernel(dst, cpos []float64, o int, peak, win float64) {
+// Σ_p w_p = 1 and weights rolling off below frequency 1/win and, with
+// spread > 0, above 1/spread, which widens the peak to about spread tokens.
+func (pl *llmPlan) addKernel(dst, cpos []float64, o int, peak, win, spread float64) {
 	if peak == 0 {
 		return
 	}
@@ -330,6 +331,11 @@ func (pl *llmPlan) addKernel(dst, cpos []float64, o int, peak, win float64) {
 		x := 1 / float64(win*pl.theta[f])
 		x = float64(x * x)
 		w[i] = 1 / (1 + float64(x*x))
+		if spread > 0 { // and above frequency 1/spread: a peak spread tokens wide
+			y := float64(spread * pl.theta[f])
+			y = float64(y * y)
+			w[i] = float64(w[i] / (1 + float64(y*y)))
+		}
 		sum += w[i]
 	}
 	amp2 := 1 / float64(len(pl.posPairs)) // |c_p|²
@@ -340,18 +346,6 @@ func (pl *llmPlan) addKernel(dst, cpos []float64, o int, peak, win float64) {
 		dst[f] += float64(a * (float64(x*c) - float64(y*s)))
 		dst[f+pl.p] += float64(a * (float64(x*s) + float64(y*c)))
 	}
-}
-
-// globGain is uᵀR u for a unit global-band direction u and a rotation
-// given by its cosines: the fraction of a u-to-u logit that survives the
-// rotation. It is clamped below at 0.25.
-func (pl *llmPlan) globGain(u, cos []float64) float64 {
-	var g float64
-	for _, f := range pl.globPairs {
-		a, b := u[f], u[f+pl.p]
-		g += float64(float64(float64(a*a)+float64(b*b)) * cos[f])
-	}
-	return max(g, 0.25)
 }
 
 // angles fills sin and cos with the rotation of token i.
@@ -377,7 +371,7 @@ func (pl *llmPlan) input(b int) llmInput {
 	emb := newMatrix(llmEmbedDim, llmLatentDim).gaussian(newRNG(r.Seed, tagLLMEmbed), 1/math.Sqrt(llmLatentDim))
 	g := newRNG(r.Seed, tagLLMInput, uint64(b))
 	topics := newMatrix(llmTopics, llmLatentDim).gaussian(g, 1)
-	segMean := min(max(float64(n)/16, 32), 512)
+	segMean := min(max(float64(n)/16, 32), 256)
 	rho := dexp(-1.0 / 8)
 	innov := math.Sqrt(1 - float64(rho*rho))
 	ar := make([]float64, llmLatentDim)
@@ -497,7 +491,7 @@ func (pl *llmPlan) queries(w *Workload, in *llmInput, b, h int) {
 	row := make([]float64, r.D)
 	tmp := make([]float64, r.D)
 	sem := make([]float64, len(pl.semDims))
-	sin, cos := make([]float64, pl.p), make([]float64, pl.p)
+	sin, cos, negSin := make([]float64, pl.p), make([]float64, pl.p), make([]float64, pl.p)
 	buf := make([]float32, r.D)
 	semScale := q.par.semantic / math.Sqrt(float64(len(pl.semDims)))
 	idScale := q.par.slashID / pl.xiNorm2
@@ -505,10 +499,17 @@ func (pl *llmPlan) queries(w *Workload, in *llmInput, b, h int) {
 	for i := range r.N {
 		pl.angles(i, sin, cos)
 		rg.fillNoise(row, q.par.noise/math.Sqrt(float64(r.D)))
-		// The sink logit would fade as RoPE turns query i against key 0
-		// by iθ; the query's sink component grows to compensate, so every
-		// query sees sink token 0 at about the head's sink strength.
-		axpy(q.par.sink*(1+float64(0.1*rg.noise()))/pl.globGain(kv.us, cos), kv.us, row)
+		// The sink direction turned back by iθ: after RoPE turns query i
+		// by iθ it meets sink token 0 (unrotated) aligned in every pair,
+		// so every query sees the sink at about the head's strength at
+		// any N. (Dividing by the rotated gain instead lost the sinks once
+		// late queries turned the global pairs past 90°: from 16K on.)
+		for f := range negSin {
+			negSin[f] = -sin[f]
+		}
+		copy(tmp, kv.us)
+		rotatePairs(tmp, pl.lo, pl.hi, negSin, cos)
+		axpy(q.par.sink*(1+float64(0.1*rg.noise())), tmp, row)
 		axpy(q.par.stripe, kv.uv, row)
 		if q.needle && i == pl.needleQ {
 			// The needle direction turned back by the query–key distance:

@@ -125,7 +125,7 @@ func TestGolden(t *testing.T) {
 		kind Kind
 		want uint64
 	}{
-		{LLM, 0xcb0a77e00789db5c},
+		{LLM, 0x2aef02f815961356},
 		{Video, 0xcadd966b2dfbe88d},
 		{Image, 0xbda5d1867c6d3f43},
 		{Random, 0x769cfc1987ffc037},

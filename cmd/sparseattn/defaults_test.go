@@ -33,6 +33,12 @@ func knownNeedleLoss(method string, n int) string {
 		return "the needle lies outside the sink and the 1024-token window"
 	case method == "minference" && n < 4096:
 		return "below 4K the scaled vertical and slash lines are too few"
+	case method == "unisparse" && n < 4096:
+		return "Top-P ranks pooled blocks (16 queries by 4 keys): the needle pair is one of 64 and falls in the 5% of mass it drops"
+	case method == "flexprefill" && n != 4096:
+		return "both its patterns rank blocks by attention averaged over a block of queries (the probe's mean, or pooled queries), where the needle key, one query's target, falls in the 3% of mass γ 0.97 drops"
+	case method == "s2o" && n >= 4096:
+		return "keys rank by the segment's mean query; the needle key, one query's target among 512, ranks low and the early stop ends the row before it"
 	}
 	return ""
 }

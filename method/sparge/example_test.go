@@ -42,7 +42,7 @@ func ExampleAttention() {
 	}
 	fmt.Printf("per-head plan: %d entries\n", len(res.Plan.KVBlock))
 	// Output:
-	// QK products 183 of 288, PV products 167.0
-	// sparsity 0.39, rel L1 0.19
-	// per-head plan: 277 entries
+	// QK products 148 of 288, PV products 132.0
+	// sparsity 0.51, rel L1 0.20
+	// per-head plan: 228 entries
 }
