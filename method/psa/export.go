@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -42,15 +41,8 @@ func (p Planner) Settings(t plan.Tiling) (Settings, error) {
 // KV block in ascending order, as Plan's level assignment reads them. The
 // device planner's judge (cuda/selftest) compares with it.
 func (p Planner) Importance(ctx context.Context, t plan.Tiling, q, k *tensor.Tensor, b, h int) ([][]float64, error) {
-	dense, err := plan.Dense(t)
+	dense, c, err := p.prepare(t, q, k)
 	if err != nil {
-		return nil, err
-	}
-	c, err := p.config(t)
-	if err != nil {
-		return nil, err
-	}
-	if err := heads.CheckInputs(t, q, k, "psa"); err != nil {
 		return nil, err
 	}
 	g := t.Geometry

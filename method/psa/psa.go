@@ -225,20 +225,31 @@ func (p Planner) config(t plan.Tiling) (config, error) {
 	return c, nil
 }
 
+// prepare checks the parameters and inputs and returns the dense plan of
+// t (visibility and the causally visible blocks of each row) and p's
+// configuration for it.
+func (p Planner) prepare(t plan.Tiling, q, k *tensor.Tensor) (*plan.Plan, config, error) {
+	dense, err := plan.Dense(t)
+	if err != nil {
+		return nil, config{}, err
+	}
+	c, err := p.config(t)
+	if err != nil {
+		return nil, config{}, err
+	}
+	if err := heads.CheckInputs(t, q, k, "psa"); err != nil {
+		return nil, config{}, err
+	}
+	return dense, c, nil
+}
+
 // Plan estimates block importance, assigns pyramid levels and returns the
 // plan. Causally partial (diagonal) blocks are never pooled: a pooled key
 // would average visible and future tokens, so such a block assigned a coarse
 // level is read at level 1 instead.
 func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
-	dense, err := plan.Dense(t) // visibility and the causally visible blocks of each row
+	dense, c, err := p.prepare(t, q, k)
 	if err != nil {
-		return nil, err
-	}
-	c, err := p.config(t)
-	if err != nil {
-		return nil, err
-	}
-	if err := heads.CheckInputs(t, q, k, "psa"); err != nil {
 		return nil, err
 	}
 	g := t.Geometry
