@@ -28,5 +28,5 @@ func Example() {
 	}
 	fmt.Printf("sparsity %.2f\n", res.Stats.Sparsity())
 	// Output:
-	// sparsity 0.45
+	// sparsity 0.62
 }

@@ -28,5 +28,5 @@ func Example() {
 	}
 	fmt.Printf("sparsity %.2f\n", res.Stats.Sparsity())
 	// Output:
-	// sparsity 0.08
+	// sparsity 0.09
 }

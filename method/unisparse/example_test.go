@@ -40,6 +40,6 @@ func Example() {
 		fmt.Printf("Top-P %.2f: sparsity %.2f, rel L1 %.3f\n", p, res.Stats.Sparsity(), e.RelL1)
 	}
 	// Output:
-	// Top-P 0.95: sparsity 0.18, rel L1 0.023
-	// Top-P 0.90: sparsity 0.33, rel L1 0.061
+	// Top-P 0.95: sparsity 0.47, rel L1 0.044
+	// Top-P 0.90: sparsity 0.59, rel L1 0.106
 }

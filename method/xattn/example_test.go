@@ -28,5 +28,5 @@ func Example() {
 	}
 	fmt.Printf("sparsity %.2f\n", res.Stats.Sparsity())
 	// Output:
-	// sparsity 0.17
+	// sparsity 0.34
 }
