@@ -93,12 +93,13 @@ func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *
 			init.ptrs.kvOrder = main.ptrs.kvOrder
 		}
 	}
-	segs := (g.Nq + p.s.Segment - 1) / p.s.Segment
+	sp := p.s.Resolve(in.t)
+	segs := (g.Nq + sp.Segment - 1) / sp.Segment
 	heads := int64(g.B) * int64(g.Hq)
 	total := int64(len(header.Order.KV))
 	a := &s2oArgs{q: in.q, k: in.k, qorder: main.ptrs.qOrder, kvOrder: main.ptrs.kvOrder, kvStart: main.ptrs.kvStart,
 		b: int32(g.B), hq: int32(g.Hq), hkv: int32(g.Hkv), nq: int32(g.Nq), nk: int32(g.Nk), d: int32(g.D),
-		seg: int32(p.s.Segment), win: int32(min(p.s.Window, g.Nq+g.Nk)), segs: int32(segs)}
+		seg: int32(sp.Segment), win: int32(min(sp.Window, g.Nq+g.Nk)), segs: int32(segs)}
 	if t.Causal {
 		a.causal = 1
 	}

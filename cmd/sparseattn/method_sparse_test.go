@@ -35,7 +35,7 @@ func TestSparseMethodFlags(t *testing.T) {
 		flag   string
 	}{
 		{"s2o", []string{"--s2o-tau", "1"}, "--s2o-tau"},
-		{"s2o", []string{"--s2o-segment", "0"}, "--s2o-segment"},
+		{"s2o", []string{"--s2o-segment", "-64"}, "--s2o-segment"},
 		{"s2o", []string{"--s2o-window", "-1"}, "--s2o-window"},
 		{"xattn", []string{"--xattn-threshold", "0"}, "--xattn-threshold"},
 		{"xattn", []string{"--xattn-stride", "-4"}, "--xattn-stride"},

@@ -43,11 +43,12 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// Planner plans S2O. The zero value is not usable: Segment must be set.
+// Planner plans S2O. The zero value is S2O with DefaultSegment and no
+// early stop (exact); the CLI runs τ = 0.005, the paper's value.
 type Planner struct {
 	// Segment is S, the tokens per segment: a positive multiple of the
-	// tiling's BlockQ. The paper uses 2048 at 128K and smaller segments for
-	// shorter sequences.
+	// tiling's BlockQ, or 0 for DefaultSegment. The paper uses 2048 at
+	// 128K and smaller segments for shorter sequences.
 	Segment int
 	// Tau is the early-stop threshold τ in [0, 1): a row stops after the
 	// first pass-2 tile whose gain in the softmax normalizer is below τ·ℓ.
@@ -63,6 +64,29 @@ type Planner struct {
 
 // Name returns "s2o".
 func (s Planner) Name() string { return "s2o" }
+
+// DefaultSegment is the segment length a zero Segment means for nq query
+// tokens in blocks of bq: nq/16 clamped to [512, 2048], rounded up to a
+// multiple of bq. Longer segments plan faster (fewer key orders to rank:
+// on an H100 at 32K tokens, 19% of a dense pass at S = 2048 against 41%
+// at 512) for a little less sparsity at the same error (0.83 against 0.88
+// at 32K on the calibrated llm workload, BENCHMARKS.md).
+func DefaultSegment(nq, bq int) int {
+	seg := min(max(nq/16, 512), 2048)
+	if bq <= 0 {
+		return seg
+	}
+	return (seg + bq - 1) / bq * bq
+}
+
+// Resolve returns s with the default its zero Segment means for tiling t
+// filled in.
+func (s Planner) Resolve(t plan.Tiling) Planner {
+	if s.Segment == 0 {
+		s.Segment = DefaultSegment(t.Geometry.Nq, t.BlockQ)
+	}
+	return s
+}
 
 // check validates the hyperparameters against the tiling.
 func (s Planner) check(t plan.Tiling) error {
@@ -84,6 +108,7 @@ func (s Planner) check(t plan.Tiling) error {
 // Plan builds Q_perm and KV_perm from q and k and returns the plan that
 // executes S2O's two passes with early stopping. v is not read.
 func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	s = s.Resolve(t)
 	if err := s.check(t); err != nil {
 		return nil, err
 	}
@@ -365,6 +390,7 @@ func descending(a, b float32) int {
 // The device planner (package cuda) uploads it once per runner and ranks
 // the orders in place on the device at each call.
 func (s Planner) Layout(t plan.Tiling) (*plan.Plan, error) {
+	s = s.Resolve(t)
 	if err := s.check(t); err != nil {
 		return nil, err
 	}

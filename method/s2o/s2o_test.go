@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -510,7 +511,7 @@ func TestRejectsBadOptions(t *testing.T) {
 		name string
 		p    Planner
 	}{
-		{"zero-segment", Planner{}},
+		{"negative-segment", Planner{Segment: -64}},
 		{"segment-not-multiple-of-block", Planner{Segment: 24}},
 		{"negative-tau", Planner{Segment: 64, Tau: -0.1}},
 		{"tau-one", Planner{Segment: 64, Tau: 1}},
@@ -531,5 +532,30 @@ func TestRejectsBadOptions(t *testing.T) {
 	cancel()
 	if _, err := (Planner{Segment: 64}).Plan(ctx, tl, q, k, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled context: %v", err)
+	}
+}
+
+// TestDefaultSegment checks the zero Segment's length per N and BlockQ,
+// and that a zero Segment plans exactly as the length it stands for.
+func TestDefaultSegment(t *testing.T) {
+	for _, tc := range []struct{ nq, bq, want int }{
+		{100, 64, 512}, {4096, 64, 512}, {8192, 128, 512}, {16384, 128, 1024},
+		{32768, 64, 2048}, {131072, 128, 2048}, {20000, 128, 1280}, {20000, 96, 1344},
+	} {
+		if got := DefaultSegment(tc.nq, tc.bq); got != tc.want {
+			t.Errorf("DefaultSegment(%d, %d) = %d, want %d", tc.nq, tc.bq, got, tc.want)
+		}
+	}
+	q, k, v, tl := inputs(t, shape{Shape: plantest.Shape{Name: "long", B: 1, Hq: 2, Hkv: 1, Nq: 1200, Nk: 1200, D: 32, BlockQ: 64, BlockK: 64, Causal: true}})
+	zero, err := Planner{Tau: 0.01}.Plan(context.Background(), tl, q, k, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	explicit, err := Planner{Segment: DefaultSegment(tl.Geometry.Nq, tl.BlockQ), Tau: 0.01}.Plan(context.Background(), tl, q, k, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(zero, explicit) {
+		t.Error("a zero Segment plans differently from DefaultSegment")
 	}
 }
