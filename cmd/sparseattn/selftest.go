@@ -59,92 +59,79 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "compile-only: %d mma.sync variants each for %s compiled or loaded from cache in %v\n\n", nport, strings.Join(cuda.PortableArchs, ", "), time.Since(start).Round(time.Millisecond))
 
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\tkernel\tdtype\trel L1\ttol\tQK gpu/cpu\tPV gpu/cpu\tresult")
 	r := rand.New(rand.NewPCG(*seed, 0x5e1f))
-	failed, err := selftest.Run(ctx, e, r, cuda.Cases(), func(c selftest.Check) {
-		res := "ok"
-		if c.Err != nil {
-			res = "FAIL: " + c.Err.Error()
+	cases := cuda.Cases()
+	err = selftestSection(stdout, "cases", "case\tkernel\tdtype\trel L1\ttol\tQK gpu/cpu\tPV gpu/cpu", len(cases),
+		func(report func(selftest.Check)) (int, error) { return selftest.Run(ctx, e, r, cases, report) },
+		func(c selftest.Check) (string, error) {
+			return fmt.Sprintf("%s\t%s\t%s\t%.2e\t%.0e\t%.0f/%.0f\t%.1f/%.1f", c.Name, c.Kernel, c.DType,
+				c.Errors.RelL1, c.Tol, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks), c.Err
+		})
+	if err != nil {
+		return err
+	}
+
+	// The quantized kernels (INT8 Q·K, Hopper) against the CPU emulation.
+	if qcs := selftest.QuantCases(); len(qcs) > 0 {
+		if p, err := qcs[0].Plan(r); err == nil && e.SupportsQuantized(p) != nil {
+			fmt.Fprintf(stdout, "quantized kernels: skipped (%v)\n\n", e.SupportsQuantized(p))
+		} else if err := selftestSection(stdout, "quantized cases", "case\trel L1 vs CPU emulation\ttol\tQK gpu/cpu\tPV gpu/cpu", len(qcs),
+			func(report func(selftest.Check)) (int, error) { return selftest.RunQuantized(ctx, e, r, qcs, report) },
+			func(c selftest.Check) (string, error) {
+				return fmt.Sprintf("%s\t%.2e\t%.0e\t%.0f/%.0f\t%.1f/%.1f", c.Name, c.Errors.RelL1, c.Tol,
+					c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks), c.Err
+			}); err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2e\t%.0e\t%.0f/%.0f\t%.1f/%.1f\t%s\n", c.Name, c.Kernel, c.DType,
-			c.Errors.RelL1, c.Tol, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, res)
+	}
+
+	// The gathering kernel: PSA's pooled levels, S2O's orders, stops and
+	// two passes, each also through a Runner with the plan uploaded.
+	gcs := selftest.GenCases()
+	err = selftestSection(stdout, "gathering cases", "case\tkernel\tdtype\trel L1\trunner\ttol\tQK gpu/cpu\tstopped gpu/cpu", len(gcs),
+		func(report func(selftest.Check)) (int, error) { return selftest.RunGen(ctx, e, r, gcs, report) },
+		func(c selftest.Check) (string, error) {
+			return fmt.Sprintf("%s\t%s\t%s\t%.2e\t%.2e\t%.0e\t%.3f/%.3f\t%d/%d", c.Name, c.Kernel, c.DType,
+				c.Errors.RelL1, c.Runner, c.Tol, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.Stopped, c.CPU.Stopped), c.Err
+		})
+	if err != nil {
+		return err
+	}
+
+	// Every device planner against its CPU planner.
+	pcs := selftest.PlannerCases()
+	return selftestSection(stdout, "planner cases", "planner/case\trows differ\ttie-break\torders differ\tQK gpu/cpu\tPV gpu/cpu\trel L1\tplan ms", len(pcs),
+		func(report func(selftest.PlannerCheck)) (int, error) {
+			return selftest.RunPlanners(ctx, e, r, pcs, report)
+		},
+		func(c selftest.PlannerCheck) (string, error) {
+			return fmt.Sprintf("%s\t%d/%d\t%d\t%d\t%.0f/%.0f\t%.1f/%.1f\t%.2e\t%.3f", c.Name, c.RowsDiffer, c.Rows, c.RowsTied, c.OrdersDiffer,
+				c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Errors.RelL1, c.PlanMS), c.Err
+		})
+}
+
+// selftestSection runs one group of n self-test cases through run, which
+// reports each case's check; it prints a table (header, then row's fields
+// and the case's result per check) and a PASS line, or returns an error
+// naming how many of the group's cases failed.
+func selftestSection[C any](w io.Writer, what, header string, n int, run func(report func(C)) (int, error), row func(C) (string, error)) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, header+"\tresult")
+	failed, err := run(func(c C) {
+		fields, cerr := row(c)
+		res := "ok"
+		if cerr != nil {
+			res = "FAIL: " + cerr.Error()
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", fields, res)
 	})
 	tw.Flush()
 	if err != nil {
 		return err
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d cases failed", failed, len(cuda.Cases()))
+		return fmt.Errorf("%d of %d %s failed", failed, n, what)
 	}
-	fmt.Fprintf(stdout, "\nPASS: %d cases\n\n", len(cuda.Cases()))
-
-	// The quantized kernels (INT8 Q·K, Hopper) against the CPU emulation.
-	if qcs := selftest.QuantCases(); len(qcs) > 0 {
-		if p, err := qcs[0].Plan(r); err == nil && e.SupportsQuantized(p) != nil {
-			fmt.Fprintf(stdout, "quantized kernels: skipped (%v)\n\n", e.SupportsQuantized(p))
-		} else {
-			tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "case\trel L1 vs CPU emulation\ttol\tQK gpu/cpu\tPV gpu/cpu\tresult")
-			qfailed, err := selftest.RunQuantized(ctx, e, r, qcs, func(c selftest.Check) {
-				res := "ok"
-				if c.Err != nil {
-					res = "FAIL: " + c.Err.Error()
-				}
-				fmt.Fprintf(tw, "%s\t%.2e\t%.0e\t%.0f/%.0f\t%.1f/%.1f\t%s\n", c.Name, c.Errors.RelL1, c.Tol, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, res)
-			})
-			tw.Flush()
-			if err != nil {
-				return err
-			}
-			if qfailed > 0 {
-				return fmt.Errorf("%d of %d quantized cases failed", qfailed, len(qcs))
-			}
-			fmt.Fprintf(stdout, "\nPASS: %d quantized cases\n\n", len(qcs))
-		}
-	}
-
-	// The gathering kernel: PSA's pooled levels, S2O's orders, stops and
-	// two passes, each also through a Runner with the plan uploaded.
-	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\tkernel\tdtype\trel L1\trunner\ttol\tQK gpu/cpu\tstopped gpu/cpu\tresult")
-	gcs := selftest.GenCases()
-	gfailed, err := selftest.RunGen(ctx, e, r, gcs, func(c selftest.Check) {
-		res := "ok"
-		if c.Err != nil {
-			res = "FAIL: " + c.Err.Error()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2e\t%.2e\t%.0e\t%.3f/%.3f\t%d/%d\t%s\n", c.Name, c.Kernel, c.DType,
-			c.Errors.RelL1, c.Runner, c.Tol, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.Stopped, c.CPU.Stopped, res)
-	})
-	tw.Flush()
-	if err != nil {
-		return err
-	}
-	if gfailed > 0 {
-		return fmt.Errorf("%d of %d gathering cases failed", gfailed, len(gcs))
-	}
-	fmt.Fprintf(stdout, "\nPASS: %d gathering cases\n\n", len(gcs))
-
-	// Every device planner against its CPU planner.
-	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "planner/case\trows differ\ttie-break\torders differ\tQK gpu/cpu\tPV gpu/cpu\trel L1\tplan ms\tresult")
-	pcs := selftest.PlannerCases()
-	pfailed, err := selftest.RunPlanners(ctx, e, r, pcs, func(c selftest.PlannerCheck) {
-		res := "ok"
-		if c.Err != nil {
-			res = "FAIL: " + c.Err.Error()
-		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%d\t%d\t%.0f/%.0f\t%.1f/%.1f\t%.2e\t%.3f\t%s\n", c.Name, c.RowsDiffer, c.Rows, c.RowsTied, c.OrdersDiffer,
-			c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Errors.RelL1, c.PlanMS, res)
-	})
-	tw.Flush()
-	if err != nil {
-		return err
-	}
-	if pfailed > 0 {
-		return fmt.Errorf("%d of %d planner cases failed", pfailed, len(pcs))
-	}
-	fmt.Fprintf(stdout, "\nPASS: %d planner cases\n", len(pcs))
+	fmt.Fprintf(w, "\nPASS: %d %s\n\n", n, what)
 	return nil
 }
