@@ -27,9 +27,14 @@ func TestRun(t *testing.T) {
 // TestRunPlanners checks every device planner against its CPU planner:
 // identical plans and counters, outputs within the 16-bit tolerance.
 func TestRunPlanners(t *testing.T) {
-	e := openEngine(t)
+	runPlannerCases(t, openEngine(t), PlannerCases())
+}
+
+// runPlannerCases runs each planner case as a subtest: its check logged,
+// and failed on the case's error.
+func runPlannerCases(t *testing.T, e *cuda.Engine, cases []PlannerCase) {
 	r := testutil.Rand(t)
-	for _, c := range PlannerCases() {
+	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			_, err := RunPlanners(context.Background(), e, r, []PlannerCase{c}, func(c PlannerCheck) {
 				t.Logf("rows differ %d/%d (tie-break %d) orders differ %d QK %v/%v PV %v/%v rel L1 %.2e plan %.3f ms", c.RowsDiffer, c.Rows, c.RowsTied, c.OrdersDiffer, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Errors.RelL1, c.PlanMS)

@@ -34,7 +34,6 @@ var spargeHeadMix = []sparge.Params{
 // on every self-test shape and the llm workload.
 func TestSpargeHeads(t *testing.T) {
 	e := openEngine(t)
-	r := testutil.Rand(t)
 	var cases []PlannerCase
 	for i, s := range append(shapes(), llmShape) {
 		heads := make([]sparge.Params, s.Hq)
@@ -47,19 +46,7 @@ func TestSpargeHeads(t *testing.T) {
 		}
 		cases = append(cases, c)
 	}
-	for _, c := range cases {
-		t.Run(c.Name, func(t *testing.T) {
-			_, err := RunPlanners(context.Background(), e, r, []PlannerCase{c}, func(c PlannerCheck) {
-				t.Logf("rows differ %d/%d (tie-break %d) QK %v/%v PV %v/%v rel L1 %.2e plan %.3f ms", c.RowsDiffer, c.Rows, c.RowsTied, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Errors.RelL1, c.PlanMS)
-				if c.Err != nil {
-					t.Error(c.Err)
-				}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	runPlannerCases(t, e, cases)
 }
 
 // TestSpargeTiesAndWideRows checks the sparge device planner against the

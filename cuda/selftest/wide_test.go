@@ -1,13 +1,11 @@
 package selftest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/cuda"
-	"github.com/sparseattn/sparseattn/internal/testutil"
 	"github.com/sparseattn/sparseattn/method/flexprefill"
 	"github.com/sparseattn/sparseattn/method/unisparse"
 	"github.com/sparseattn/sparseattn/method/xattn"
@@ -45,19 +43,5 @@ func TestRunPlannersWide(t *testing.T) {
 	if os.Getenv("SPARSEATTN_WIDE_PLANNERS") == "" {
 		t.Skip("set SPARSEATTN_WIDE_PLANNERS=1 to check the planners on 8K-token rows")
 	}
-	e := openEngine(t)
-	r := testutil.Rand(t)
-	for _, c := range wideCases() {
-		t.Run(c.Name, func(t *testing.T) {
-			_, err := RunPlanners(context.Background(), e, r, []PlannerCase{c}, func(c PlannerCheck) {
-				t.Logf("rows differ %d/%d (tie-break %d) QK %v/%v PV %v/%v rel L1 %.2e plan %.3f ms", c.RowsDiffer, c.Rows, c.RowsTied, c.GPU.QKBlocks, c.CPU.QKBlocks, c.GPU.PVBlocks, c.CPU.PVBlocks, c.Errors.RelL1, c.PlanMS)
-				if c.Err != nil {
-					t.Error(c.Err)
-				}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	runPlannerCases(t, openEngine(t), wideCases())
 }
