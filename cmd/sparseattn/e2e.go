@@ -133,19 +133,27 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // sparsity; then only the default and the sparsest setting within target
 // (the least error when none is) are timed.
 func (s *e2eSession) method(ctx context.Context, enc *json.Encoder, name string, configs []e2eConfig, target float64) error {
-	timed := configs
-	if target > 0 && len(configs) > 1 {
-		var rows []e2eRow
-		for _, cf := range configs {
-			row, stop, err := s.row(ctx, name, cf, false)
+	// runAll writes a row for each of cfs, untimed or timed, and reports
+	// whether the method stopped (not supported on the device).
+	runAll := func(cfs []e2eConfig, timed bool) (rows []e2eRow, stop bool, err error) {
+		for _, cf := range cfs {
+			row, stop, err := s.row(ctx, name, cf, timed)
 			if err != nil {
-				return err
+				return nil, true, err
 			}
 			enc.Encode(row)
 			if stop {
-				return nil
+				return nil, true, nil
 			}
 			rows = append(rows, row)
+		}
+		return rows, false, nil
+	}
+	timed := configs
+	if target > 0 && len(configs) > 1 {
+		rows, stop, err := runAll(configs, false)
+		if stop || err != nil {
+			return err
 		}
 		best := e2eChoice(rows, target)
 		timed = []e2eConfig{configs[0]}
@@ -153,17 +161,8 @@ func (s *e2eSession) method(ctx context.Context, enc *json.Encoder, name string,
 			timed = append(timed, configs[best])
 		}
 	}
-	for _, cf := range timed {
-		row, stop, err := s.row(ctx, name, cf, true)
-		if err != nil {
-			return err
-		}
-		enc.Encode(row)
-		if stop {
-			return nil
-		}
-	}
-	return nil
+	_, _, err := runAll(timed, true)
+	return err
 }
 
 // e2eChoice returns the index of the sparsest row with rel-L1 ≤ target,

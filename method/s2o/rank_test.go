@@ -193,3 +193,15 @@ func (s Planner) ordersRef(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h
 	}
 	return ho
 }
+
+// descending orders larger scores first: the comparison sort the ranker
+// replaced, kept as its reference.
+func descending(a, b float32) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}

@@ -70,7 +70,8 @@ func (s Planner) Name() string { return "s2o" }
 // multiple of bq. Longer segments plan faster (fewer key orders to rank:
 // on an H100 at 32K tokens, 19% of a dense pass at S = 2048 against 41%
 // at 512) for a little less sparsity at the same error (0.83 against 0.88
-// at 32K on the calibrated llm workload, BENCHMARKS.md).
+// at 32K on the calibrated llm workload: RESULTS.md, "S2O's segment
+// length").
 func DefaultSegment(nq, bq int) int {
 	seg := min(max(nq/16, 512), 2048)
 	if bq <= 0 {
@@ -370,17 +371,6 @@ func meanRows(x []float32, d, lo, hi int) []float32 {
 		m[c] = float32(acc[c] / float64(hi-lo))
 	}
 	return m
-}
-
-// descending orders larger scores first.
-func descending(a, b float32) int {
-	switch {
-	case a > b:
-		return -1
-	case a < b:
-		return 1
-	}
-	return 0
 }
 
 // Layout returns the plan that Plan gives with tiling t for any inputs,
