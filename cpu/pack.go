@@ -29,6 +29,10 @@ type run struct {
 	// few queries, where the dot-product path beats packing for a GEMM.
 	kRows, vRows []float32
 
+	// prefetch asks for each KV block's keys and values in L2 one block
+	// ahead; see prefetchBytes.
+	prefetch bool
+
 	// check is the NaN/Inf check's state (Executor.CheckFinite), or nil.
 	check *finiteCheck
 
@@ -107,7 +111,16 @@ func (r *run) readInPlace() {
 	if r.v.DType() == tensor.Float32 {
 		r.vRows = r.v.Float32s()
 	}
+	r.prefetch = r.kRows == nil && r.p.BlockK*(r.g.D+r.g.Dv)*4 >= prefetchBytes
 }
+
+// prefetchBytes is the size of a KV block (keys and values) from which
+// the GEMM path prefetches the next block while it computes on the
+// current one. Measured on the 2-core AVX-512 machine (BENCHMARKS.md,
+// issue 16): 64×64 blocks at D=128 (64 KiB) gain about 6%, while at D=64
+// (32 KiB) the prefetches cost more than they save. The decode kernels,
+// which read keys in place, prefetch within their own loops.
+const prefetchBytes = 64 << 10
 
 // packedBytes is the memory one packed KV head takes, all levels included.
 func (r *run) packedBytes() int {

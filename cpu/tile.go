@@ -16,6 +16,8 @@ type tile struct {
 	acc   []float32 // BlockQ×Dv unnormalized output
 	m, l  []float32 // running row max and normalizer
 	mloc  []float32 // row max of the current block
+	sum   []float32 // row sums of the current block's P̃ (kernel.OnlineSoftmax)
+	lold  []float32 // ℓ·α before the current block's sum was added
 	qtok  []int32   // token index of each query row
 	qhead []int32   // query head of each row (rows of several heads share a tile when stacked)
 	qlim  int       // the smallest last visible key token of the rows (causal)
@@ -38,6 +40,7 @@ func newTile(p *plan.Plan) *tile {
 	return &tile{
 		qt: make([]float32, bq*g.D), s: make([]float32, bq*bk), acc: make([]float32, bq*g.Dv),
 		m: make([]float32, bq), l: make([]float32, bq), mloc: make([]float32, bq),
+		sum: make([]float32, bq), lold: make([]float32, bq),
 		qtok: make([]int32, bq), qhead: make([]int32, bq),
 		buf: make([]float32, max(g.D, g.Dv)),
 	}
@@ -187,6 +190,13 @@ func (t *tile) visit(r *run, b, h, qb, nq, split, splits int) {
 		if lv > plan.Full {
 			work *= float64(blk.n) / float64(r.head(b, h).levels[0].n[kb])
 		}
+		if r.prefetch && !gathered && e+1 < hi && (levels == nil || levels[e+1] != plan.Skip) {
+			lvn := plan.Full
+			if levels != nil {
+				lvn = levels[e+1]
+			}
+			r.block(b, h, qb, int(blocks[e+1]), lvn).prefetch(r.g)
+		}
 		small := t.block(r, nq, blk, work)
 		if t.verified != 0 { // in the worker's own record: no shared cache line per block
 			i := (b*r.g.Hkv+r.g.KVHead(h))*p.KBlocks() + kb
@@ -226,6 +236,17 @@ func (r *run) block(b, h, qb, kb int, lv plan.Level) keyBlock {
 	}
 	_, blk.partial = p.BlockVisibility(qb, kb)
 	return blk
+}
+
+// prefetch asks for the block's keys and values in L2 cache, ahead of its
+// turn: the next block's lines then arrive while the current one computes.
+func (blk keyBlock) prefetch(g tensor.Geometry) {
+	if blk.kT != nil {
+		kernel.Prefetch(g.D, blk.n, blk.kT, blk.ldk)
+	} else {
+		kernel.Prefetch(blk.n, g.D, blk.k, blk.ldk)
+	}
+	kernel.Prefetch(blk.n, g.Dv, blk.v, blk.ldv)
 }
 
 // block folds one KV block into the running softmax state of the first nq
@@ -291,35 +312,20 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 		}
 	}
 
-	// Online softmax (FlashAttention-2 recurrence).
-	small = true
-	var tau float32
-	if p.Stop != nil {
-		tau = p.Stop.Tau
-	}
-	for i := range nq {
-		s := t.s[i*bk : i*bk+n]
-		mnew := max(t.m[i], t.mloc[i])
-		if mnew == negInf { // nothing visible to this row yet: no gain, no stop
-			clear(s)
-			small = false
-			continue
+	// Online softmax (FlashAttention-2 recurrence), the tile's rows in one
+	// call: P̃ = exp(S − m_new), ℓ = α·ℓ + rowsum(P̃), O ·= α.
+	kernel.OnlineSoftmax(nq, n, t.s, bk, t.mloc, t.m, t.l, t.sum, t.lold, t.acc, g.Dv, g.Dv)
+	if st := p.Stop; st != nil {
+		// S2O §3.2: the block's gain in the normalizer, Δℓ, against τ·ℓ;
+		// a row with nothing visible yet (sum = lold = 0) has no gain and
+		// does not allow a stop.
+		small = true
+		for i := range nq {
+			if !(t.sum[i] < st.Tau*t.lold[i]) {
+				small = false
+				break
+			}
 		}
-		alpha := float32(1)
-		if mnew != t.m[i] { // the max moved: rescale (to 0 when m was -Inf)
-			alpha = float32(math.Exp(float64(t.m[i] - mnew)))
-		}
-		sum := kernel.ExpShift(s, s, mnew)
-		lold := t.l[i] * alpha
-		// S2O §3.2: the block's gain in the normalizer, Δℓ, against τ·ℓ.
-		if !(sum < tau*lold) {
-			small = false
-		}
-		t.l[i] = lold + sum
-		if alpha != 1 {
-			kernel.Scale(t.acc[i*g.Dv:(i+1)*g.Dv], alpha)
-		}
-		t.m[i] = mnew
 	}
 
 	// O += P̃·V, by row group when the λ filter is on.

@@ -65,6 +65,13 @@
 // lanes instead of 8, so the two give bit-identical results (the tests
 // check every float32 argument when KERNEL_EXHAUSTIVE is set).
 //
+// OnlineSoftmax takes a tile's online-softmax step in one call: for each
+// row the new maximum, α, the exp and sum of the row (ExpShift's results
+// bit for bit; the AVX-512 code scales by VSCALEFPS under a zero mask and
+// runs four 16-lane streams), the normalizer and the rescaling of the
+// output row, instead of three Go-level calls per row. Prefetch issues
+// PREFETCHT1 over a matrix window, for the next KV block.
+//
 // DotRows and MulAddRows serve decode, where a tile has a few query rows
 // and each key and value row is read from memory once: DotRows takes four
 // keys at a time, one after the other in ascending addresses, against one

@@ -41,3 +41,9 @@ func mulAddRows(m, n, dv int, p []float32, ldp int, v []float32, ldv int, acc []
 func dot64Panel(a []float64, lda, l int, bt []float32, out []float64) {
 	dot64PanelGeneric(a, lda, l, bt, out)
 }
+
+func prefetch(rows, cols int, x []float32, ld int) {}
+
+func onlineSoftmax(m, n int, s []float32, lds int, mloc, mrun, l, sum, lold []float32, acc []float32, ldacc, dv int) {
+	onlineSoftmaxGeneric(m, n, s, lds, mloc, mrun, l, sum, lold, acc, ldacc, dv)
+}
