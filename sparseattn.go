@@ -17,6 +17,7 @@
 //	cuda        the GPU engine (driver and NVRTC loaded at run time)
 //	reference   a float64 naive attention for tests
 //	metrics     error metrics and dense-equivalent throughput
+//	evaluate    methods measured against dense: sweeps, oracle matching, curve reading
 //	workload    seeded generators of realistic Q/K/V
 //
 // Attention is the one-call entry point over all of them.

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/sparseattn/sparseattn"
+	"github.com/sparseattn/sparseattn/evaluate"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -230,55 +231,21 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		report.Order = string(spec.Kind)
 	}
 	fs.Visit(func(f *flag.Flag) { report.Timed = report.Timed || f.Name == "repeat" || f.Name == "warmup" })
-	denseRow, dense, err := measure(ctx, rf, bar, prob, g, sparseattn.Options{Causal: prob.Causal, Planner: plan.DensePlanner{}, Scale: float32(*scale)}, "dense (reference)", nil)
+	denseRow, dense, err := measure(ctx, rf, bar, prob, sparseattn.Options{Causal: prob.Causal, Planner: plan.DensePlanner{}, Scale: float32(*scale)}, "dense (reference)", nil)
 	if err != nil {
 		return err
 	}
-	ref := &reference{out: dense.Out, totalMS: denseRow.TotalMS}
 	report.DenseMS = denseRow.TotalMS
-	for _, sw := range sws {
-		c := sweepCurve{Method: sw.meth.name}
-		if sw.values != nil {
-			c.Knob = sw.meth.knob.name
-		}
-		for i, pl := range sw.planners {
-			label := sw.meth.name
-			var value *float64
-			if sw.values != nil {
-				value = &sw.values[i]
-				label = fmt.Sprintf("%s %s=%g", sw.meth.name, c.Knob, *value)
-			}
-			row, _, err := measure(ctx, rf, bar, prob, g, opts(pl), label, ref)
-			if err != nil {
-				return fmt.Errorf("%s: %w", label, err)
-			}
-			row.Method = sw.meth.name
-			c.Points = append(c.Points, sweepPoint{evalRow: row, Value: value})
-		}
-		report.Curves = append(report.Curves, c)
-	}
-	if sws[0].meth.name == "oracle" && sws[0].values != nil {
-		k := sws[0].meth.knob
-		err := refineOracle(*refine, minGap, report.Curves, func(x float64) (sweepPoint, error) {
-			label := fmt.Sprintf("oracle %s=%g (refining)", k.name, x)
-			pl, err := k.planner(x)
-			if err != nil {
-				return sweepPoint{}, err
-			}
-			row, _, err := measure(ctx, rf, bar, prob, g, opts(pl), label, ref)
-			if err != nil {
-				return sweepPoint{}, fmt.Errorf("%s: %w", label, err)
-			}
-			row.Method = "oracle"
-			return sweepPoint{evalRow: row, Value: &x, Refined: true}, nil
-		})
-		if err != nil {
-			return err
-		}
+	sweeper := evaluate.Sweeper{Run: rf.runner(bar, prob), Problem: prob.evaluated(), Reference: referenceOf(denseRow, dense),
+		Options: opts, Refine: *refine, Target: *target}
+	curves, err := sweeper.Sweep(ctx, evalSweeps(sws))
+	if err != nil {
+		return err
 	}
 	bar.Finish()
-	matchOracle(report.Curves)
-	atTarget(report.Curves, *target)
+	for _, c := range curves {
+		report.Curves = append(report.Curves, curveOf(c, prob.hasNeedle()))
+	}
 	if *pngPath != "" {
 		if err := writeCurvesPNG(*pngPath, report, width, height); err != nil {
 			return err
@@ -356,4 +323,34 @@ func buildSweeps(mf *methodFlags, sweeps sweepFlag) ([]sweep, error) {
 		out = append(out, sw)
 	}
 	return out, nil
+}
+
+// evalSweeps is the sweeps as package evaluate takes them; a knob's
+// planner builder lets it refine the oracle.
+func evalSweeps(sws []sweep) []evaluate.Sweep {
+	out := make([]evaluate.Sweep, len(sws))
+	for i, sw := range sws {
+		out[i] = evaluate.Sweep{Method: sw.meth.name, Values: sw.values, Planners: sw.planners}
+		if sw.values != nil {
+			out[i].Knob, out[i].At = sw.meth.knob.name, sw.meth.knob.planner
+		}
+	}
+	return out
+}
+
+// curveOf is the report's view of a measured curve; needle says whether
+// its rows report the needle's recall.
+func curveOf(c evaluate.Curve, needle bool) sweepCurve {
+	out := sweepCurve{Method: c.Method, Knob: c.Knob, RatioGeoMean: jsonFloat(c.RatioGeoMean), Matched: c.Matched,
+		SparsityAtTarget: jsonFloat(c.SparsityAtTarget), TargetMatch: string(c.TargetMatch)}
+	for _, p := range c.Points {
+		sp := sweepPoint{evalRow: rowOf(p.Measurement, needle), OracleRelL1: jsonFloat(p.OracleRelL1), OracleRatio: jsonFloat(p.OracleRatio),
+			Match: p.Match.String(), Refined: p.Refined}
+		if c.Knob != "" {
+			v := p.Value
+			sp.Value = &v
+		}
+		out.Points = append(out.Points, sp)
+	}
+	return out
 }

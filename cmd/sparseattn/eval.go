@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/sparseattn/sparseattn"
+	"github.com/sparseattn/sparseattn/evaluate"
 	"github.com/sparseattn/sparseattn/internal/progress"
-	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 	"github.com/sparseattn/sparseattn/tensorfile"
@@ -337,7 +337,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for _, pl := range planners {
 		runs = append(runs, evalRun{planner: pl, variant: vf.active(spec)})
 	}
-	var ref *reference
+	var ref *evaluate.Reference
 	for _, run := range runs {
 		name := run.planner.Name()
 		opts := sparseattn.Options{Causal: prob.Causal, Planner: run.planner, Scale: float32(*scale)}
@@ -345,7 +345,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			name += vf.suffix(spec)
 			opts = vf.apply(opts, spec)
 		}
-		row, res, err := measure(ctx, rf, bar, prob, g, opts, name, ref)
+		row, res, err := measure(ctx, rf, bar, prob, opts, name, ref)
 		if err != nil {
 			return err
 		}
@@ -360,7 +360,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			bar.Step("")
 		}
 		if ref == nil {
-			ref = &reference{out: res.Out, totalMS: row.TotalMS}
+			ref = referenceOf(row, res)
 		}
 		report.Rows = append(report.Rows, row)
 	}
@@ -374,41 +374,47 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// reference is the dense output every method is compared with.
-type reference struct {
-	out     *tensor.Tensor
-	totalMS float64
+// measure times opts.Planner on the problem as rf says and compares its
+// output with ref (evaluate.Measure); with ref nil the run is the
+// reference itself (dense) and its row has zero error. It returns the row
+// and the result of the last run.
+func measure(ctx context.Context, rf runFlags, bar *progress.Bar, prob *problem, opts sparseattn.Options, label string, ref *evaluate.Reference) (evalRow, *sparseattn.Result, error) {
+	m, res, err := evaluate.Measure(ctx, rf.runner(bar, prob), prob.evaluated(), opts, label, ref)
+	if err != nil {
+		return evalRow{}, nil, err
+	}
+	return rowOf(m, prob.hasNeedle()), res, nil
 }
 
-// measure times opts.Planner on the problem as rf says and compares its output with
-// ref; with ref nil the run is the reference itself (dense) and its row
-// has zero error. It returns the row and the result of the last run.
-func measure(ctx context.Context, rf runFlags, bar *progress.Bar, prob *problem, g tensor.Geometry, opts sparseattn.Options, label string, ref *reference) (evalRow, *sparseattn.Result, error) {
-	pl := opts.Planner
-	tm, err := timeMethod(ctx, rf, bar, label, prob.q, prob.k, prob.v, opts)
-	if err != nil {
-		return evalRow{}, nil, err
-	}
-	res, st := tm.last, tm.last.Stats
-	row := evalRow{Method: pl.Name(), Sparsity: st.Sparsity(), DenseBlocks: st.DenseBlocks, QKBlocks: st.QKBlocks, PVBlocks: st.PVBlocks, PlanMS: tm.planMS, RunMS: tm.runMS, TotalMS: tm.totalMS}
-	if ref == nil {
-		ref = &reference{out: res.Out, totalMS: row.TotalMS}
-	}
-	e, err := metrics.CompareTensors(ref.out, res.Out)
-	if err != nil {
-		return evalRow{}, nil, err
-	}
-	row.RelL1, row.RelL2, row.Cosine, row.MSE, row.MAE, row.MaxAbs = jsonFloat(e.RelL1), jsonFloat(e.RelL2), e.Cosine, e.MSE, e.MAE, e.MaxAbs
-	row.Speedup = ref.totalMS / row.TotalMS
-	row.GFLOPS = metrics.TOPS(g, prob.Causal, row.TotalMS/1e3) * 1e3
-	if prob.workload != nil && prob.workload.Needle != nil {
-		recall, err := prob.workload.NeedleRecall(res.Out)
-		if err != nil {
-			return evalRow{}, nil, err
-		}
+// referenceOf is the dense reference a measured row and its result make.
+func referenceOf(row evalRow, res *sparseattn.Result) *evaluate.Reference {
+	return &evaluate.Reference{Out: res.Out, TotalMS: row.TotalMS}
+}
+
+// rowOf is the report's row of a measurement; needle says whether the
+// input has a planted needle (the row then reports its recall).
+func rowOf(m evaluate.Measurement, needle bool) evalRow {
+	row := evalRow{Method: m.Method, Sparsity: m.Sparsity, DenseBlocks: m.DenseBlocks, QKBlocks: m.QKBlocks, PVBlocks: m.PVBlocks,
+		RelL1: jsonFloat(m.RelL1), RelL2: jsonFloat(m.RelL2), Cosine: m.Cosine, MSE: m.MSE, MAE: m.MAE, MaxAbs: m.MaxAbs,
+		PlanMS: m.PlanMS, RunMS: m.RunMS, TotalMS: m.TotalMS, Speedup: m.Speedup, GFLOPS: m.GFLOPS}
+	if needle {
+		recall := m.NeedleRecall
 		row.NeedleRecall = &recall
 	}
-	return row, res, nil
+	return row
+}
+
+// hasNeedle reports whether the problem is a generated workload with a
+// planted needle.
+func (p *problem) hasNeedle() bool { return p.workload != nil && p.workload.Needle != nil }
+
+// evaluated is the problem as package evaluate measures it.
+func (p *problem) evaluated() evaluate.Problem {
+	e := evaluate.Problem{Q: p.q, K: p.k, V: p.v, Causal: p.Causal}
+	if p.hasNeedle() {
+		e.Needle = p.workload.NeedleRecall
+	}
+	return e
 }
 
 // registerScale adds --scale, the softmax scale, to fs.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/sparseattn/sparseattn"
+	"github.com/sparseattn/sparseattn/evaluate"
 	"github.com/sparseattn/sparseattn/workload/lm"
 )
 
@@ -74,16 +75,12 @@ func loadLM(ctx context.Context, off, n int, textName string) (*problem, error) 
 
 // bitsPerByte runs the model over its text with opts' planner (and
 // variant) in every layer, on the executor and tiling rf selects, and
-// returns its bits per byte. The softmax scale is always the model's own.
+// returns its bits per byte (evaluate.BitsPerByte). The softmax scale is
+// always the model's own.
 func (p *lmProblem) bitsPerByte(ctx context.Context, rf runFlags, opts sparseattn.Options) (float64, error) {
 	opts.Workers, opts.BlockQ, opts.BlockK = rf.workers, rf.blockQ, rf.blockK
 	opts.Device, opts.Logf = sparseattn.Device(rf.device), rf.logf
-	opts.Scale = 0
-	pass, err := p.model.Forward(ctx, p.text, lm.Options{Attention: opts})
-	if err != nil {
-		return 0, fmt.Errorf("bits per byte with %s in every layer: %w", opts.Planner.Name(), err)
-	}
-	return pass.BitsPerByte(), nil
+	return evaluate.BitsPerByte(ctx, p.model, p.text, opts)
 }
 
 // from says where a text window starts, if not at the beginning.

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/sparseattn/sparseattn"
+	"github.com/sparseattn/sparseattn/evaluate"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -69,23 +70,20 @@ func timeMethod(ctx context.Context, f runFlags, bar *progress.Bar, label string
 	if f.gpu.handles(opts) {
 		return f.gpu.time(ctx, f, bar, label, q, k, v, opts)
 	}
-	var plans, runs, totals []float64
-	var res *sparseattn.Result
-	for i := range f.warmup + f.repeat {
-		bar.Label(label)
-		var err error
-		if res, err = sparseattn.Attention(ctx, q, k, v, opts); err != nil {
-			return timing{}, err
-		}
-		opts.SkipFiniteCheck = true
-		bar.Step(label)
-		if i >= f.warmup {
-			plans = append(plans, ms(res.PlanTime))
-			runs = append(runs, ms(res.RunTime))
-			totals = append(totals, ms(res.PrepTime+res.PlanTime+res.RunTime))
-		}
+	bar.Label(label)
+	tm, err := evaluate.Time(ctx, q, k, v, opts, f.warmup, f.repeat, func() { bar.Step(label) })
+	if err != nil {
+		return timing{}, err
 	}
-	return timing{planMS: median(plans), runMS: median(runs), totalMS: median(totals), last: res}, nil
+	return timing{planMS: tm.PlanMS, runMS: tm.RunMS, totalMS: tm.TotalMS, last: tm.Last}, nil
+}
+
+// runner is timeMethod on prob's tensors as an evaluate.Runner.
+func (f runFlags) runner(bar *progress.Bar, prob *problem) evaluate.Runner {
+	return func(ctx context.Context, label string, opts sparseattn.Options) (evaluate.Timing, error) {
+		tm, err := timeMethod(ctx, f, bar, label, prob.q, prob.k, prob.v, opts)
+		return evaluate.Timing{PlanMS: tm.planMS, RunMS: tm.runMS, TotalMS: tm.totalMS, Last: tm.last}, err
+	}
 }
 
 // register adds the shared flags; what names the unit being repeated.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/sparseattn/sparseattn"
+	"github.com/sparseattn/sparseattn/evaluate"
 	"github.com/sparseattn/sparseattn/internal/chart"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/method/oracle"
@@ -125,14 +126,14 @@ func runViz(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		grid.PanelSize = min(512, max(256, n*4))
 	}
 	grid.Panels = append(grid.Panels, massPanel(dense, mass, *decades))
-	var ref *reference
+	var ref *evaluate.Reference
 	for _, pl := range planners {
-		row, res, err := measure(ctx, rf, bar, prob, g, sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: float32(*scale)}, pl.Name(), ref)
+		row, res, err := measure(ctx, rf, bar, prob, sparseattn.Options{Causal: prob.Causal, Planner: pl, Scale: float32(*scale)}, pl.Name(), ref)
 		if err != nil {
 			return fmt.Errorf("%s: %w", pl.Name(), err)
 		}
 		if ref == nil { // dense: the reference, not drawn
-			ref = &reference{out: res.Out, totalMS: row.TotalMS}
+			ref = referenceOf(row, res)
 			continue
 		}
 		grid.Panels = append(grid.Panels, planPanel(planTitle(pl.Name(), row, res.Plan), res.Plan, *batch, *head))
