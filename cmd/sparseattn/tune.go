@@ -92,18 +92,28 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *tuneMethod == "auto" {
-		return runTuneAuto(ctx, tuneAutoArgs{fs: fs, in: in, budget: *budget, margin: *margin, headCap: *headCap, calib: *calib, layer: *layerName, out: *out,
-			blockQ: *blockQ, blockK: *blockK, workers: *workers, asJSON: *asJSON}, stdout, stderr)
-	}
-	if *tuneMethod != "sparge" {
+	if *tuneMethod != "sparge" && *tuneMethod != "auto" {
 		return fmt.Errorf("%w: --method must be sparge or auto, not %q", errUsage, *tuneMethod)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *device != "cpu" && *device != string(sparseattn.DeviceCUDA) && *device != string(sparseattn.DeviceAuto) {
 		return fmt.Errorf("%w: --device must be cpu, cuda or auto, not %q", errUsage, *device)
 	}
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	gpu, err := openGPUSession(*device, logf)
+	if err != nil {
+		return err
+	}
+	defer gpu.close()
+	if *tuneMethod == "auto" {
+		a := tuneAutoArgs{fs: fs, in: in, budget: *budget, margin: *margin, headCap: *headCap, calib: *calib, layer: *layerName, out: *out,
+			blockQ: *blockQ, blockK: *blockK, workers: *workers, asJSON: *asJSON}
+		if gpu != nil {
+			a.exec, a.gpu = gpu, gpu
+		}
+		return runTuneAuto(ctx, a, stdout, stderr)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *calib < 1 || *holdout < 0 || *workers < 0 {
 		return fmt.Errorf("%w: --calib must be ≥ 1, --holdout and --workers ≥ 0", errUsage)
 	}
@@ -111,12 +121,6 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w: --calib and --holdout count generated inputs; with --input, list one file per input", errUsage)
 	}
 	cfg := tune.Config{L1: *l1, L2: *l2, Margin: *margin, BlockQ: *blockQ, BlockK: *blockK, RowGroup: *rowGroup, Sink: *sink, Workers: *workers}
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
-	gpu, err := openGPUSession(*device, logf)
-	if err != nil {
-		return err
-	}
-	defer gpu.close()
 	if gpu != nil {
 		// The per-head slices are uploaded once; each pass sends its plan
 		// and brings its output back for the CPU to measure.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/method/auto"
+	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
@@ -29,6 +30,11 @@ type tuneAutoArgs struct {
 	blockQ, blockK int
 	workers        int
 	asJSON         bool
+	// exec runs the tuner's single-head passes (nil: the CPU executor);
+	// gpu is the same executor when it is the GPU session, for its
+	// device time.
+	exec plan.Executor
+	gpu  *gpuSession
 }
 
 // tuneAutoReport is what "tune --method auto" prints.
@@ -46,6 +52,8 @@ type tuneAutoReport struct {
 	Evals    int             `json:"single_head_runs"`
 	Heads    []auto.Head     `json:"heads"`
 	Mean     float64         `json:"mean_sparsity"`
+	Device   string          `json:"device,omitempty"`    // "cuda" when the passes ran on the GPU
+	DeviceMS float64         `json:"device_ms,omitempty"` // device-event time of the GPU passes
 }
 
 // runTuneAuto tunes auto's per-head method and knob on the calibration
@@ -98,7 +106,7 @@ func runTuneAuto(ctx context.Context, a tuneAutoArgs, stdout, stderr io.Writer) 
 	if !set["block-k"] {
 		a.blockK = auto.DefaultBlockK
 	}
-	cfg := auto.Config{Budget: a.budget, Margin: margin, HeadCap: a.headCap, Causal: first.Causal, BlockQ: a.blockQ, BlockK: a.blockK, Workers: a.workers}
+	cfg := auto.Config{Budget: a.budget, Margin: margin, HeadCap: a.headCap, Causal: first.Causal, BlockQ: a.blockQ, BlockK: a.blockK, Workers: a.workers, Executor: a.exec}
 	prof, err := auto.NewProfile(cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -140,6 +148,9 @@ func runTuneAuto(ctx context.Context, a tuneAutoArgs, stdout, stderr io.Writer) 
 	r := tuneAutoReport{Layer: a.layer, Source: first.Source, Geometry: g, Causal: cfg.Causal, Budget: a.budget,
 		Margin: prof.Margin, HeadCap: prof.HeadCap, L1: layer.L1, Mean: layer.Sparsity,
 		Inputs: len(inputs), Seconds: time.Since(start).Seconds(), Evals: evals, Heads: layer.Heads}
+	if a.gpu != nil {
+		r.Device, r.DeviceMS = "cuda", a.gpu.deviceMS
+	}
 	if a.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -154,6 +165,9 @@ func runTuneAuto(ctx context.Context, a tuneAutoArgs, stdout, stderr io.Writer) 
 	}
 	w.Flush()
 	fmt.Fprintf(stdout, "\nmean sparsity %.3f, layer rel L1 %.4f", r.Mean, r.L1)
+	if r.Device != "" {
+		fmt.Fprintf(stdout, "; passes on the GPU, %.1f ms of device time", r.DeviceMS)
+	}
 	if a.out != "" {
 		fmt.Fprintf(stdout, "; written to %s (run it: eval/compare --auto-profile %s)", a.out, a.out)
 	}

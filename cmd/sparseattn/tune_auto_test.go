@@ -64,3 +64,13 @@ func TestTuneAuto(t *testing.T) {
 		t.Errorf("another tiling: exit %d (%s), want a usage error naming the profile's tiling", code, errs)
 	}
 }
+
+// TestTuneAutoDevice: --method auto reads --device as sparge's tuner does
+// (its passes run on the GPU session's executor under cuda); a bad value
+// is a usage error before anything loads.
+func TestTuneAutoDevice(t *testing.T) {
+	code, _, errs := runCLI(t, "tune", "--method", "auto", "--device", "tpu", "--workload", "llm", "--n", "64")
+	if code != 2 || !strings.Contains(errs, "--device must be cpu, cuda or auto") {
+		t.Errorf("exit %d, %q; want a usage error naming --device", code, errs)
+	}
+}
