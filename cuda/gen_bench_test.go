@@ -24,7 +24,8 @@ import (
 // only if a run fails. Skipped unless the variable is set. With
 // SPARSEATTN_GEN_BENCH_ONLY set it times our dense kernel and only the
 // plans whose names contain that string (for a profiler: the dense
-// kernel's 13 launches come first).
+// kernel's 13 launches come first). For PSA plans it also times the
+// pyramid build alone, which the plan's time includes.
 func TestGenBench(t *testing.T) {
 	var ns []int
 	for _, f := range strings.Split(os.Getenv("SPARSEATTN_GEN_BENCH"), ",") {
@@ -35,7 +36,13 @@ func TestGenBench(t *testing.T) {
 	if len(ns) == 0 {
 		t.Skip("set SPARSEATTN_GEN_BENCH=N[,N...] to time the gathering kernel at N tokens")
 	}
-	e, err := Open(Config{CacheDir: t.TempDir()})
+	// SPARSEATTN_GEN_BENCH_CACHE keeps the compiled kernels between runs
+	// (NVRTC takes seconds a kernel).
+	cache := os.Getenv("SPARSEATTN_GEN_BENCH_CACHE")
+	if cache == "" {
+		cache = t.TempDir()
+	}
+	e, err := Open(Config{CacheDir: cache})
 	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
 		t.Skipf("no usable GPU: %v", err)
 	}
@@ -46,7 +53,7 @@ func TestGenBench(t *testing.T) {
 	// The mma.sync engine: the dense kernel the first gathering kernel
 	// was built like, and that gathering kernel itself (the fallback off
 	// Hopper), to tell the gathers' cost from the instruction set's.
-	old, err := Open(Config{CacheDir: t.TempDir(), Tactics: Tactics{MMASync: true, WarpRows: 32}})
+	old, err := Open(Config{CacheDir: cache, Tactics: Tactics{MMASync: true, WarpRows: 32}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +170,36 @@ func genBench(t *testing.T, e, old *Engine, n int) {
 		}
 		report("gathered, "+strconv.FormatFloat(keep, 'g', 3, 64)+" of blocks", ident(p), 1.2)
 	}
+	// The levels kernel (PSA's) on level-1 entries only, the same kind of
+	// mask as the gathered plans: its slot tables and row set-up without
+	// pooled rows or biases. One skipped entry a row selects it.
+	{
+		bld, err := plan.NewBuilder(tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for h := range g.Hq {
+			for qb := range dense.QBlocks() {
+				row, skip := dense.Row(0, h, qb), false
+				for kb := range dense.KBlocks() {
+					vis, partial := dense.BlockVisibility(qb, kb)
+					switch {
+					case !vis:
+					case partial || r.Float64() < 0.1:
+						bld.Add(row, kb, plan.Full)
+					case !skip:
+						bld.Add(row, kb, plan.Skip)
+						skip = true
+					}
+				}
+			}
+		}
+		p, err := bld.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		report("levels kernel, 0.1 of blocks at level 1", p, 1.2)
+	}
 	// PSA level mixes: off the diagonal, a share at each of levels 1..4,
 	// the rest skipped; diagonal blocks Full.
 	for _, share := range []float64{0.25, 0.1, 0.05} {
@@ -189,6 +226,56 @@ func genBench(t *testing.T, e, old *Engine, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		report("psa levels 1-4, "+strconv.FormatFloat(share, 'g', 3, 64)+" each", p, 1.2)
+		name := "psa levels 1-4, " + strconv.FormatFloat(share, 'g', 3, 64) + " each"
+		report(name, p, 1.2)
+		if strings.Contains(name, only) {
+			ms, err := pyramidMS(e, p, q, k, v, 10)
+			if err != nil {
+				t.Fatalf("%s: pyramid: %v", name, err)
+			}
+			t.Logf("N=%d %-34s pyramid alone %.3f ms (%.1f%% of dense)", n, name, ms, 100*ms/base.MedianMS)
+		}
 	}
+}
+
+// pyramidMS times the pooled pyramid build of plan p alone on e: the
+// median of reps launches after 30 warm-ups (the clocks drop while the
+// host stages the inputs; 3 short launches left them low: 0.09 to 0.41 ms
+// for the same pyramid on an H100), each after the L2 overwrite Benchmark
+// does, with device events.
+func pyramidMS(e *Engine, p *plan.Plan, q, k, v *tensor.Tensor, reps int) (float64, error) {
+	j, err := e.prepare(p, q, k, v)
+	if err != nil {
+		return 0, err
+	}
+	var ms []float64
+	err = e.dev.Do(context.Background(), func(c *driver.Ctx) error {
+		if err := e.upload(c, j); err != nil {
+			return err
+		}
+		ev := make([]driver.Event, 2)
+		for i := range ev {
+			var err error
+			if ev[i], err = c.NewEvent(); err != nil {
+				return err
+			}
+			defer c.DestroyEvent(ev[i])
+		}
+		gp := genParams{kernelParams: *j.params}
+		for i := range reps + 30 {
+			e.flushL2(c, byte(i))
+			t, err := timeOn(c, ev, func() error { return e.buildPyramid(c, j, maxPlanLevel(p), &gp, &e.bufs.gen) })
+			if err != nil {
+				return err
+			}
+			if i >= 30 {
+				ms = append(ms, t)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return medianOf(ms), nil
 }

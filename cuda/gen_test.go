@@ -31,8 +31,11 @@ func TestGenParamsLayout(t *testing.T) {
 		{"offsetof tau", unsafe.Offsetof(gp.tau), 428},
 		{"offsetof tickets", unsafe.Offsetof(gp.tickets), 432},
 		{"sizeof GenParams", unsafe.Sizeof(gp), 440},
-		{"offsetof PyramidArgs.dst", unsafe.Offsetof(pa.dst), 32},
-		{"sizeof PyramidArgs", unsafe.Sizeof(pa), 80},
+		{"offsetof PyramidArgs.sn", unsafe.Offsetof(pa.sn), 48},
+		{"offsetof PyramidArgs.dst", unsafe.Offsetof(pa.dst), 64},
+		{"offsetof PyramidArgs.lvl_width", unsafe.Offsetof(pa.lvlWidth), 152},
+		{"offsetof PyramidArgs.top", unsafe.Offsetof(pa.top), 208},
+		{"sizeof PyramidArgs", unsafe.Sizeof(pa), 224},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)

@@ -22,13 +22,15 @@ type genParams struct {
 	tickets                         uint64
 }
 
-// pyramidArgs mirrors struct PyramidArgs in kernels/pyramid.cu.
+// pyramidArgs mirrors struct PyramidArgs in kernels/pyramid.cu: K's
+// fields at index 0, V's at 1, then where each level starts.
 type pyramidArgs struct {
-	src                                             uint64
-	sb, sh, sn                                      int64
-	dst                                             uint64
-	b, h, nk, blockK, kBlocks, pool, width, headDim int32
-	bf16                                            int32
+	src                                           [2]uint64
+	sb, sh, sn                                    [2]int64
+	dst                                           [2]uint64
+	lvlRow                                        [9]int64
+	lvlWidth                                      [9]int32
+	b, h, nk, blockK, kBlocks, top, headDim, bf16 int32
 }
 
 // passBufs hold one pass's plan on the device: CSR, levels, orders,
@@ -232,24 +234,18 @@ func (e *Engine) buildPyramid(c *driver.Ctx, j *job, top plan.Level, gp *genPara
 	if err != nil {
 		return err
 	}
-	for lv := plan.Level(2); lv <= top; lv++ {
-		for _, in := range []struct {
-			src        uint64
-			sb, sh, sn int64
-			dst        uint64
-		}{{gp.k, j.k.sb, j.k.sh, j.k.sn, gp.pk}, {gp.v, j.vv.sb, j.vv.sh, j.vv.sn, gp.pv}} {
-			a := pyramidArgs{src: in.src, sb: in.sb, sh: in.sh, sn: in.sn,
-				dst: in.dst + uint64(gp.lvlRow[lv]*hd*2),
-				b:   int32(g.B), h: int32(g.Hkv), nk: int32(g.Nk), blockK: int32(p.BlockK), kBlocks: int32(kb),
-				pool: int32(lv.Pool()), width: gp.lvlWidth[lv], headDim: int32(hd), bf16: pyramidBF16(j.dt)}
-			n := int(int64(g.B*g.Hkv) * int64(kb) * int64(a.width) * hd / 8)
-			grid, block := grid1(n, 256)
-			if err := c.Launch(fn, grid, block, 0, driver.Arg(&a)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	// One launch for every level of K and V: a thread per group of the
+	// coarsest level's tokens and 8-element column chunk, grid row 0 K, 1 V.
+	a := pyramidArgs{
+		src: [2]uint64{gp.k, gp.v}, sb: [2]int64{j.k.sb, j.vv.sb}, sh: [2]int64{j.k.sh, j.vv.sh}, sn: [2]int64{j.k.sn, j.vv.sn},
+		dst: [2]uint64{gp.pk, gp.pv}, lvlRow: gp.lvlRow, lvlWidth: gp.lvlWidth,
+		b: int32(g.B), h: int32(g.Hkv), nk: int32(g.Nk), blockK: int32(p.BlockK), kBlocks: int32(kb),
+		top: int32(top), headDim: int32(hd), bf16: pyramidBF16(j.dt)}
+	groups := (p.BlockK + top.Pool() - 1) / top.Pool()
+	n := int(int64(g.B*g.Hkv) * int64(kb) * int64(groups) * hd / 8)
+	grid, block := grid1(n, 256)
+	grid.Y = 2
+	return c.Launch(fn, grid, block, 0, driver.Arg(&a))
 }
 
 // launchGen runs job j on the gathering kernel: the pyramid first when a
