@@ -40,6 +40,10 @@ type Executor struct {
 	// everything once (decode) checks at no extra pass over memory. The
 	// output is then undefined.
 	CheckFinite bool
+
+	// rowGroup, when positive, sets how many query blocks of a head each
+	// task runs together (see rowGroupSize), for the tests.
+	rowGroup int
 }
 
 // maxWorkersPerCPU caps Workers: goroutines beyond a few per CPU only cost
@@ -166,6 +170,16 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 			})
 		}
 		splits := splitCount(p, tasks, workers)
+		if gq := r.rowGroupSize(tasks, workers, e.rowGroup); splits == 1 && gq > 1 {
+			// Groups of gq query blocks of a head, the last ones first.
+			qgroups := (p.QBlocks() + gq - 1) / gq
+			pool(ctx, rows*qgroups, scratch, func(t *tile, i int) {
+				bh := first*g.Group() + i%rows*r.stack // b·Hq + h
+				j := qgroups - 1 - i/rows
+				t.rows(r, bh/g.Hq, bh%g.Hq, j*gq, min(p.QBlocks(), (j+1)*gq))
+			})
+			continue
+		}
 		if splits == 1 {
 			pool(ctx, tasks, scratch, func(t *tile, i int) {
 				b, h, qb := locate(i)

@@ -22,8 +22,10 @@ type tile struct {
 	qhead []int32   // query head of each row (rows of several heads share a tile when stacked)
 	qlim  int       // the smallest last visible key token of the rows (causal)
 	gat   *gathered // gathered KV blocks (token orders), allocated on first use
-	sub   []*tile   // one tile per query block of a row group (gathered plans)
-	buf   []float32 // one input row
+	sub   []*tile   // one tile per query block of a row group (group, rows)
+	// cursors walks the rows of a group of query blocks (rows).
+	cursors []cursor
+	buf     []float32 // one input row
 	// verified is what the last block call proved finite of its in-place
 	// keys (checkedK) and values (checkedV), under Executor.CheckFinite.
 	verified uint32
@@ -184,12 +186,6 @@ func (t *tile) visit(r *run, b, h, qb, nq, split, splits int) {
 		} else {
 			blk = r.block(b, h, qb, kb, lv)
 		}
-		// Each stacked head's share of the block counts as its own product;
-		// a pooled block counts the fraction of keys it really scores.
-		work := float64(r.stack)
-		if lv > plan.Full {
-			work *= float64(blk.n) / float64(r.head(b, h).levels[0].n[kb])
-		}
 		if r.prefetch && !gathered && e+1 < hi && (levels == nil || levels[e+1] != plan.Skip) {
 			lvn := plan.Full
 			if levels != nil {
@@ -197,19 +193,39 @@ func (t *tile) visit(r *run, b, h, qb, nq, split, splits int) {
 			}
 			r.block(b, h, qb, int(blocks[e+1]), lvn).prefetch(r.g)
 		}
-		small := t.block(r, nq, blk, work)
-		if t.verified != 0 { // in the worker's own record: no shared cache line per block
-			i := (b*r.g.Hkv+r.g.KVHead(h))*p.KBlocks() + kb
-			if t.checked == nil {
-				t.checked = make([]uint32, len(r.check.done))
-			}
-			t.checked[i] |= t.verified
-		}
+		small := t.block(r, nq, blk, r.work(b, h, kb, lv, blk))
+		t.record(r, b, h, kb, t.verified)
 		if s := p.Stop; s != nil && splits == 1 && e >= s.AfterRow(ri) && small {
 			t.stats.Stopped++
 			break
 		}
 	}
+}
+
+// work is what folding blk, KV block kb at level lv for query head h of
+// batch b, adds to the block-product counters: each stacked head's share
+// of the block counts as its own product, and a pooled block counts the
+// fraction of keys it really scores.
+func (r *run) work(b, h, kb int, lv plan.Level, blk keyBlock) float64 {
+	w := float64(r.stack)
+	if lv > plan.Full {
+		w *= float64(blk.n) / float64(r.head(b, h).levels[0].n[kb])
+	}
+	return w
+}
+
+// record notes in the worker's own record (no shared cache line per
+// block) what a block call proved finite of KV block kb of query head h's
+// KV head, for finiteCheck.
+func (t *tile) record(r *run, b, h, kb int, verified uint32) {
+	if verified == 0 {
+		return
+	}
+	i := (b*r.g.Hkv+r.g.KVHead(h))*r.p.KBlocks() + kb
+	if t.checked == nil {
+		t.checked = make([]uint32, len(r.check.done))
+	}
+	t.checked[i] |= verified
 }
 
 // block returns KV block kb at level lv for query head h of batch b:
