@@ -56,7 +56,7 @@ func spargeTimes(t *testing.T, e *Engine, n int, causal bool, q, k, v *Tensor) {
 	}
 	{
 		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
-		tl := plan.Tiling{Geometry: g, Causal: causal, BlockQ: sparge.DefaultBlockQ, BlockK: sparge.DefaultBlockK}
+		tl := plan.Tiling{Geometry: g, Causal: causal, BlockQ: sparge.PaperBlockQ, BlockK: sparge.PaperBlockK}
 		dense, err := e.NewRunner(ctx, tl, tensor.BFloat16, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/internal/jsonfile"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/plan"
@@ -84,7 +85,7 @@ func (h Head) Params() sparge.Params {
 }
 
 // Params returns the layer's per-head planner parameters, for
-// sparge.Options.Heads or sparge.Planner.Heads.
+// sparge.Planner.Heads.
 func (l Layer) Params() []sparge.Params {
 	out := make([]sparge.Params, len(l.Heads))
 	for i, h := range l.Heads {
@@ -103,13 +104,25 @@ func (p *Profile) Layer(name string) (*Layer, error) {
 	return nil, fmt.Errorf("%w: no layer %q", ErrProfile, name)
 }
 
-// Options returns sparge.Options that run the named layer as tuned.
-func (p *Profile) Options(layer string) (sparge.Options, error) {
+// Planner returns the SpargeAttn planner that runs the named layer as
+// tuned (at the profile's tiling: see Options).
+func (p *Profile) Planner(layer string) (sparge.Planner, error) {
 	l, err := p.Layer(layer)
 	if err != nil {
-		return sparge.Options{}, err
+		return sparge.Planner{}, err
 	}
-	return sparge.Options{Heads: l.Params(), Causal: p.Causal, BlockQ: p.BlockQ, BlockK: p.BlockK, RowGroup: p.RowGroup}, nil
+	return sparge.Planner{Heads: l.Params(), RowGroup: p.RowGroup}, nil
+}
+
+// Options returns the sparseattn.Attention options that run the named
+// layer as tuned: its planner, and the causal masking and tiling it was
+// tuned at.
+func (p *Profile) Options(layer string) (sparseattn.Options, error) {
+	pl, err := p.Planner(layer)
+	if err != nil {
+		return sparseattn.Options{}, err
+	}
+	return sparseattn.Options{Planner: pl, Causal: p.Causal, BlockQ: p.BlockQ, BlockK: p.BlockK}, nil
 }
 
 // Set adds the layer, replacing one of the same name.

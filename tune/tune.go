@@ -2,7 +2,8 @@
 // (SpargeAttn §3.6): for each query head, a search over (τ, θ) for the
 // largest sparsity whose relative L1 error stays below l1 on every
 // calibration input, then a search over λ for the largest sparsity below l2.
-// The result is a versioned JSON Profile that sparge.Attention runs.
+// The result is a versioned JSON Profile whose Options run it through
+// sparseattn.Attention.
 //
 // The reference tuner's users report days per model. This one is fast by
 // construction:
@@ -26,6 +27,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/cpu"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/plan"
@@ -55,7 +57,9 @@ type Config struct {
 	// Grids; nil means the defaults.
 	CDFs, Thetas, Lambdas []float64
 	// Causal, Scale, BlockQ, BlockK, RowGroup and Sink are the problem's
-	// and the planner's; 0 block sizes mean sparge.DefaultBlockQ/K.
+	// and the planner's; 0 block sizes mean sparseattn.DefaultBlockQ/K,
+	// Attention's tiling (the CLI tunes at sparge.PaperBlockQ/K unless
+	// told otherwise).
 	Causal         bool
 	Scale          float32
 	BlockQ, BlockK int
@@ -109,10 +113,10 @@ func (c Config) resolved() (Config, error) {
 		return c, fmt.Errorf("%w: margin %v must be in [0, 1)", ErrBudget, c.Margin)
 	}
 	if c.BlockQ == 0 {
-		c.BlockQ = sparge.DefaultBlockQ
+		c.BlockQ = sparseattn.DefaultBlockQ
 	}
 	if c.BlockK == 0 {
-		c.BlockK = sparge.DefaultBlockK
+		c.BlockK = sparseattn.DefaultBlockK
 	}
 	pick := func(g, def []float64) []float64 {
 		if g == nil {

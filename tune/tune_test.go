@@ -59,7 +59,7 @@ func TestProfileRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []sparge.Params{{CDF: 0.9, Theta: 0.3, Lambda: -6}, {CDF: 1, Theta: -1}}
-	if !reflect.DeepEqual(opts.Heads, want) || opts.BlockQ != 128 || opts.BlockK != 64 || !opts.Causal || opts.RowGroup != 32 {
+	if pl, ok := opts.Planner.(sparge.Planner); !ok || !reflect.DeepEqual(pl.Heads, want) || pl.RowGroup != 32 || opts.BlockQ != 128 || opts.BlockK != 64 || !opts.Causal {
 		t.Errorf("options %+v", opts)
 	}
 	if _, err := got.Options("nope"); !errors.Is(err, ErrProfile) {
@@ -209,22 +209,23 @@ func TestTuneMeetsBounds(t *testing.T) {
 	}
 	var sparsity float64
 	for i, x := range in {
-		dense, err := sparseattn.Sparge(ctx, x.Q, x.K, x.V, sparge.Options{Causal: true, BlockQ: 64, BlockK: 32, Params: sparge.Params{CDF: 1}})
+		dense, err := sparseattn.Attention(ctx, x.Q, x.K, x.V, sparseattn.Options{Causal: true, BlockQ: 64, BlockK: 32, Planner: sparge.Planner{Params: sparge.Params{CDF: 1}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		maskOnly := opts
-		maskOnly.Heads = nil
+		var masks sparge.Planner
 		for _, hd := range layer.Heads {
 			p := hd.Params()
 			p.Lambda = 0
-			maskOnly.Heads = append(maskOnly.Heads, p)
+			masks.Heads = append(masks.Heads, p)
 		}
+		maskOnly := opts
+		maskOnly.Planner = masks
 		for _, o := range []struct {
-			opts  sparge.Options
+			opts  sparseattn.Options
 			bound float64
 		}{{maskOnly, c.L1}, {opts, c.L2}} {
-			res, err := sparseattn.Sparge(ctx, x.Q, x.K, x.V, o.opts)
+			res, err := sparseattn.Attention(ctx, x.Q, x.K, x.V, o.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -355,12 +356,12 @@ func ExampleTuneLayer() {
 		return
 	}
 	opts, _ := loaded.Options("layers.0.self_attn")
-	res, err := sparseattn.Sparge(ctx, inputs[0].Q, inputs[0].K, inputs[0].V, opts)
+	res, err := sparseattn.Attention(ctx, inputs[0].Q, inputs[0].K, inputs[0].V, opts)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	dense, _ := sparseattn.Sparge(ctx, inputs[0].Q, inputs[0].K, inputs[0].V, sparge.Options{Causal: true, BlockQ: 64, BlockK: 32, Params: sparge.Params{CDF: 1}})
+	dense, _ := sparseattn.Attention(ctx, inputs[0].Q, inputs[0].K, inputs[0].V, sparseattn.Options{Causal: true, BlockQ: 64, BlockK: 32, Planner: sparge.Planner{Params: sparge.Params{CDF: 1}}})
 	e, _ := metrics.CompareTensors(dense.Out, res.Out)
 	fmt.Println("heads tuned:", len(layer.Heads))
 	fmt.Println("layer rel L1 below l2:", e.RelL1 < cfg.L2)

@@ -16,7 +16,6 @@ import (
 	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/method/sparge"
-	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 	"github.com/sparseattn/sparseattn/tune"
 )
@@ -25,7 +24,7 @@ const tuneSummary = `Tunes SpargeAttn per head for one attention layer (SpargeAt
 query head, the (τ, θ) with the most sparsity whose rel L1 error stays below
 --l1 on every calibration input, then the λ with the most sparsity below --l2.
 Writes (or updates, by --layer name) a versioned JSON profile; in Go,
-tune.LoadFile(path).Options(layer) gives the sparge.Options that run it.
+tune.LoadFile(path).Options(layer) gives the sparseattn.Options that run it.
 
 Calibration inputs, one of:
   (nothing) or --workload lm   the real LM workload over the calib text (eval's
@@ -79,8 +78,8 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	holdout := fs.Int("holdout", 0, "generated held-out inputs checked after tuning (seeds after the calibration ones)")
 	layerName := fs.String("layer", "layer0", "layer name in the profile")
 	out := fs.String("out", "", "profile file to write; an existing one is updated (same tiling and bounds)")
-	blockQ := fs.Int("block-q", sparge.DefaultBlockQ, "query block size (--method auto: 64 unless set, eval's default)")
-	blockK := fs.Int("block-k", sparge.DefaultBlockK, "key block size (--method auto: 64 unless set)")
+	blockQ := fs.Int("block-q", sparge.PaperBlockQ, "query block size (--method auto: 64 unless set, eval's default)")
+	blockK := fs.Int("block-k", sparge.PaperBlockK, "key block size (--method auto: 64 unless set)")
 	rowGroup := fs.Int("row-group", 0, "query rows per λ decision, dividing --block-q (0: block-q/4)")
 	sink := fs.Bool("sink", false, "always keep key block 0")
 	workers := fs.Int("workers", 0, "CPU goroutines (0 = all CPUs)")
@@ -229,13 +228,19 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		opts.Workers = *workers
-		maskOnly := opts
-		maskOnly.Heads = nil
-		for _, p := range opts.Heads {
-			p.Lambda = 0
-			maskOnly.Heads = append(maskOnly.Heads, p)
+		opts.Workers, opts.Executor = *workers, cfg.Executor
+		tuned, err := prof.Planner(*layerName)
+		if err != nil {
+			return err
 		}
+		masks := tuned
+		masks.Heads = nil
+		for _, p := range tuned.Heads {
+			p.Lambda = 0
+			masks.Heads = append(masks.Heads, p)
+		}
+		maskOnly := opts
+		maskOnly.Planner = masks
 		worst, worstMask := 0.0, 0.0
 		raise := func(dst **float64, e float64) {
 			if *dst == nil || e > **dst {
@@ -243,11 +248,11 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}
 		for _, x := range heldOut {
-			perHead, layerL1, err := heldOutErrors(ctx, opts, x, cfg.Executor)
+			perHead, layerL1, err := heldOutErrors(ctx, opts, prof.RowGroup, x)
 			if err != nil {
 				return err
 			}
-			perHeadMask, layerMaskL1, err := heldOutErrors(ctx, maskOnly, x, cfg.Executor)
+			perHeadMask, layerMaskL1, err := heldOutErrors(ctx, maskOnly, prof.RowGroup, x)
 			if err != nil {
 				return err
 			}
@@ -269,29 +274,18 @@ func runTune(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// heldOutErrors runs the tuned layer and dense attention on one input, on
-// exec (nil: the CPU), and returns the rel L1 of each query head and of the
-// whole layer.
-func heldOutErrors(ctx context.Context, opts sparge.Options, x tune.Input, exec plan.Executor) ([]float64, float64, error) {
-	run := func(o sparge.Options) (*sparseattn.Result, error) {
-		if o.BlockQ == 0 {
-			o.BlockQ = sparge.DefaultBlockQ
-		}
-		if o.BlockK == 0 {
-			o.BlockK = sparge.DefaultBlockK
-		}
-		return sparseattn.Attention(ctx, x.Q, x.K, x.V, sparseattn.Options{
-			Causal: o.Causal, Scale: o.Scale, BlockQ: o.BlockQ, BlockK: o.BlockK, Workers: o.Workers, Executor: exec,
-			Planner: sparge.Planner{Params: o.Params, Heads: o.Heads, RowGroup: o.RowGroup, Sink: o.Sink},
-		})
-	}
-	res, err := run(opts)
+// heldOutErrors runs the tuned layer (opts, a sparge planner at the
+// profile's tiling, on opts.Executor: nil is the CPU) and dense attention
+// (τ = 1 at rowGroup, on the same executor and tiling) on one input, and
+// returns the rel L1 of each query head and of the whole layer.
+func heldOutErrors(ctx context.Context, opts sparseattn.Options, rowGroup int, x tune.Input) ([]float64, float64, error) {
+	res, err := sparseattn.Attention(ctx, x.Q, x.K, x.V, opts)
 	if err != nil {
 		return nil, 0, err
 	}
 	dense := opts
-	dense.Heads, dense.Params = nil, sparge.Params{CDF: 1}
-	ref, err := run(dense)
+	dense.Planner = sparge.Planner{Params: sparge.Params{CDF: 1}, RowGroup: rowGroup}
+	ref, err := sparseattn.Attention(ctx, x.Q, x.K, x.V, dense)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -17,14 +17,18 @@ func ExampleAttention() {
 		fmt.Println(err)
 		return
 	}
-	// One call with the defaults (top-k 0.5, θ judge on), plus the λ filter.
-	res, err := sparseattn.Sparge(ctx, w.Q, w.K, w.V, sparge.Options{Causal: true, Params: sparge.Params{Lambda: -8}})
+	// One call with the defaults (top-k 0.5, θ judge on), plus the λ
+	// filter, at the paper's 128×64 tiles.
+	opts := sparseattn.Options{Causal: true, BlockQ: sparge.PaperBlockQ, BlockK: sparge.PaperBlockK,
+		Planner: sparge.Planner{Params: sparge.Params{Lambda: -8}}}
+	res, err := sparseattn.Attention(ctx, w.Q, w.K, w.V, opts)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	// τ = 1 is the dense limit.
-	dense, err := sparseattn.Sparge(ctx, w.Q, w.K, w.V, sparge.Options{Causal: true, Params: sparge.Params{CDF: 1}})
+	opts.Planner = sparge.Planner{Params: sparge.Params{CDF: 1}}
+	dense, err := sparseattn.Attention(ctx, w.Q, w.K, w.V, opts)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -35,7 +39,8 @@ func ExampleAttention() {
 	fmt.Printf("sparsity %.2f, rel L1 %.2f\n", st.Sparsity(), e.RelL1)
 	// Per-head hyperparameters, as a tuned profile gives them.
 	heads := []sparge.Params{{CDF: 0.95}, {CDF: 0.9}, {TopK: 0.3, Lambda: -6}, {CDF: 1}}
-	res, err = sparseattn.Sparge(ctx, w.Q, w.K, w.V, sparge.Options{Causal: true, Heads: heads})
+	opts.Planner = sparge.Planner{Heads: heads}
+	res, err = sparseattn.Attention(ctx, w.Q, w.K, w.V, opts)
 	if err != nil {
 		fmt.Println(err)
 		return

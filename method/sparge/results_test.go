@@ -98,11 +98,18 @@ type headRun struct {
 	l1, sparsity float64
 }
 
+// paperTiles runs SpargeAttn with p on w at the paper's 128×64 tiles, the
+// tiling of the paper's tables these results reproduce.
+func paperTiles(ctx context.Context, w *workload.Workload, causal bool, p sparge.Params) (*sparseattn.Result, error) {
+	return sparseattn.Attention(ctx, w.Q, w.K, w.V, sparseattn.Options{Causal: causal, Planner: sparge.Planner{Params: p},
+		BlockQ: sparge.PaperBlockQ, BlockK: sparge.PaperBlockK})
+}
+
 // runHeads runs sparge with params on w and returns per-head L1 against
 // dense and per-layer sparsity.
 func runHeads(t *testing.T, w *workload.Workload, dense *tensor.Tensor, p sparge.Params) ([]float64, plan.Stats) {
 	t.Helper()
-	res, err := sparseattn.Sparge(context.Background(), w.Q, w.K, w.V, sparge.Options{Causal: w.Causal, Params: p})
+	res, err := paperTiles(context.Background(), w, w.Causal, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +118,7 @@ func runHeads(t *testing.T, w *workload.Workload, dense *tensor.Tensor, p sparge
 
 func denseOut(t *testing.T, w *workload.Workload) *sparseattn.Result {
 	t.Helper()
-	res, err := sparseattn.Attention(context.Background(), w.Q, w.K, w.V, sparseattn.Options{Causal: w.Causal, BlockQ: sparge.DefaultBlockQ, BlockK: sparge.DefaultBlockK})
+	res, err := sparseattn.Attention(context.Background(), w.Q, w.K, w.V, sparseattn.Options{Causal: w.Causal, BlockQ: sparge.PaperBlockQ, BlockK: sparge.PaperBlockK})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +217,7 @@ func TestResultCombined(t *testing.T) {
 			{fmt.Sprintf("only M_pv (λ=%v)", lambda), sparge.Params{CDF: 1, Lambda: lambda}},
 			{"M_g + M_pv", sparge.Params{CDF: tau, Lambda: lambda}},
 		} {
-			res, err := sparseattn.Sparge(context.Background(), w.Q, w.K, w.V, sparge.Options{Causal: w.Causal, Params: s.p})
+			res, err := paperTiles(context.Background(), w, w.Causal, s.p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +270,7 @@ func TestResultLength(t *testing.T) {
 			return taus[hi], bestSp, bestL1
 		}
 		tau, sp, l1 := search(func(x float64) (float64, float64) {
-			res, err := sparseattn.Sparge(context.Background(), w.Q, w.K, w.V, sparge.Options{Causal: true, Params: sparge.Params{CDF: x}})
+			res, err := paperTiles(context.Background(), w, true, sparge.Params{CDF: x})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,7 +278,7 @@ func TestResultLength(t *testing.T) {
 		})
 		otau, osp, ol1 := search(func(x float64) (float64, float64) {
 			res, err := sparseattn.Attention(context.Background(), w.Q, w.K, w.V, sparseattn.Options{Causal: true, Planner: oracle.Planner{CDF: x},
-				BlockQ: sparge.DefaultBlockQ, BlockK: sparge.DefaultBlockK})
+				BlockQ: sparge.PaperBlockQ, BlockK: sparge.PaperBlockK})
 			if err != nil {
 				t.Fatal(err)
 			}

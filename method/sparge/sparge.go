@@ -19,8 +19,11 @@
 // executor masks token-exactly); any block size, head dimension and
 // sequence length works, decode (Nq = 1) and Nq ≠ Nk included.
 //
-// Attention is the one-call entry point; Planner plugs into
-// sparseattn.Attention and the CLI.
+// Planner plugs into sparseattn.Attention, the one-call entry point, and
+// the CLI:
+//
+//	res, err := sparseattn.Attention(ctx, q, k, v, sparseattn.Options{
+//		Causal: true, Planner: sparge.Planner{Params: sparge.Params{CDF: 0.95}}})
 package sparge
 
 import (
@@ -51,11 +54,19 @@ var ErrParams = errors.New("sparge: bad hyperparameter")
 // 4K, but not fully at 8K (cosine 0.45): a lone key barely moves its
 // block's mean (RESULTS.md).
 const (
-	DefaultCDF    = 0.95
-	DefaultTopK   = 0.5
-	DefaultTheta  = 0.3
-	DefaultBlockQ = 128 // the paper's b_q
-	DefaultBlockK = 64  // the paper's b_k
+	DefaultCDF   = 0.95
+	DefaultTopK  = 0.5
+	DefaultTheta = 0.3
+)
+
+// PaperBlockQ and PaperBlockK are the paper's tile, b_q = 128 and
+// b_k = 64, at which its kernels run and "sparseattn tune" tunes by
+// default. They are not a default of this package: the planner plans at
+// whatever tiling it is given, and sparseattn.Attention's default tiling is
+// sparseattn.DefaultBlockQ×DefaultBlockK.
+const (
+	PaperBlockQ = 128
+	PaperBlockK = 64
 )
 
 // Params are one query head's hyperparameters.
