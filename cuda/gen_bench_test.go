@@ -24,8 +24,7 @@ import (
 // only if a run fails. Skipped unless the variable is set. With
 // SPARSEATTN_GEN_BENCH_ONLY set it times our dense kernel and only the
 // plans whose names contain that string (for a profiler: the dense
-// kernel's 13 launches come first). For PSA plans it also times the
-// pyramid build alone, which the plan's time includes.
+// kernel's 13 launches come first).
 func TestGenBench(t *testing.T) {
 	var ns []int
 	for _, f := range strings.Split(os.Getenv("SPARSEATTN_GEN_BENCH"), ",") {
@@ -226,56 +225,6 @@ func genBench(t *testing.T, e, old *Engine, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := "psa levels 1-4, " + strconv.FormatFloat(share, 'g', 3, 64) + " each"
-		report(name, p, 1.2)
-		if strings.Contains(name, only) {
-			ms, err := pyramidMS(e, p, q, k, v, 10)
-			if err != nil {
-				t.Fatalf("%s: pyramid: %v", name, err)
-			}
-			t.Logf("N=%d %-34s pyramid alone %.3f ms (%.1f%% of dense)", n, name, ms, 100*ms/base.MedianMS)
-		}
+		report("psa levels 1-4, "+strconv.FormatFloat(share, 'g', 3, 64)+" each", p, 1.2)
 	}
-}
-
-// pyramidMS times the pooled pyramid build of plan p alone on e: the
-// median of reps launches after 30 warm-ups (the clocks drop while the
-// host stages the inputs; 3 short launches left them low: 0.09 to 0.41 ms
-// for the same pyramid on an H100), each after the L2 overwrite Benchmark
-// does, with device events.
-func pyramidMS(e *Engine, p *plan.Plan, q, k, v *tensor.Tensor, reps int) (float64, error) {
-	j, err := e.prepare(p, q, k, v)
-	if err != nil {
-		return 0, err
-	}
-	var ms []float64
-	err = e.dev.Do(context.Background(), func(c *driver.Ctx) error {
-		if err := e.upload(c, j); err != nil {
-			return err
-		}
-		ev := make([]driver.Event, 2)
-		for i := range ev {
-			var err error
-			if ev[i], err = c.NewEvent(); err != nil {
-				return err
-			}
-			defer c.DestroyEvent(ev[i])
-		}
-		gp := genParams{kernelParams: *j.params}
-		for i := range reps + 30 {
-			e.flushL2(c, byte(i))
-			t, err := timeOn(c, ev, func() error { return e.buildPyramid(c, j, maxPlanLevel(p), &gp, &e.bufs.gen) })
-			if err != nil {
-				return err
-			}
-			if i >= 30 {
-				ms = append(ms, t)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	return medianOf(ms), nil
 }
