@@ -14,7 +14,7 @@ import (
 // SpargeAttn's prediction (§3.2) in two launches, block pooling with
 // CosSim for Q and K (K once per KV head), then per plan row the compressed
 // logits, the θ judge, the compressed softmax, TopCdf or top-k (a bitonic
-// sort, or from spargeSearchMin key blocks a search for the last kept
+// sort, or from spargeSearchMin key blocks a radix select of the last kept
 // block), the fix, diagonal and sink blocks. Its plans equal the CPU planner's row for row
 // except where a block's self-similarity lies within the float32 CosSim's
 // error bound of θ (spargeSimTol in cuda/selftest): the pooled means,
@@ -32,6 +32,8 @@ type spargePlanner struct {
 	// copied once per runner.
 	headsAt driver.Ptr
 	launch  spargeLaunch // reused from call to call
+	// searchMin overrides spargeSearchMin when positive (timing tests).
+	searchMin int
 }
 
 // spargeHead mirrors struct SpargeHead in kernels/plan_sparge.cu.
@@ -50,12 +52,19 @@ const (
 )
 
 // spargeSearchMin is the row length, in key blocks, from which
-// sparge_rows_search replaces sparge_rows: its binary search for the last
-// kept block takes a fixed ~62 steps, where the bitonic sort takes
-// log²(KBlocks)/2. H100, B=1 Hq=32 Hkv=8 D=128 bf16 causal: at 128 key
-// blocks (8K) the search took 52 µs against 36 for the sort, at 2048
-// (128K) 4.94 ms against 8.86.
+// sparge_rows_search replaces sparge_rows: its radix select of the last
+// kept block takes at most 16 passes over the row (usually a few: it
+// stops at a digit holding one entry), where the bitonic sort takes
+// log²(KBlocks)/2 steps. (Before the radix select, a binary search of ~62
+// passes took, on an H100 at B=1 Hq=32 Hkv=8 D=128 bf16 causal, 52 µs
+// against the sort's 36 at 128 key blocks (8K) and 4.94 ms against 8.86 at
+// 2048 (128K).)
 const spargeSearchMin = 257
+
+// spargeSearchRowBytes is sparge_rows_search's dynamic shared memory per
+// plan row besides its keys: select_last's mass (u64) and count (u16)
+// histograms, 16 digits × HP lanes (kernels/plan_sparge.cu).
+const spargeSearchRowBytes = 16 * 33 * (8 + 2)
 
 // newSpargePlanner returns the device planner of p.
 func newSpargePlanner(p sparge.Planner) (devicePlanner, error) {
@@ -107,19 +116,21 @@ func spargeRowsLayout(nkb, d, maxShared int) (sr, pmax, dyn int, err error) {
 
 // spargeSearchLayout returns the plan rows per sparge_rows_search block
 // (SR, at most 8) and its dynamic shared bytes, one 8-byte key per row and
-// key block: the most rows that leave room for three blocks an SM (the
-// search is latency-bound, so blocks in flight matter more than key
-// blocks read once for more rows), else the most that fit at all.
+// key block and spargeSearchRowBytes per row: the most rows that leave
+// room for two blocks an SM, else the most that fit at all. Rows per block
+// matter: each block reads its key blocks' float64 means once for all its
+// rows (at 128K, 1 MB a block on average, causal), and its select is one
+// warp per row.
 func spargeSearchLayout(nkb, maxShared int) (sr, dyn int, err error) {
 	const static = 1024 // the per-row scalars, with room to spare
-	for _, budget := range []int{maxShared / 3, maxShared} {
+	for _, budget := range []int{maxShared / 2, maxShared} {
 		for sr = 8; sr >= 1; sr /= 2 {
-			if dyn = sr * nkb * 8; dyn+static <= budget {
+			if dyn = sr * (nkb*8 + spargeSearchRowBytes); dyn+static <= budget {
 				return sr, dyn, nil
 			}
 		}
 	}
-	return 0, 0, fmt.Errorf("%w: %d key blocks need %d bytes of shared memory per plan row in the sparge device planner, the device allows %d", ErrUnsupported, nkb, nkb*8+1024, maxShared)
+	return 0, 0, fmt.Errorf("%w: %d key blocks need %d bytes of shared memory per plan row in the sparge device planner, the device allows %d", ErrUnsupported, nkb, nkb*8+spargeSearchRowBytes+1024, maxShared)
 }
 
 func (s *spargePlanner) plan(c *driver.Ctx, in *planInput) error {
@@ -156,7 +167,11 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 	nqb, nkb := qBlocks(t), kBlocks(t)
 	l := &s.launch
 	var err error
-	l.search, l.kBlocks = nkb >= spargeSearchMin, int32(nkb)
+	searchMin := spargeSearchMin
+	if s.searchMin > 0 {
+		searchMin = s.searchMin
+	}
+	l.search, l.kBlocks = nkb >= searchMin, int32(nkb)
 	if l.search {
 		l.sr, l.dyn, err = spargeSearchLayout(nkb, in.e.dev.MaxSharedOptin)
 	} else {

@@ -59,7 +59,7 @@ func TestSpargeHeader(t *testing.T) {
 }
 
 // TestSpargeSearchLayout: sparge_rows_search's rows per block leave room
-// for three blocks an SM where they can, shrink as rows grow, and the
+// for two blocks an SM where they can, shrink as rows grow, and the
 // layout fails with ErrUnsupported where one row does not fit.
 func TestSpargeSearchLayout(t *testing.T) {
 	const maxShared = 227 << 10 // an H100's opt-in shared memory
@@ -68,9 +68,9 @@ func TestSpargeSearchLayout(t *testing.T) {
 		fail    bool
 	}{
 		{257, 8, false},
-		{1024, 8, false},  // 64 KiB
-		{2048, 4, false},  // 128 KiB for 8 would leave one block an SM
-		{16384, 1, false}, // 128 KiB: only one block fits
+		{1024, 8, false},  // 105 KiB
+		{2048, 4, false},  // 85 KiB; 8 rows' 169 KiB would leave one block an SM
+		{16384, 1, false}, // 133 KiB: only one block fits
 		{40000, 0, true},
 	} {
 		sr, dyn, err := spargeSearchLayout(c.nkb, maxShared)
@@ -80,8 +80,8 @@ func TestSpargeSearchLayout(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || sr != c.sr || dyn != sr*c.nkb*8 {
-			t.Errorf("%d key blocks: SR %d, %d bytes, %v; want SR %d, %d bytes", c.nkb, sr, dyn, err, c.sr, c.sr*c.nkb*8)
+		if want := c.sr * (c.nkb*8 + spargeSearchRowBytes); err != nil || sr != c.sr || dyn != want {
+			t.Errorf("%d key blocks: SR %d, %d bytes, %v; want SR %d, %d bytes", c.nkb, sr, dyn, err, c.sr, want)
 		}
 	}
 }

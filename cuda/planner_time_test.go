@@ -28,7 +28,7 @@ import (
 func benchPlanners() []plan.Planner {
 	return []plan.Planner{
 		window.Planner{Sink: 128, Window: 2048},
-		sparge.Planner{}, // top-k 0.5, θ 0.3
+		sparge.Planner{Params: sparge.Params{CDF: 0.95}}, // TopCdf 0.95, θ 0.3: the CLI's default
 		unisparse.Planner{},
 		xattn.Planner{Stride: 16, Threshold: 0.9},
 		flexprefill.Planner{Gamma: 0.9, Tau: 0.1},

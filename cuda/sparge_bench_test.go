@@ -17,7 +17,8 @@ import (
 // kernel at B=1, Hq=32, Hkv=8, D=128, bf16, causal and non-causal, on
 // pseudo-random inputs, for N in SPARSEATTN_SPARGE_BENCH_N (default
 // 8192,32768,131072): the median PlanMS of seven Plan calls after a warm-up, at the defaults
-// (top-k 0.5, θ 0.3) and in CDF mode (τ 0.9), the device time of each of
+// (top-k 0.5, θ 0.3) and in CDF mode (τ 0.95; and with sparge_rows_search,
+// the radix select, at every row width), the device time of each of
 // its two kernels and of the whole plan step (spargeStages), and the
 // median RunMS of three dense runs. It runs only when
 // SPARSEATTN_SPARGE_BENCH is set.
@@ -77,14 +78,21 @@ func spargeTimes(t *testing.T, e *Engine, n int, causal bool, q, k, v *Tensor) {
 		}
 		denseMS := median(runs)
 		t.Logf("N=%d causal=%v dense run %.3f ms, dense plan %.4f ms", n, causal, denseMS, median(dplan))
+		cdf := sparge.Planner{Params: sparge.Params{CDF: 0.95}}
 		for _, c := range []struct {
-			name string
-			p    sparge.Planner
-		}{{"defaults (top-k 0.5, θ 0.3)", sparge.Planner{}}, {"CDF τ=0.9 (θ 0.3)", sparge.Planner{Params: sparge.Params{CDF: 0.9}}}} {
+			name      string
+			p         sparge.Planner
+			searchMin int
+		}{
+			{"defaults (top-k 0.5, θ 0.3)", sparge.Planner{}, 0},
+			{"CDF τ=0.95 (θ 0.3, the CLI's default)", cdf, 0},
+			{"CDF τ=0.95, radix select at every width", cdf, 1},
+		} {
 			run, err := e.NewRunner(ctx, tl, tensor.BFloat16, c.p)
 			if err != nil {
 				t.Fatal(err)
 			}
+			run.planner.(*spargePlanner).searchMin = c.searchMin
 			if _, err := run.Plan(ctx, q, k, v); err != nil {
 				t.Fatal(err)
 			}

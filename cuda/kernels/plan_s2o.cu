@@ -53,48 +53,120 @@ __device__ __forceinline__ u32 desc_key(float s) {
 	return ~u;
 }
 
+// elem is element i of a tensor of input type DT as float32 (exact): load
+// without the type switch, which kept loads from issuing ahead of each other.
+template <int DT> __device__ __forceinline__ float elem(const void* p, long long i) {
+	if (DT == DT_F32) return ((const float*)p)[i];
+	if (DT == DT_F16) return f16_to_f32(((const u16*)p)[i]);
+	return bf16_to_f32(((const u16*)p)[i]);
+}
+
+#define MEAN_BATCH 32 // rows each s2o_means thread has in flight
+
+// col_sum is Σ t[b, h, n, c] over rows n in [lo, hi), in float64 in row
+// order, with the next MEAN_BATCH rows loading while these are added.
+template <int DT> __device__ __forceinline__ double col_sum(const View& t, int b, int h, int lo, int hi, int c) {
+	const long long base = (long long)b * t.sb + (long long)h * t.sh + c;
+	double acc = 0.0;
+	float cur[MEAN_BATCH];
+#pragma unroll
+	for (int u = 0; u < MEAN_BATCH; u++) cur[u] = lo + u < hi ? elem<DT>(t.ptr, base + (long long)(lo + u) * t.sn) : 0.0f;
+	for (int i = lo; i < hi; i += MEAN_BATCH) {
+		float nxt[MEAN_BATCH];
+#pragma unroll
+		for (int u = 0; u < MEAN_BATCH; u++) {
+			int r = i + MEAN_BATCH + u;
+			nxt[u] = r < hi ? elem<DT>(t.ptr, base + (long long)r * t.sn) : 0.0f;
+		}
+#pragma unroll
+		for (int u = 0; u < MEAN_BATCH; u++)
+			if (i + u < hi) acc = __dadd_rn(acc, (double)cur[u]);
+#pragma unroll
+		for (int u = 0; u < MEAN_BATCH; u++) cur[u] = nxt[u];
+	}
+	return acc;
+}
+
 // s2o_means: block x < B·Hkv computes that KV head's guide key, the others
-// one (b·Hq + h, segment) mean query; thread c sums column c.
+// one (b·Hq + h, segment) mean query; thread c sums column c in row order
+// (col_sum). With one typed load at a time, behind load()'s type switch,
+// memory latency made it cost 0.84 ms at S = 2048 on an H100.
 extern "C" __global__ void s2o_means(S2OArgs a) {
 	int x = blockIdx.x;
-	const View* t;
+	View t;
 	int b, h, lo, hi;
 	float* dst;
 	if (x < a.B * a.Hkv) {
-		t = &a.k, b = x / a.Hkv, h = x % a.Hkv, lo = 0, hi = min(a.seg, a.Nk);
+		t = a.k, b = x / a.Hkv, h = x % a.Hkv, lo = 0, hi = min(a.seg, a.Nk);
 		dst = a.guide + (long long)x * a.D;
 	} else {
 		x -= a.B * a.Hkv;
 		int bh = x / a.segs, n = x % a.segs;
-		t = &a.q, b = bh / a.Hq, h = bh % a.Hq, lo = n * a.seg, hi = min(lo + a.seg, a.Nq);
+		t = a.q, b = bh / a.Hq, h = bh % a.Hq, lo = n * a.seg, hi = min(lo + a.seg, a.Nq);
 		dst = a.qmean + (long long)x * a.D;
 	}
 	for (int c = threadIdx.x; c < a.D; c += blockDim.x) {
-		double acc = 0.0;
-		int i = lo;
-		for (; i + 8 <= hi; i += 8) { // loads first, then the adds in row order
-			float x[8];
-#pragma unroll
-			for (int u = 0; u < 8; u++) x[u] = load(*t, b, h, i + u, c);
-#pragma unroll
-			for (int u = 0; u < 8; u++) acc = __dadd_rn(acc, (double)x[u]);
+		double acc;
+		switch (t.dtype) {
+		case DT_F32:
+			acc = col_sum<DT_F32>(t, b, h, lo, hi, c);
+			break;
+		case DT_F16:
+			acc = col_sum<DT_F16>(t, b, h, lo, hi, c);
+			break;
+		default:
+			acc = col_sum<DT_BF16>(t, b, h, lo, hi, c);
 		}
-		for (; i < hi; i++) acc = __dadd_rn(acc, (double)load(*t, b, h, i, c));
 		dst[c] = hi > lo ? (float)__ddiv_rn(acc, (double)(hi - lo)) : 0.0f;
 	}
 }
 
-// s2o_qscore: thread per query (blockIdx.y = b·Hq + h) scores it against
-// its KV head's guide key (Eq. 1): its list element, in token order.
-extern "C" __global__ void s2o_qscore(S2OArgs a) {
-	int bh = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
-	if (i >= a.Nq) return;
+#define QS_COLS 64 // head-dimension columns s2o_qscore stages at a time
+
+// qscore_rows is s2o_qscore for input type DT: each warp stages its 32
+// queries' rows in shared memory, QS_COLS columns at a time, with loads
+// along a row (a thread reading its own row touched 32 rows a load), then
+// each thread adds its row's products in column order.
+template <int DT> __device__ __forceinline__ void qscore_rows(const S2OArgs& a, float (*tile)[QS_COLS + 1]) {
+	int bh = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	int i0 = blockIdx.x * blockDim.x + w * 32, i = i0 + lane;
 	int b = bh / a.Hq, h = bh % a.Hq;
 	const float* g = a.guide + (long long)(b * a.Hkv + h / (a.Hq / a.Hkv)) * a.D;
+	const long long base = (long long)b * a.q.sb + (long long)h * a.q.sh;
+	int rows = min(32, a.Nq - i0);
 	double s = 0.0;
-#pragma unroll 8
-	for (int c = 0; c < a.D; c++) s = __fma_rn((double)load(a.q, b, h, i, c), (double)g[c], s);
-	a.qbuf[(long long)bh * a.Nq + i] = (u64)desc_key((float)s) << 32 | (u32)i;
+	for (int c0 = 0; c0 < a.D; c0 += QS_COLS) {
+		for (int r = 0; r < rows; r++) {
+#pragma unroll
+			for (int u = 0; u < QS_COLS; u += 32)
+				if (c0 + u + lane < a.D) tile[r][u + lane] = elem<DT>(a.q.ptr, base + (long long)(i0 + r) * a.q.sn + c0 + u + lane);
+		}
+		__syncwarp();
+		int nc = min(QS_COLS, a.D - c0);
+		if (i < a.Nq)
+			for (int c = 0; c < nc; c++) s = __fma_rn((double)tile[lane][c], (double)g[c0 + c], s);
+		__syncwarp();
+	}
+	if (i < a.Nq) a.qbuf[(long long)bh * a.Nq + i] = (u64)desc_key((float)s) << 32 | (u32)i;
+}
+
+// s2o_qscore: thread per query (blockIdx.y = b·Hq + h) scores it against
+// its KV head's guide key (Eq. 1): its list element, in token order
+// (qscore_rows). 128 threads.
+extern "C" __global__ void __launch_bounds__(128) s2o_qscore(S2OArgs a) {
+	__shared__ float tile[4][32][QS_COLS + 1];
+	float(*mine)[QS_COLS + 1] = tile[threadIdx.x >> 5];
+	if (blockIdx.x * blockDim.x + (threadIdx.x & ~31) >= a.Nq) return; // a warp past the last query
+	switch (a.q.dtype) {
+	case DT_F32:
+		qscore_rows<DT_F32>(a, mine);
+		break;
+	case DT_F16:
+		qscore_rows<DT_F16>(a, mine);
+		break;
+	default:
+		qscore_rows<DT_BF16>(a, mine);
+	}
 }
 
 #define KS_KEYS 64

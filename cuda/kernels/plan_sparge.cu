@@ -27,8 +27,8 @@
 // accepts exactly those rows (spargeTieBreak).
 //
 // Rows of spargeSearchMin key blocks or more go to sparge_rows_search
-// instead of sparge_rows: the same rows, the kept blocks found by a binary
-// search for the last one rather than a sort.
+// instead of sparge_rows: the same rows, the kept blocks found by a radix
+// select of the last one (select_last) rather than a sort.
 //
 // Compile-time defines: SD, the head dimension (at most 128); SR, the plan
 // rows of one sparge_rows block (1, 2 or 4) or sparge_rows_search block
@@ -543,28 +543,85 @@ __device__ __forceinline__ u64 mass_of_key(u64 key) {
 // doubles order as their bits), 0 for a block that is not a candidate. The
 // row's order is key descending, ties by block index ascending.
 
-// count_ge returns how many of the row's n keys are ≥ x, and their total
-// mass when with_mass; every lane gets the results.
-__device__ __forceinline__ int count_ge(const u64* key, int n, u64 x, bool with_mass, u64* m) {
-	int lane = threadIdx.x & 31, c = 0;
-	u64 s = 0;
-	for (int j = lane; j < n; j += 32) {
-		u64 v = key[j];
-		if (v >= x) {
-			c++;
-			if (with_mass) s += mass_of_key(v);
+#define HP 33 // a digit's column stride in select_last's histograms (banks)
+
+// select_last returns kstar, the key of the row's last kept entry: the
+// largest x whose keys ≥ x reach the quota, TopCdf's mass thr when
+// by_mass (compared as __ull2double_rn of the exact fixed-point sum, as
+// sparge.Mask compares the cumulative mass), else top-k's count quota.
+// A most-significant-digit radix select, 4 bits a pass: each lane adds its
+// entries under the current prefix to its own column of hm (mass) and hc
+// (count) by digit, lanes 0..15 sum one digit each, and a suffix scan over
+// the digits picks the largest digit whose keys, with those above the
+// prefix, still reach the quota. The criterion is monotone in x and the
+// sums are exact integers, so kstar is the binary search's (and the
+// CPU's crossing entry's) key. A digit that holds one entry ends the
+// search with that entry's key. On return *mgt and *cgt are the mass and
+// count of the keys > kstar. hm and hc are this warp's 16·HP entries.
+__device__ u64 select_last(const u64* key, int n, bool by_mass, double thr, int quota, u64* hm, u16* hc, u64* mgt, int* cgt) {
+	const unsigned full = 0xffffffffu;
+	int lane = threadIdx.x & 31;
+	u64 prefix = 0, am = 0; // am, ac: the keys above the prefix's range
+	int ac = 0;
+	for (int shift = 60; shift >= 0; shift -= 4) {
+#pragma unroll
+		for (int q = 0; q < 16; q++) hm[q * HP + lane] = 0, hc[q * HP + lane] = 0;
+		u64 high = shift == 60 ? 0 : ~0ULL << (shift + 4); // the prefix's bits
+		for (int j = lane; j < n; j += 32) {
+			u64 v = key[j];
+			if (v != 0 && (v & high) == prefix) {
+				int q = (int)(v >> shift) & 15;
+				if (by_mass) hm[q * HP + lane] += mass_of_key(v);
+				hc[q * HP + lane] += 1;
+			}
+		}
+		__syncwarp();
+		u64 bm = 0;
+		int bc = 0;
+		if (lane < 16)
+			for (int l = 0; l < 32; l++) bm += hm[lane * HP + l], bc += hc[lane * HP + l];
+		u64 sm = bm; // lane q: Σ over digits ≥ q
+		int sc = bc;
+#pragma unroll
+		for (int o = 1; o < 16; o <<= 1) {
+			u64 ym = __shfl_down_sync(full, sm, o);
+			int yc = __shfl_down_sync(full, sc, o);
+			if (lane + o < 16) sm += ym, sc += yc;
+		}
+		bool reach = lane < 16 && (by_mass ? __ull2double_rn(am + sm) >= thr : ac + sc >= quota);
+		unsigned r = __ballot_sync(full, reach);
+		int qs = r ? 31 - __clz(r) : 0; // digit 0 reaches: the prefix's keys did
+		am += __shfl_sync(full, sm - bm, qs), ac += __shfl_sync(full, sc - bc, qs);
+		int one = __shfl_sync(full, bc, qs) == 1;
+		prefix |= (u64)qs << shift;
+		__syncwarp(); // the columns are read before the next pass clears them
+		if (one && shift > 0) {
+			u64 mask = ~0ULL << shift, found = 0;
+			for (int j = lane; j < n; j += 32) {
+				u64 v = key[j];
+				if (v != 0 && (v & mask) == prefix) found = v;
+			}
+#pragma unroll
+			for (int o = 16; o > 0; o >>= 1) {
+				u64 y = __shfl_xor_sync(full, found, o);
+				found = y > found ? y : found;
+			}
+			prefix = found;
+			break;
 		}
 	}
-	if (with_mass) *m = warp_sum_mass(s);
-	return __reduce_add_sync(0xffffffffu, c);
+	*mgt = am, *cgt = ac;
+	return prefix;
 }
 
 // sparge_rows_search is sparge_rows for long rows (cuda.spargeSearchMin
 // key blocks and more), where the bitonic sort's log² steps cost most:
-// the kept blocks are found by a binary search for the key of the last
-// kept entry, ties at it in block-index order (the CPU's stable sort), so
-// the plans are the same. Dynamic shared memory: key[SR][kpad] (u64: the
-// compressed logits as bits, then the sort keys), kpad = KBlocks.
+// the kept blocks are found by a radix select of the key of the last kept
+// entry (select_last), ties at it in block-index order (the CPU's stable
+// sort), so the plans are the same. Dynamic shared memory: key[SR][kpad]
+// (u64: the compressed logits as bits, then the sort keys), kpad =
+// KBlocks, then select_last's histograms, hist[SR][16·HP] (u64) and
+// cnts[SR][16·HP] (u16): cuda.spargeSearchRowBytes a row with the keys.
 // SEARCH_THREADS threads: in the logits, a warp takes 16/SR key blocks at
 // a time against all SR rows (SR up to 8); then a warp per row.
 extern "C" __global__ void __launch_bounds__(SEARCH_THREADS)
@@ -576,6 +633,8 @@ extern "C" __global__ void __launch_bounds__(SEARCH_THREADS)
 	const int NW = SEARCH_THREADS / 32, KB = 16 / SR;
 	int nkb = (a.Nk + a.bk - 1) / a.bk;
 	u64* keys = (u64*)dyn;
+	u64* hist = keys + (long long)SR * kpad; // select_last's, per row
+	u16* cnts = (u16*)(hist + SR * 16 * HP);
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	int G = a.Hq / a.Hkv, per = a.q_blocks * G, nblk = (per + SR - 1) / SR;
 	int bkv = blockIdx.x / nblk;            // b·Hkv + kvh
@@ -712,17 +771,8 @@ extern "C" __global__ void __launch_bounds__(SEARCH_THREADS)
 					thr = mul64(cdf, __ull2double_rn(total));
 				else
 					n = max(1, min(ncand, (int)ceil(mul64(hp.topk, (double)vis))));
-				u64 lo = 1, hi = 0x3ff0000000000002ULL; // keys ≥ lo reach it, keys ≥ hi do not
-				while (hi - lo > 1) {
-					u64 mid = lo + (hi - lo) / 2, ms;
-					int c = count_ge(key, vis, mid, cdf > 0, &ms);
-					if (cdf > 0 ? __ull2double_rn(ms) >= thr : c >= n)
-						lo = mid;
-					else
-						hi = mid;
-				}
-				kstar = lo;
-				int cgt = count_ge(key, vis, kstar + 1, cdf > 0, &mgt);
+				int cgt;
+				kstar = select_last(key, vis, cdf > 0, thr, n, hist + m * 16 * HP, cnts + m * 16 * HP, &mgt, &cgt);
 				quota = n - cgt;
 				mstar = mass_of_key(kstar);
 			}
