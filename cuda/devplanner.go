@@ -121,13 +121,13 @@ func devicePlannerFor(p plan.Planner) (devicePlanner, error) {
 	case *unisparse.Planner:
 		return newUnisparsePlanner(*m)
 	case xattn.Planner:
-		return newXattnPlanner(m)
+		return newXattnPlanner(m.Resolve())
 	case *xattn.Planner:
-		return newXattnPlanner(*m)
+		return newXattnPlanner(m.Resolve())
 	case flexprefill.Planner:
-		return newFlexprefillPlanner(m)
+		return newFlexprefillPlanner(m.Resolve())
 	case *flexprefill.Planner:
-		return newFlexprefillPlanner(*m)
+		return newFlexprefillPlanner(m.Resolve())
 	case minference.Planner:
 		return newMinferencePlanner(m)
 	case *minference.Planner:
@@ -137,9 +137,9 @@ func devicePlannerFor(p plan.Planner) (devicePlanner, error) {
 	case *psa.Planner:
 		return newPsaPlanner(*m)
 	case oracle.Planner:
-		return newOraclePlanner(m)
+		return newOraclePlanner(m.Resolve())
 	case *oracle.Planner:
-		return newOraclePlanner(*m)
+		return newOraclePlanner(m.Resolve())
 	case s2o.Planner:
 		return newS2OPlanner(m)
 	case *s2o.Planner:

@@ -25,7 +25,7 @@ func autoMethod() *method {
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&profile, "auto-profile", "", "auto: a profile written by \"sparseattn tune --method auto\" (empty: tune per head on the input itself, at --auto-budget)")
 			fs.StringVar(&layer, "auto-layer", "", "auto: the profile's layer to use (empty: its only layer)")
-			fs.Float64Var(&budget, "auto-budget", 0.05, "auto: the layer's rel-L1 budget, shared by its heads, when tuning on the input itself (no --auto-profile)")
+			fs.Float64Var(&budget, "auto-budget", auto.DefaultBudget, "auto: the layer's rel-L1 budget, shared by its heads, when tuning on the input itself (no --auto-profile)")
 		},
 		planner: func() (plan.Planner, error) {
 			if profile == "" {

@@ -32,8 +32,8 @@ func flexprefillMethod() *method {
 	return &method{
 		name: "flexprefill",
 		flags: func(fs *flag.FlagSet) {
-			fs.Float64Var(&gamma, "flexprefill-gamma", 0.97, "flexprefill: attention share γ in (0,1] each pattern covers")
-			fs.Float64Var(&tau, "flexprefill-tau", 0.1, "flexprefill: JS distance below which a head is query-aware (0: never)")
+			fs.Float64Var(&gamma, "flexprefill-gamma", flexprefill.DefaultGamma, "flexprefill: attention share γ in (0,1] each pattern covers")
+			fs.Float64Var(&tau, "flexprefill-tau", flexprefill.DefaultTau, "flexprefill: JS distance below which a head is query-aware (0: never)")
 			fs.IntVar(&minBud, "flexprefill-min-budget", 0, "flexprefill: fewest vertical and slash blocks per head (0: 1)")
 			fs.IntVar(&maxBud, "flexprefill-max-budget", 0, "flexprefill: most vertical and slash blocks per head (0: no bound)")
 		},

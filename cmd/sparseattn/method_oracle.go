@@ -24,7 +24,7 @@ func oracleMethod() *method {
 	return &method{
 		name: "oracle",
 		flags: func(fs *flag.FlagSet) {
-			fs.Float64Var(&cdf, "oracle-cdf", 0.95, "oracle (a reference, not a speedup: it plans from the exact attention map, which costs about one dense pass, 0.8-1.4x on the CPU at 16K): cumulative attention mass each query block keeps, in (0,1]")
+			fs.Float64Var(&cdf, "oracle-cdf", oracle.DefaultCDF, "oracle (a reference, not a speedup: it plans from the exact attention map, which costs about one dense pass, 0.8-1.4x on the CPU at 16K): cumulative attention mass each query block keeps, in (0,1]")
 		},
 		planner: func() (plan.Planner, error) { return build(cdf) },
 		knob: &knob{

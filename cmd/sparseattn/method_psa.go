@@ -85,8 +85,8 @@ func psaMethod() *method {
 		name: "psa",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&rule, "psa-rule", "threshold", "psa: level assignment, threshold (cumulative importance, Alg. 2) or quantile (fixed block shares)")
-			fs.StringVar(&thresholds, "psa-thresholds", "0.7,0.8,0.9,0.9", "psa: cumulative importance thresholds τ1..τH in [0,1], one per pyramid level")
-			fs.StringVar(&quantiles, "psa-quantiles", "0.05,0.15,0.25,0.5", "psa: cumulative block shares per level in [0,1], for --psa-rule quantile")
+			fs.StringVar(&thresholds, "psa-thresholds", fmtCSV(psa.DefaultThresholds()), "psa: cumulative importance thresholds τ1..τH in [0,1], one per pyramid level")
+			fs.StringVar(&quantiles, "psa-quantiles", fmtCSV(psa.DefaultQuantiles()), "psa: cumulative block shares per level in [0,1], for --psa-rule quantile")
 			fs.Float64Var(&scale, "psa-scale", psa.DefaultScale, "psa: multiplies every threshold or quantile (capped at 1); ≥ 1/τ1 is dense")
 			fs.StringVar(&estimator, "psa-estimator", "sampling", "psa: block importance, sampling (video generation) or antidiagonal (video understanding)")
 			fs.IntVar(&sampleQ, "psa-sample-q", 0, "psa: query tokens sampled per block (0 = a quarter of the block)")
@@ -120,4 +120,13 @@ func psaFloats(flagName, s string, lo, hi float64) ([]float64, error) {
 		out = append(out, x)
 	}
 	return out, nil
+}
+
+// fmtCSV writes xs as a flag value: shortest decimals, comma-separated.
+func fmtCSV(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
 }

@@ -32,7 +32,7 @@ func s2oMethod() *method {
 		name: "s2o",
 		flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&segment, "s2o-segment", 0, "s2o: tokens per segment S, a multiple of --block-q; 0 = N/16 in [512, 2048] (the paper: 2048 at 128K, smaller for short inputs)")
-			fs.Float64Var(&tau, "s2o-tau", 0.005, "s2o: early-stop threshold τ in [0,1): stop when a tile adds less than τ·ℓ")
+			fs.Float64Var(&tau, "s2o-tau", s2o.DefaultTau, "s2o: early-stop threshold τ in [0,1): stop when a tile adds less than τ·ℓ")
 			fs.IntVar(&window, "s2o-window", 0, "s2o: tokens before each segment computed densely (Alg. 4's local window)")
 			fs.BoolVar(&noQPerm, "s2o-no-qperm", false, "s2o: keep queries in natural order (Alg. 4, the w/o-Q_perm ablation)")
 		},

@@ -27,8 +27,8 @@ func xattnMethod() *method {
 	return &method{
 		name: "xattn",
 		flags: func(fs *flag.FlagSet) {
-			fs.IntVar(&stride, "xattn-stride", 16, "xattn: antidiagonal stride S, dividing --block-q and --block-k")
-			fs.Float64Var(&threshold, "xattn-threshold", 0.95, "xattn: cumulative share of estimated block mass each query block keeps, in (0,1]")
+			fs.IntVar(&stride, "xattn-stride", xattn.DefaultStride, "xattn: antidiagonal stride S, dividing --block-q and --block-k")
+			fs.Float64Var(&threshold, "xattn-threshold", xattn.DefaultThreshold, "xattn: cumulative share of estimated block mass each query block keeps, in (0,1]")
 		},
 		planner: func() (plan.Planner, error) { return build(threshold) },
 		knob: &knob{

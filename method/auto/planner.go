@@ -18,25 +18,40 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
 // Errors of this package. ErrProfile wraps every problem with a profile
-// (a *VersionError too), ErrPlan a plan that cannot be merged or a layer
-// that does not fit the input, ErrBudget an impossible error budget and
+// (a *VersionError too), ErrPlan every error of Planner.Plan (a plan that
+// cannot be merged, a layer that does not fit the input, a failed sub-plan
+// or self-tuning run; it wraps plan.ErrInvalid, the sentinel of every
+// planner's bad settings), ErrBudget an impossible error budget and
 // ErrInput bad calibration inputs.
 var (
 	ErrProfile = errors.New("auto: bad profile")
-	ErrPlan    = errors.New("auto: cannot plan")
+	ErrPlan    = heads.Sentinel("auto: cannot plan")
 	ErrBudget  = errors.New("auto: impossible error budget")
 	ErrInput   = errors.New("auto: bad calibration inputs")
 )
 
+// DefaultBudget is the layer rel-L1 budget a Planner without Heads tunes
+// to, and the CLI's default.
+const DefaultBudget = 0.05
+
 // Planner runs the per-head choices of one profile layer: Heads[h] for
 // query head h. It is safe for concurrent use.
+//
+// The zero value has no choices: each Plan call then tunes them on the
+// input it is given (Tune at Budget, DefaultMargin held back, on the CPU,
+// at the call's tiling) before planning: the best method per head with no
+// profile, at the cost of a tuning run per call.
 type Planner struct {
 	Heads []Head
+	// Budget is the layer rel-L1 budget of tuning on the input when
+	// Heads is nil; 0 means DefaultBudget. It is ignored with Heads.
+	Budget float64
 }
 
 // Name returns "auto".
@@ -53,6 +68,18 @@ type choice struct {
 // method. The λ filters of sparge heads become Filter.HeadLambda, −Inf
 // (off) on every other head.
 func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	if p.Heads == nil {
+		budget := p.Budget
+		if budget == 0 {
+			budget = DefaultBudget
+		}
+		l, err := Tune(ctx, Config{Budget: budget, Margin: DefaultMargin, Causal: t.Causal, Scale: t.Scale, BlockQ: t.BlockQ, BlockK: t.BlockK},
+			"input", []Input{{Q: q, K: k, V: v}})
+		if err != nil {
+			return nil, fmt.Errorf("%w: tuning on the input: %w", ErrPlan, err)
+		}
+		p.Heads = l.Heads
+	}
 	if len(p.Heads) != t.Geometry.Hq {
 		return nil, fmt.Errorf("%w: the layer has %d heads, the input %d", ErrPlan, len(p.Heads), t.Geometry.Hq)
 	}

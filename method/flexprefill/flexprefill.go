@@ -30,10 +30,19 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// Planner plans FlexPrefill.
+// Defaults. DefaultGamma is what a zero Gamma means (the S2O paper's
+// comparison uses 0.9). DefaultTau is the query-aware threshold the CLI
+// runs; a zero Tau is a setting of its own (every head vertical-slash).
+const (
+	DefaultGamma = 0.97
+	DefaultTau   = 0.1
+)
+
+// Planner plans FlexPrefill. The zero value runs DefaultGamma with every
+// head vertical-slash.
 type Planner struct {
-	// Gamma is γ in (0, 1], the attention share each pattern covers; the
-	// S2O paper's comparison uses 0.9.
+	// Gamma is γ in (0, 1], the attention share each pattern covers; 0
+	// means DefaultGamma.
 	Gamma float64
 	// Tau is τ ≥ 0, the square-root JS divergence below which a head is
 	// query-aware; the S2O paper's comparison uses 0.1, and 0 makes every
@@ -46,6 +55,16 @@ type Planner struct {
 
 // Name returns "flexprefill".
 func (f Planner) Name() string { return "flexprefill" }
+
+// Resolve returns f with its zero fields that have a default set to it
+// (Gamma). Plan, Scores and Decide call it, and so does the device planner
+// (package cuda).
+func (f Planner) Resolve() Planner {
+	if f.Gamma == 0 {
+		f.Gamma = DefaultGamma
+	}
+	return f
+}
 
 func (f Planner) check() error {
 	if !(f.Gamma > 0 && f.Gamma <= 1) {
@@ -73,6 +92,7 @@ type Head struct {
 
 // Plan decides every head's pattern and converts it to blocks.
 func (f Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	f = f.Resolve()
 	if err := f.check(); err != nil {
 		return nil, err
 	}
@@ -118,14 +138,14 @@ type Scores struct {
 // tiling, as Decide computes them.
 func (f Planner) Scores(p *plan.Plan, q, k *tensor.Tensor, b, h int) Scores {
 	var s Scores
-	f.decide(p, q, k, b, h, new(scratch), &s)
+	f.Resolve().decide(p, q, k, b, h, new(scratch), &s)
 	return s
 }
 
 // Decide computes head h of batch b's pattern on the dense plan p of the
 // tiling (which gives the block geometry and visibility).
 func (f Planner) Decide(p *plan.Plan, q, k *tensor.Tensor, b, h int) Head {
-	return f.decide(p, q, k, b, h, new(scratch), nil)
+	return f.Resolve().decide(p, q, k, b, h, new(scratch), nil)
 }
 
 // decide is Decide in a worker's scratch; the Head it returns does not

@@ -317,7 +317,7 @@ func TestGammaOneIsDense(t *testing.T) {
 func TestRejectsBadOptions(t *testing.T) {
 	q, k, _, tl := inputs(t, shapes[0])
 	for _, f := range []Planner{
-		{Gamma: 0, Tau: 0.1},
+		{Gamma: -0.5, Tau: 0.1}, // 0 is DefaultGamma
 		{Gamma: 1.1, Tau: 0.1},
 		{Gamma: 0.9, Tau: -1},
 		{Gamma: 0.9, Tau: math.Inf(1)},

@@ -19,17 +19,32 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
+// DefaultCDF is the cumulative mass a zero CDF keeps, the TopCdf τ
+// SpargeAttn's runs compare with (sparge.DefaultCDF).
+const DefaultCDF = 0.95
+
 // Planner keeps, per query block, the smallest set of KV blocks whose mean
-// attention mass over the block's queries reaches CDF.
+// attention mass over the block's queries reaches CDF. The zero value keeps
+// DefaultCDF.
 type Planner struct {
-	CDF float64 // in (0, 1]; e.g. 0.95
+	CDF float64 // in (0, 1]; 0 means DefaultCDF
 }
 
 // Name returns "oracle".
 func (o Planner) Name() string { return "oracle" }
 
+// Resolve returns o with its zero fields set to the defaults. Plan calls
+// it, and so does the device planner (package cuda).
+func (o Planner) Resolve() Planner {
+	if o.CDF == 0 {
+		o.CDF = DefaultCDF
+	}
+	return o
+}
+
 // Plan computes the true block masses and applies the TopCdf rule.
 func (o Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	o = o.Resolve()
 	if !(o.CDF > 0 && o.CDF <= 1) {
 		return nil, fmt.Errorf("%w: oracle CDF %v must be in (0, 1]", plan.ErrInvalid, o.CDF)
 	}

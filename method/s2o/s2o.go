@@ -43,8 +43,12 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
+// DefaultTau is the paper's early-stop threshold, which the CLI runs. A
+// zero Tau is a setting of its own: no early stop, an exact plan.
+const DefaultTau = 0.005
+
 // Planner plans S2O. The zero value is S2O with DefaultSegment and no
-// early stop (exact); the CLI runs τ = 0.005, the paper's value.
+// early stop (exact); the CLI runs DefaultTau, the paper's value.
 type Planner struct {
 	// Segment is S, the tokens per segment: a positive multiple of the
 	// tiling's BlockQ, or 0 for DefaultSegment. The paper uses 2048 at

@@ -28,7 +28,6 @@ package sparge
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 
@@ -37,8 +36,9 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// ErrParams reports an out-of-range hyperparameter.
-var ErrParams = errors.New("sparge: bad hyperparameter")
+// ErrParams reports an out-of-range hyperparameter. It wraps
+// plan.ErrInvalid, the sentinel of every planner's bad settings.
+var ErrParams = heads.Sentinel("sparge: bad hyperparameter")
 
 // Defaults. DefaultTopK is the reference implementation's recommended
 // setting ("topk=0.5"), the zero Params' mode; DefaultTheta judges a block

@@ -25,15 +25,34 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// Planner plans XAttention.
+// Defaults of a zero Planner: S2O's comparison's stride (XAttention uses
+// 8 or 16), and the threshold the CLI runs (S2O's comparison uses 0.9).
+const (
+	DefaultStride    = 16
+	DefaultThreshold = 0.95
+)
+
+// Planner plans XAttention. The zero value runs the defaults.
 type Planner struct {
 	// Stride is S, the antidiagonal stride; it must divide BlockQ and
-	// BlockK. XAttention uses 8 or 16; S2O's comparison uses 16.
+	// BlockK. 0 means DefaultStride.
 	Stride int
 	// Threshold is τ in (0, 1], the cumulative share of each query block's
-	// estimated attention mass its kept blocks reach. S2O's comparison
-	// uses 0.9; 1 keeps every block with any estimated mass.
+	// estimated attention mass its kept blocks reach; 1 keeps every block
+	// with any estimated mass. 0 means DefaultThreshold.
 	Threshold float64
+}
+
+// Resolve returns x with its zero fields set to the defaults. Check and
+// Plan call it, and so does the device planner (package cuda).
+func (x Planner) Resolve() Planner {
+	if x.Stride == 0 {
+		x.Stride = DefaultStride
+	}
+	if x.Threshold == 0 {
+		x.Threshold = DefaultThreshold
+	}
+	return x
 }
 
 // Name returns "xattn".
@@ -42,6 +61,7 @@ func (x Planner) Name() string { return "xattn" }
 // Check returns an error wrapping plan.ErrInvalid when x's options do not
 // suit tiling t. The device planner (package cuda) calls it.
 func (x Planner) Check(t plan.Tiling) error {
+	x = x.Resolve()
 	if x.Stride <= 0 || t.BlockQ%x.Stride != 0 || t.BlockK%x.Stride != 0 {
 		return fmt.Errorf("%w: xattn stride %d must be positive and divide BlockQ=%d and BlockK=%d", plan.ErrInvalid, x.Stride, t.BlockQ, t.BlockK)
 	}
@@ -53,6 +73,7 @@ func (x Planner) Check(t plan.Tiling) error {
 
 // Plan scores every block by antidiagonals and applies the threshold.
 func (x Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
+	x = x.Resolve()
 	if err := x.Check(t); err != nil {
 		return nil, err
 	}

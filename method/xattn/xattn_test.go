@@ -183,9 +183,9 @@ func TestThresholdOneIsDense(t *testing.T) {
 func TestRejectsBadOptions(t *testing.T) {
 	q, k, _, tl := inputs(t, shapes[0])
 	for _, x := range []Planner{
-		{Stride: 0, Threshold: 0.9},
-		{Stride: 3, Threshold: 0.9}, // does not divide 32
-		{Stride: 8, Threshold: 0},
+		{Stride: -8, Threshold: 0.9}, // 0 is DefaultStride
+		{Stride: 3, Threshold: 0.9},  // does not divide 32
+		{Stride: 8, Threshold: -0.5}, // 0 is DefaultThreshold
 		{Stride: 8, Threshold: 1.1},
 		{Stride: 8, Threshold: math.NaN()},
 	} {

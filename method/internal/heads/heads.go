@@ -111,3 +111,19 @@ func SelectBlocksWorker(ctx context.Context, t plan.Tiling, newWorker func() fun
 	}
 	return bld.Build()
 }
+
+// Sentinel returns a sentinel error that reads msg and wraps
+// plan.ErrInvalid, for a method whose bad settings have a sentinel of
+// their own (sparge.ErrParams, auto.ErrPlan): every planner's bad
+// settings then answer errors.Is(err, plan.ErrInvalid), and the method's
+// own sentinel still tells them apart.
+func Sentinel(msg string) error { return &sentinel{msg} }
+
+// sentinel is Sentinel's error.
+type sentinel struct{ msg string }
+
+// Error returns the message.
+func (e *sentinel) Error() string { return e.msg }
+
+// Unwrap returns plan.ErrInvalid.
+func (e *sentinel) Unwrap() error { return plan.ErrInvalid }

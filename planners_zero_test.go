@@ -1,0 +1,108 @@
+package sparseattn_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/sparseattn/sparseattn"
+	"github.com/sparseattn/sparseattn/internal/testutil"
+	"github.com/sparseattn/sparseattn/method/auto"
+	"github.com/sparseattn/sparseattn/method/flexprefill"
+	"github.com/sparseattn/sparseattn/method/minference"
+	"github.com/sparseattn/sparseattn/method/oracle"
+	"github.com/sparseattn/sparseattn/method/psa"
+	"github.com/sparseattn/sparseattn/method/s2o"
+	"github.com/sparseattn/sparseattn/method/sparge"
+	"github.com/sparseattn/sparseattn/method/unisparse"
+	"github.com/sparseattn/sparseattn/method/window"
+	"github.com/sparseattn/sparseattn/method/xattn"
+	"github.com/sparseattn/sparseattn/metrics"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/reference"
+	"github.com/sparseattn/sparseattn/tensor"
+)
+
+// TestPlannerZeroValues runs every planner's zero value on a small random
+// GQA input (N = 200: ragged in 64-token blocks), causal and not. Each must
+// plan without error; where its zero fields stand for defaults the package
+// exports, its output must be bit for bit that of the planner with those
+// defaults spelled out (the defaults live in the method's package, not in
+// the CLI). Every planner's bad settings must answer
+// errors.Is(err, plan.ErrInvalid), the one sentinel of a planner's bad
+// settings (sparge.ErrParams and auto.ErrPlan wrap it). Auto's zero value
+// tunes on the input itself: its rel L1 against the float64 reference must
+// stay within DefaultBudget (its tuner holds DefaultMargin of it back, far
+// more than float32 rounding).
+func TestPlannerZeroValues(t *testing.T) {
+	ctx := context.Background()
+	r := testutil.Rand(t)
+	const n, d = 200, 32
+	q := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 4, N: n, D: d}, 1.5)
+	k := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 2, N: n, D: d}, 1.5)
+	v := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 2, N: n, D: d}, 1)
+	for _, tc := range []struct {
+		zero plan.Planner
+		// spelled is the zero value with its defaults written out; nil
+		// where every zero field is a setting of its own.
+		spelled plan.Planner
+		bad     plan.Planner
+	}{
+		{auto.Planner{}, auto.Planner{Budget: auto.DefaultBudget}, auto.Planner{Heads: []auto.Head{{Method: "dense"}}}},
+		{flexprefill.Planner{}, flexprefill.Planner{Gamma: flexprefill.DefaultGamma}, flexprefill.Planner{Gamma: 2}},
+		{minference.Planner{}, minference.Planner{LastQ: minference.DefaultLastQ, Budget: 1}, minference.Planner{LastQ: -1}},
+		{oracle.Planner{}, oracle.Planner{CDF: oracle.DefaultCDF}, oracle.Planner{CDF: 2}},
+		{psa.Planner{}, psa.Planner{Thresholds: psa.DefaultThresholds(), Scale: 1}, psa.Planner{Scale: -1}},
+		{s2o.Planner{}, s2o.Planner{Segment: s2o.DefaultSegment(n, sparseattn.DefaultBlockQ)}, s2o.Planner{Tau: 2}},
+		{sparge.Planner{}, sparge.Planner{Params: sparge.Params{TopK: sparge.DefaultTopK, Theta: sparge.DefaultTheta}}, sparge.Planner{Params: sparge.Params{TopK: -1}}},
+		{unisparse.Planner{}, unisparse.Planner{TopP: unisparse.DefaultTopP, CQ: unisparse.DefaultCQ, CK: unisparse.DefaultCK}, unisparse.Planner{TopP: 2}},
+		{window.Planner{}, nil, window.Planner{Sink: -1}},
+		{xattn.Planner{}, xattn.Planner{Stride: xattn.DefaultStride, Threshold: xattn.DefaultThreshold}, xattn.Planner{Stride: 5}},
+	} {
+		for _, causal := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/causal=%v", tc.zero.Name(), causal), func(t *testing.T) {
+				run := func(p plan.Planner) (*sparseattn.Result, error) {
+					return sparseattn.Attention(ctx, q, k, v, sparseattn.Options{Causal: causal, Planner: p})
+				}
+				zero, err := run(tc.zero)
+				if err != nil {
+					t.Fatalf("zero value: %v", err)
+				}
+				if err := zero.Out.CheckFinite("output"); err != nil {
+					t.Fatal(err)
+				}
+				if tc.spelled != nil {
+					spelled, err := run(tc.spelled)
+					if err != nil {
+						t.Fatalf("defaults spelled out: %v", err)
+					}
+					e, err := metrics.CompareTensors(spelled.Out, zero.Out)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if e.MaxAbs != 0 || zero.Stats != spelled.Stats {
+						t.Errorf("zero value differs from its defaults spelled out: max |Δ| %v, stats %+v vs %+v", e.MaxAbs, zero.Stats, spelled.Stats)
+					}
+				}
+				if _, err := run(tc.bad); !errors.Is(err, plan.ErrInvalid) {
+					t.Errorf("bad settings %+v: %v, want an error wrapping plan.ErrInvalid", tc.bad, err)
+				}
+				if tc.zero.Name() == "auto" {
+					ref, err := reference.Attention(ctx, q, k, v, causal, 0, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					e, err := metrics.Compare(ref, metrics.Tensor{Tensor: zero.Out})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !(e.RelL1 <= auto.DefaultBudget) || math.IsNaN(e.RelL1) {
+						t.Errorf("auto tuned on the input: rel L1 %v over the default budget %v", e.RelL1, auto.DefaultBudget)
+					}
+				}
+			})
+		}
+	}
+}
