@@ -304,9 +304,19 @@ func TestPooledLevelsMatchReference(t *testing.T) {
 // ≈ 32, so later blocks fall far below the running max, as they do behind
 // real attention sinks.
 func plantSink(r *rand.Rand, pr problem, q, k *tensor.Tensor) {
+	// u is a random direction of norm √d exactly, so that the sink's logit
+	// (about 4|u|²/√d = 4√d) does not vary with the draw: with |u|² drawn
+	// as a χ² of d degrees of freedom, a small draw left no row group 20
+	// below its row max and TestLambdaFilter's λ = -20 case skipped
+	// nothing (2 runs in 300).
 	u := make([]float32, pr.d)
+	var norm float64
 	for d := range u {
-		u[d] = float32(r.NormFloat64())
+		x := r.NormFloat64()
+		u[d], norm = float32(x), norm+x*x
+	}
+	for d := range u {
+		u[d] *= float32(math.Sqrt(float64(pr.d) / norm))
 	}
 	for h := range pr.hq {
 		for n := range pr.nq {
