@@ -6,10 +6,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sparseattn/sparseattn/internal/kernel"
 	"github.com/sparseattn/sparseattn/internal/testutil"
 	"github.com/sparseattn/sparseattn/metrics"
 	"github.com/sparseattn/sparseattn/plan"
@@ -59,4 +62,67 @@ func BenchmarkDenseCPUTime(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkDecodeCPUTime times decode (one query token against 16K keys,
+// D=128, MHA 8:8 and GQA 32:8) by process CPU time: "GB/s-at-full-cpu" is
+// the K/V bytes read per second of CPU divided among the GOMAXPROCS
+// workers, that is the read rate the pass would reach with every core to
+// itself. On a shared machine it moves less than the wall-clock rate,
+// which other tenants' jobs cut by taking cores; compare it with
+// BenchmarkReadBandwidthCPUTime in the same run.
+// Run: go test ./cpu -run '^$' -bench 'DecodeCPUTime|ReadBandwidthCPUTime'
+func BenchmarkDecodeCPUTime(b *testing.B) {
+	for _, c := range []struct{ hq, hkv int }{{8, 8}, {32, 8}} {
+		b.Run(fmt.Sprintf("Hq%d-Hkv%d-Nk16384", c.hq, c.hkv), func(b *testing.B) {
+			p, q, k, v, out := decodeCase(b, c.hq, c.hkv, 1, 16384)
+			cpu := cpuTime(b, func() {
+				for b.Loop() {
+					if _, _, err := (Executor{}).Run(context.Background(), p, q, k, v, out); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.ReportMetric(float64(decodeBytes(p))*float64(b.N)/(cpu.Seconds()/float64(runtime.GOMAXPROCS(0)))/1e9, "GB/s-at-full-cpu")
+		})
+	}
+}
+
+// BenchmarkReadBandwidthCPUTime is BenchmarkReadBandwidth by process CPU
+// time, as BenchmarkDecodeCPUTime measures.
+func BenchmarkReadBandwidthCPUTime(b *testing.B) {
+	x := make([]float32, 64<<20)
+	for i := range x {
+		x[i] = float32(i % 1000)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	cpu := cpuTime(b, func() {
+		for b.Loop() {
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if kernel.Max(x[w*len(x)/workers:(w+1)*len(x)/workers]) < 0 {
+						panic("negative")
+					}
+				}()
+			}
+			wg.Wait()
+		}
+	})
+	b.ReportMetric(float64(len(x)*4)*float64(b.N)/(cpu.Seconds()/float64(workers))/1e9, "GB/s-at-full-cpu")
+}
+
+// cpuTime returns the process CPU time (user and system) f takes.
+func cpuTime(b *testing.B, f func()) time.Duration {
+	var ru0, ru1 syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru0); err != nil {
+		b.Fatal(err)
+	}
+	f()
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru1); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 }

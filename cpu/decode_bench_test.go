@@ -62,17 +62,8 @@ func BenchmarkDecodeShapes(b *testing.B) {
 			name += "-check"
 		}
 		b.Run(name, func(b *testing.B) {
-			r := rand.New(rand.NewPCG(5, 6))
-			g := tensor.Geometry{B: 1, Hq: c.hq, Hkv: c.hkv, Nq: c.nq, Nk: c.nk, D: 128, Dv: 128}
-			q := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hq, N: g.Nq, D: g.D}, 1)
-			k := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hkv, N: g.Nk, D: g.D}, 1)
-			v := testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hkv, N: g.Nk, D: g.Dv}, 1)
-			p, err := plan.Dense(plan.Tiling{Geometry: g, Causal: true, BlockQ: 64, BlockK: 64})
-			if err != nil {
-				b.Fatal(err)
-			}
-			out, _ := tensor.New(tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hq, N: g.Nq, D: g.Dv})
-			b.SetBytes(int64(2*g.Hkv*g.Nk*g.D) * 4)
+			p, q, k, v, out := decodeCase(b, c.hq, c.hkv, c.nq, c.nk)
+			b.SetBytes(decodeBytes(p))
 			for b.Loop() {
 				if _, _, err := (Executor{CheckFinite: c.check}).Run(context.Background(), p, q, k, v, out); err != nil {
 					b.Fatal(err)
@@ -80,4 +71,26 @@ func BenchmarkDecodeShapes(b *testing.B) {
 			}
 		})
 	}
+}
+
+// decodeCase makes a causal dense decode problem (D=128, random inputs) of
+// hq query heads and nq queries against hkv KV heads of nk tokens.
+func decodeCase(b *testing.B, hq, hkv, nq, nk int) (p *plan.Plan, q, k, v, out *tensor.Tensor) {
+	r := rand.New(rand.NewPCG(5, 6))
+	g := tensor.Geometry{B: 1, Hq: hq, Hkv: hkv, Nq: nq, Nk: nk, D: 128, Dv: 128}
+	q = testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hq, N: g.Nq, D: g.D}, 1)
+	k = testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hkv, N: g.Nk, D: g.D}, 1)
+	v = testutil.Gaussian(b, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hkv, N: g.Nk, D: g.Dv}, 1)
+	p, err := plan.Dense(plan.Tiling{Geometry: g, Causal: true, BlockQ: 64, BlockK: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, _ = tensor.New(tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: g.Hq, N: g.Nq, D: g.Dv})
+	return p, q, k, v, out
+}
+
+// decodeBytes is the K and V bytes a decode pass of p reads.
+func decodeBytes(p *plan.Plan) int64 {
+	g := p.Geometry
+	return int64(g.B*g.Hkv*g.Nk*(g.D+g.Dv)) * 4
 }
