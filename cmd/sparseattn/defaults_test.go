@@ -31,8 +31,6 @@ func knownNeedleLoss(method string, n int) string {
 		return "sampling a quarter of each block's queries and keys rarely draws the needle pair"
 	case method == "window" && n-1-n/3 > 1024+64:
 		return "the needle lies outside the sink and the 1024-token window"
-	case method == "minference" && n < 4096:
-		return "below 4K the scaled vertical and slash lines are too few"
 	case method == "unisparse" && n < 4096:
 		return "Top-P ranks pooled blocks (16 queries by 4 keys): the needle pair is one of 64 and falls in the 5% of mass it drops"
 	case method == "flexprefill" && n != 4096:

@@ -28,7 +28,7 @@ func minferenceMethod() *method {
 		name: "minference",
 		flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&lastQ, "minference-last-q", minference.DefaultLastQ, "minference: probe queries (the last ones)")
-			fs.IntVar(&vertical, "minference-vertical", 0, "minference: vertical lines (keys) kept per head; 0 = MInference's 1000 at 128K tokens, scaled to the input's length")
+			fs.IntVar(&vertical, "minference-vertical", 0, "minference: vertical lines (keys) kept per head; 0 = MInference's 1000 at 128K tokens, scaled to the input's length, at least --minference-last-q")
 			fs.IntVar(&slash, "minference-slash", 0, "minference: slash lines (diagonals) kept per head; 0 = MInference's 6096 at 128K tokens, scaled to the input's length")
 			fs.Float64Var(&budget, "minference-budget", 1, "minference: fraction in (0,1] of --minference-vertical and --minference-slash kept (the sweep knob)")
 		},

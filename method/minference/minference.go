@@ -49,7 +49,7 @@ const (
 // number of keys (see ForLength).
 type Planner struct {
 	LastQ    int // probe queries; 0 means DefaultLastQ
-	Vertical int // vertical lines kept; 0 means DefaultVertical·Nk/DefaultLength, at least 1
+	Vertical int // vertical lines kept; 0 means DefaultVertical·Nk/DefaultLength, at least min(LastQ, Nk)
 	Slash    int // slash lines kept; 0 means DefaultSlash·Nk/DefaultLength, at least 1
 	// Budget in (0, 1] scales both line counts (at least 1 line each
 	// remains); 0 means 1. It is the knob a sweep turns.
@@ -60,14 +60,19 @@ type Planner struct {
 // keys and its Budget applied (and then cleared). MInference's 1000 vertical and 6096 slash lines are a setting for
 // 128K tokens; kept at 4K they would keep every line (no sparsity), so the
 // defaults keep the same fraction of the lines (0.76% and 4.65%), rounded
-// up. Planners call it at plan time; device planners call it too.
+// up, with at least one vertical line per probe query (LastQ): each probe
+// query may retrieve a key of its own, and below 8K tokens the scaled
+// count kept too few to hold them (the synthetic llm workload's needle,
+// the last query's one key, was lost at 1K and 2K with 8 and 16 lines,
+// and kept with 64). Planners call it at plan time; device planners call
+// it too.
 func (m Planner) ForLength(nk int) Planner {
 	scale := func(def int) int { return max(1, (def*nk+DefaultLength-1)/DefaultLength) }
 	if m.LastQ == 0 {
 		m.LastQ = DefaultLastQ
 	}
 	if m.Vertical == 0 {
-		m.Vertical = scale(DefaultVertical)
+		m.Vertical = max(min(m.LastQ, nk), scale(DefaultVertical))
 	}
 	if m.Slash == 0 {
 		m.Slash = scale(DefaultSlash)

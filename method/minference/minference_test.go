@@ -176,11 +176,12 @@ func TestRejectsBadOptions(t *testing.T) {
 }
 
 // The zero value takes MInference's 128K line counts scaled to the keys,
-// and plans exactly as those explicit counts do.
+// with at least one vertical line per probe query (or per key, when there
+// are fewer keys), and plans exactly as those explicit counts do.
 func TestDefaultsScaleWithLength(t *testing.T) {
 	for _, nk := range []int{1, 100, 4096, 32 << 10, DefaultLength, 1 << 20} {
 		m := Planner{}.ForLength(nk)
-		wantV := max(1, int(math.Ceil(float64(DefaultVertical)*float64(nk)/DefaultLength)))
+		wantV := max(min(DefaultLastQ, nk), int(math.Ceil(float64(DefaultVertical)*float64(nk)/DefaultLength)))
 		wantS := max(1, int(math.Ceil(float64(DefaultSlash)*float64(nk)/DefaultLength)))
 		if m.LastQ != DefaultLastQ || m.Vertical != wantV || m.Slash != wantS {
 			t.Errorf("Nk %d: %+v, want LastQ %d, Vertical %d, Slash %d", nk, m, DefaultLastQ, wantV, wantS)
