@@ -26,6 +26,7 @@ type tile struct {
 	// cursors walks the rows of a group of query blocks (rows).
 	cursors []cursor
 	buf     []float32 // one input row
+	negInf  []float32 // BlockK values of -Inf, the source of the causal mask
 	// verified is what the last block call proved finite of its in-place
 	// keys (checkedK) and values (checkedV), under Executor.CheckFinite.
 	verified uint32
@@ -39,13 +40,17 @@ type tile struct {
 func newTile(p *plan.Plan) *tile {
 	g := p.Geometry
 	bq, bk := p.BlockQ, p.BlockK
-	return &tile{
+	t := &tile{
 		qt: make([]float32, bq*g.D), s: make([]float32, bq*bk), acc: make([]float32, bq*g.Dv),
 		m: make([]float32, bq), l: make([]float32, bq), mloc: make([]float32, bq),
 		sum: make([]float32, bq), lold: make([]float32, bq),
 		qtok: make([]int32, bq), qhead: make([]int32, bq),
-		buf: make([]float32, max(g.D, g.Dv)),
+		buf: make([]float32, max(g.D, g.Dv)), negInf: make([]float32, bk),
 	}
+	for i := range t.negInf {
+		t.negInf[i] = float32(math.Inf(-1))
+	}
+	return t
 }
 
 // mulAddRowsMax is the most query rows of a tile for which P·V runs on
@@ -306,10 +311,10 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 		if partial {
 			limit := int(t.qtok[i]) + off // last visible key token
 			if blk.tok == nil {
-				// Consecutive tokens: mask the keys after limit.
-				for j := min(n, max(0, limit-blk.first+1)); j < n; j++ {
-					s[j] = negInf
-				}
+				// Consecutive tokens: mask the keys after limit (a
+				// vectorized copy of a row of -Inf).
+				lo := min(n, max(0, limit-blk.first+1))
+				copy(s[lo:], t.negInf[:n-lo])
 				continue
 			}
 			for j := range s {
