@@ -1,7 +1,8 @@
 // Package cpu runs attention plans on the CPU: a FlashAttention-style tiled
 // online softmax over exactly the blocks a plan names, multi-threaded over
-// (batch, head, query block), with vectorized inner loops from
-// internal/kernel.
+// (batch, head, query block) — on the GEMM path over groups of consecutive
+// query blocks of a head, which share each KV block while it is in cache —
+// with vectorized inner loops from internal/kernel.
 //
 // One executor serves dense and sparse attention alike: dense attention is
 // the plan that visits every causally visible block. Inside blocks that
