@@ -5,8 +5,12 @@
 # peer in the same run where there is one: dense prefill (against PyTorch's
 # CPU SDPA when python3 can import torch), decode and chunked prefill with
 # the input check's share (against the plain read bandwidth, and torch),
-# S2O's gathered tiles against dense, and planning cost at 16K.
-# SECTION is any of: info dense decode prefill s2o plan (default: all).
+# S2O's gathered tiles against dense, planning cost at 16K, and dense and
+# decode by process CPU time (cputime: the issue-16 tables, which hold
+# better than wall-clock rates on a shared machine; for a before/after,
+# run two builds' cpu.test alternately).
+# SECTION is any of: info dense decode prefill s2o plan cputime (default:
+# all).
 # Writes one file per table under OUTDIR (default bench/cpu-$(date +%F)),
 # each starting with the command that made it and the load at the time.
 # Run it on a quiet machine for absolute numbers; on a shared one, the
@@ -16,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bench/cpu-$(date +%F)}
 shift || true
-sections=${*:-info dense decode prefill s2o plan}
+sections=${*:-info dense decode prefill s2o plan cputime}
 mkdir -p "$out"
 bin=$(mktemp -d)/sparseattn
 go build -o "$bin" ./cmd/sparseattn
@@ -88,8 +92,14 @@ for s in $sections; do
       -test.benchtime 1x -test.count 3
     rm -f "$out/root.test"
     ;;
+  cputime)
+    go test -c -o "$out/cpu.test" ./cpu
+    run cputime.txt "$out/cpu.test" -test.run '^$' \
+      -test.bench 'DenseCPUTime|DecodeCPUTime|ReadBandwidthCPUTime' -test.benchtime 6x -test.count 3
+    rm -f "$out/cpu.test"
+    ;;
   *)
-    echo "unknown section $s (want info dense decode prefill s2o plan)" >&2
+    echo "unknown section $s (want info dense decode prefill s2o plan cputime)" >&2
     exit 2
     ;;
   esac
