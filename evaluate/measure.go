@@ -130,7 +130,7 @@ func Time(ctx context.Context, q, k, v *tensor.Tensor, opts sparseattn.Options, 
 			totals = append(totals, ms(res.PrepTime+res.PlanTime+res.RunTime))
 		}
 	}
-	return Timing{PlanMS: median(plans), RunMS: median(runs), TotalMS: median(totals), Last: res}, nil
+	return Timing{PlanMS: Median(plans), RunMS: Median(runs), TotalMS: Median(totals), Last: res}, nil
 }
 
 // BitsPerByte runs the model over text with opts' planner (and variant)
@@ -152,12 +152,15 @@ func BitsPerByte(ctx context.Context, m *lm.Model, text []byte, opts sparseattn.
 // ms is d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-// median is the median of xs (the mean of the middle two for an even
-// count); xs is not modified.
-func median(xs []float64) float64 {
+// Median is the median of xs (the mean of the middle two for an even
+// count); xs is not modified. It is 0 for no values.
+func Median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	n := len(s)
+	if n == 0 {
+		return 0
+	}
 	if n%2 == 1 {
 		return s[n/2]
 	}

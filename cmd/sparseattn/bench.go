@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sparseattn/sparseattn"
+	"github.com/sparseattn/sparseattn/evaluate"
 	"github.com/sparseattn/sparseattn/internal/cpuinfo"
 	"github.com/sparseattn/sparseattn/internal/kernel"
 	"github.com/sparseattn/sparseattn/internal/progress"
@@ -300,7 +301,7 @@ func timeCheck(ctx context.Context, f runFlags, q, k, v *tensor.Tensor, opts spa
 			diffs = append(diffs, pair[0]-pair[1])
 		}
 	}
-	return median(diffs), nil
+	return evaluate.Median(diffs), nil
 }
 
 // measureReadBandwidth is the plain read rate of this machine in GB/s:
@@ -337,5 +338,5 @@ func measureReadBandwidth(ctx context.Context) float64 {
 	if len(rates) == 0 {
 		return 0
 	}
-	return median(rates)
+	return evaluate.Median(rates)
 }

@@ -337,13 +337,3 @@ func (f *jsonFloat) UnmarshalJSON(b []byte) error {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}

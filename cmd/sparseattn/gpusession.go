@@ -8,6 +8,7 @@ import (
 
 	"github.com/sparseattn/sparseattn"
 	"github.com/sparseattn/sparseattn/cuda"
+	"github.com/sparseattn/sparseattn/evaluate"
 	"github.com/sparseattn/sparseattn/internal/progress"
 	"github.com/sparseattn/sparseattn/permute"
 	"github.com/sparseattn/sparseattn/plan"
@@ -143,8 +144,8 @@ func (s *gpuSession) time(ctx context.Context, f runFlags, bar *progress.Bar, la
 		}
 	}
 	res := &sparseattn.Result{Out: host, Plan: p, Stats: rep.Stats, Device: sparseattn.DeviceCUDA,
-		PlanTime: time.Duration(median(plans) * 1e6), RunTime: time.Duration(median(runs) * 1e6)}
-	return timing{planMS: median(plans), runMS: median(runs), totalMS: median(totals), last: res}, nil
+		PlanTime: time.Duration(evaluate.Median(plans) * 1e6), RunTime: time.Duration(evaluate.Median(runs) * 1e6)}
+	return timing{planMS: evaluate.Median(plans), runMS: evaluate.Median(runs), totalMS: evaluate.Median(totals), last: res}, nil
 }
 
 // Run executes plan p on the device and returns the output on the host:
