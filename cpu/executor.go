@@ -45,6 +45,9 @@ type Executor struct {
 	// rowGroup, when positive, sets how many query blocks of a head each
 	// task runs together (see rowGroupSize), for the tests.
 	rowGroup int
+	// noTrim computes diagonal blocks as full tiles (see diag.go), for the
+	// tests.
+	noTrim bool
 }
 
 // maxWorkersPerCPU caps Workers: goroutines beyond a few per CPU only cost
@@ -90,7 +93,7 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 		workers = runtime.GOMAXPROCS(0)
 	}
 	workers = min(workers, maxWorkersPerCPU*runtime.GOMAXPROCS(0))
-	r := &run{p: p, g: g, q: q, k: k, v: v, out: out, scale: p.SoftmaxScale(), maxLevel: maxLevel(p)}
+	r := &run{p: p, g: g, q: q, k: k, v: v, out: out, scale: p.SoftmaxScale(), maxLevel: maxLevel(p), noTrim: e.noTrim}
 	if p.Init != nil {
 		r.maxLevel = max(r.maxLevel, maxLevel(p.Init))
 		r.state = newStates(g)
@@ -101,10 +104,9 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 	r.stack = stackedHeads(p)
 	r.readInPlace() // after stack: it counts the stacked rows
 	defer r.release()
-	scratch := make([]*tile, workers)
-	for i := range scratch {
-		scratch[i] = newTile(p)
-	}
+	tiles := takeTiles(p, workers)
+	defer tileSets.Put(tiles)
+	scratch := tiles.tiles
 	// KV heads (over the batch) are packed and run in chunks, so that the
 	// packed keys and values stay within the budget while every worker
 	// draws from one pool of (head, query block) tasks per chunk.

@@ -29,9 +29,9 @@ func (t *tile) gather(r *run, b, h, kb, kvOrder int) keyBlock {
 			kT: make([]float32, g.D*p.BlockK), v: make([]float32, p.BlockK*g.Dv),
 			tok: make([]int32, p.BlockK),
 		}
-		if r.k.DType() != tensor.Float32 {
-			t.gat.row = make([]float32, p.BlockK*g.D)
-		}
+	}
+	if t.gat.row == nil && r.k.DType() != tensor.Float32 {
+		t.gat.row = make([]float32, p.BlockK*g.D)
 	}
 	gt := t.gat
 	var tokens []int32
