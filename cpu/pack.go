@@ -36,6 +36,9 @@ type run struct {
 	// check is the NaN/Inf check's state (Executor.CheckFinite), or nil.
 	check *finiteCheck
 
+	// noTrim is Executor.noTrim: diagonal blocks as full tiles.
+	noTrim bool
+
 	// heads[i].levels[l-1] holds the keys and values of the i-th KV head
 	// of the current chunk at pyramid level l.
 	heads []packedHead
@@ -194,17 +197,7 @@ func (r *run) pack(first, count, workers int) {
 		base.n[kb] = hi - lo
 		var checked uint32
 		if r.kRows == nil {
-			kT := base.kT[kb*g.D*p.BlockK:]
-			row := make([]float32, g.D)
-			for j := lo; j < hi; j++ {
-				r.k.ReadRow(b, kh, j, row)
-				if r.check != nil {
-					r.check.row(row)
-				}
-				for d, x := range row {
-					kT[d*p.BlockK+j-lo] = x
-				}
-			}
+			r.packKeys(base.kT[kb*g.D*p.BlockK:], b, kh, lo, hi)
 			checked |= checkedK
 		}
 		if r.vRows == nil {
@@ -223,6 +216,36 @@ func (r *run) pack(first, count, workers int) {
 			r.pool(ph, kb, plan.Level(lv))
 		}
 	})
+}
+
+// packKeys writes keys lo..hi-1 of KV head kh in batch b, transposed, to
+// kT (D×BlockK, row stride BlockK), eight keys at a time (transposeRows):
+// float32 keys straight from the tensor, others converted first. It
+// checks each key row under Executor.CheckFinite.
+func (r *run) packKeys(kT []float32, b, kh, lo, hi int) {
+	d, bk := r.g.D, r.p.BlockK
+	kf := r.k.Float32s()
+	var stage []float32
+	if kf == nil {
+		stage = make([]float32, 8*d)
+	}
+	var rows [8][]float32
+	for j0 := lo; j0 < hi; j0 += 8 {
+		m := min(8, hi-j0)
+		for i := range m {
+			if kf != nil {
+				off := r.k.RowOffset(b, kh, j0+i)
+				rows[i] = kf[off : off+d]
+			} else {
+				rows[i] = stage[i*d : (i+1)*d]
+				r.k.ReadRow(b, kh, j0+i, rows[i])
+			}
+			if r.check != nil {
+				r.check.row(rows[i])
+			}
+		}
+		transposeRows(kT[j0-lo:], bk, rows[:m], d)
+	}
 }
 
 // pool builds block kb of level lv by averaging groups of 2^(lv-1)

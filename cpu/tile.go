@@ -27,6 +27,7 @@ type tile struct {
 	cursors []cursor
 	buf     []float32 // one input row
 	negInf  []float32 // BlockK values of -Inf, the source of the causal mask
+	reach   []int     // keys each row panel of a diagonal block sees (panelReach)
 	// verified is what the last block call proved finite of its in-place
 	// keys (checkedK) and values (checkedV), under Executor.CheckFinite.
 	verified uint32
@@ -46,6 +47,7 @@ func newTile(p *plan.Plan) *tile {
 		sum: make([]float32, bq), lold: make([]float32, bq),
 		qtok: make([]int32, bq), qhead: make([]int32, bq),
 		buf: make([]float32, max(g.D, g.Dv)), negInf: make([]float32, bk),
+		reach: make([]int, 0, (bq+panelRows-1)/panelRows),
 	}
 	for i := range t.negInf {
 		t.negInf[i] = float32(math.Inf(-1))
@@ -282,10 +284,19 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 		return false
 	}
 	t.stats.QKBlocks += work
+	// A block of consecutive keys that the causal boundary crosses, on the
+	// GEMM path: row panels compute only the keys they can see (diagonal).
+	diag := blk.partial && blk.tok == nil && blk.kT != nil && blk.bias == nil && !r.noTrim
+	if diag {
+		t.panelReach(nq, blk, g.QueryOffset())
+	}
 	// S = (scale·Q)·Kᵀ
-	if blk.kT != nil {
+	switch {
+	case diag:
+		t.diagLogits(nq, blk, g.D, bk)
+	case blk.kT != nil:
 		kernel.MatMul(nq, n, g.D, t.qt, g.D, blk.kT, blk.ldk, t.s, bk, false)
-	} else { // few queries: dot products against the keys in place, each key loaded once for all rows
+	default: // few queries: dot products against the keys in place, each key loaded once for all rows
 		kernel.DotRows(nq, n, g.D, t.qt, g.D, blk.k, blk.ldk, t.s, bk)
 	}
 	check := r.check
@@ -352,6 +363,15 @@ func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 	// O += P̃·V, by row group when the λ filter is on.
 	f := p.Filter
 	if f == nil {
+		if diag && nq > mulAddRowsMax {
+			folded := t.diagOutput(nq, blk, g.Dv, bk)
+			if check != nil && blk.inPlaceV && folded { // every value was folded into some row
+				check.row(t.acc[:nq*g.Dv])
+				t.verified |= checkedV
+			}
+			t.stats.PVBlocks += work
+			return small
+		}
 		if nq <= mulAddRowsMax {
 			// Few rows (decode): stream V's rows once, in order.
 			kernel.MulAddRows(nq, n, g.Dv, t.s, bk, blk.v, blk.ldv, t.acc, g.Dv)
