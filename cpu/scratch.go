@@ -8,11 +8,12 @@ import (
 
 // tileSets recycles the scratch tiles of finished runs, as packSlabs does
 // the packed heads. A worker's tiles (its own and the sub-tiles of a row
-// group) hold about 240 KiB at 64×64 blocks and D=64, and memory fresh from
-// the operating system costs a page fault per 4 KiB page on first touch:
-// about 120–190 faults and 1.5 ms of system time per run with 2 workers on
-// the 2-core development VM, 4% of a causal 2K-token D=64 pass
-// (BENCHMARKS.md, issue 16).
+// group) hold 80–250 KiB at 64×64 blocks, which a run used to allocate,
+// zero and leave to the garbage collector, some of it on pages fresh from
+// the operating system: on the 2-core development VM, recycling took a
+// dense 4K-token D=64 pass from 140 to 2–4 minor page faults per run and
+// decode (16K keys, D=128) to 1.14× the CPU-time rate (BENCHMARKS.md,
+// issue 16).
 var tileSets sync.Pool // of *tileSet
 
 // tileSet is the scratch tiles of one run and the block and head sizes
