@@ -81,6 +81,10 @@
 // exponent bits of 128 bytes per step with AVX2 (AVX-512 machines run it
 // too: it is memory-bound).
 //
+// Transpose packs keys for the GEMM path (Kᵀ blocks): 16×16 tiles through
+// four shuffle stages in registers with AVX-512, eight rows at a time in Go
+// elsewhere (AVX2 machines included).
+//
 // GODEBUG settings read by golang.org/x/sys/cpu select the code on amd64,
 // for testing: cpu.avx2=off (or cpu.fma=off) forces the portable code,
 // whatever the AVX-512 support, and cpu.avx512f=off the AVX2 code.

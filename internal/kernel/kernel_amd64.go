@@ -425,3 +425,34 @@ func dot64Panel(a []float64, lda, l int, bt []float32, out []float64) {
 //
 //go:noescape
 func dot64PanelZ(a *float64, lda int, bt *float32, l int, out *float64)
+
+func transpose(rows, cols int, src []float32, lds int, dst []float32, ldd int) {
+	if !hasAVX512 || rows < 16 || cols < 16 {
+		transposeGeneric(0, rows, 0, cols, src, lds, dst, ldd)
+		return
+	}
+	transposeAVX512(rows, cols, src, lds, dst, ldd)
+}
+
+// transposeAVX512 is Transpose by 16×16 tiles (transpose16Z), the edges
+// that are no whole tile in Go.
+func transposeAVX512(rows, cols int, src []float32, lds int, dst []float32, ldd int) {
+	r16, c16 := rows&^15, cols&^15
+	for r := 0; r < r16; r += 16 {
+		for c := 0; c < c16; c += 16 {
+			transpose16Z(&src[r*lds+c], lds, &dst[c*ldd+r], ldd)
+		}
+	}
+	if c16 < cols { // right edge, every row
+		transposeGeneric(0, rows, c16, cols, src, lds, dst, ldd)
+	}
+	if r16 < rows { // bottom edge, the tiled columns
+		transposeGeneric(r16, rows, 0, c16, src, lds, dst, ldd)
+	}
+}
+
+// transpose16Z writes the transpose of the 16×16 tile at src (row stride
+// lds floats) to dst (row stride ldd floats) with AVX-512 shuffles.
+//
+//go:noescape
+func transpose16Z(src *float32, lds int, dst *float32, ldd int)

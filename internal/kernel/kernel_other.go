@@ -47,3 +47,7 @@ func prefetch(rows, cols int, x []float32, ld int) {}
 func onlineSoftmax(m, n int, s []float32, lds int, mloc, mrun, l, sum, lold []float32, acc []float32, ldacc, dv int) {
 	onlineSoftmaxGeneric(m, n, s, lds, mloc, mrun, l, sum, lold, acc, ldacc, dv)
 }
+
+func transpose(rows, cols int, src []float32, lds int, dst []float32, ldd int) {
+	transposeGeneric(0, rows, 0, cols, src, lds, dst, ldd)
+}

@@ -1,0 +1,153 @@
+#include "textflag.h"
+
+// func transpose16Z(src *float32, lds int, dst *float32, ldd int)
+//
+// Rows 0..15 of the tile load into Z0..Z15. Four shuffle stages, each
+// writing the other register bank (Z16..Z31, then back): 32-bit and 64-bit
+// unpacks leave in each 128-bit lane L of Z(4g+i) the four elements of
+// column 4L+i in rows 4g..4g+3; two VSHUFF32X4 stages then gather the
+// four lanes of each column, column c ending in Z(c), which is stored as
+// row c of dst. Every element moves unchanged.
+TEXT ·transpose16Z(SB), NOSPLIT, $0-32
+	MOVQ src+0(FP), SI
+	MOVQ lds+8(FP), BX
+	SHLQ $2, BX
+	MOVQ dst+16(FP), DI
+	MOVQ ldd+24(FP), DX
+	SHLQ $2, DX
+	VMOVUPS (SI), Z0
+	ADDQ BX, SI
+	VMOVUPS (SI), Z1
+	ADDQ BX, SI
+	VMOVUPS (SI), Z2
+	ADDQ BX, SI
+	VMOVUPS (SI), Z3
+	ADDQ BX, SI
+	VMOVUPS (SI), Z4
+	ADDQ BX, SI
+	VMOVUPS (SI), Z5
+	ADDQ BX, SI
+	VMOVUPS (SI), Z6
+	ADDQ BX, SI
+	VMOVUPS (SI), Z7
+	ADDQ BX, SI
+	VMOVUPS (SI), Z8
+	ADDQ BX, SI
+	VMOVUPS (SI), Z9
+	ADDQ BX, SI
+	VMOVUPS (SI), Z10
+	ADDQ BX, SI
+	VMOVUPS (SI), Z11
+	ADDQ BX, SI
+	VMOVUPS (SI), Z12
+	ADDQ BX, SI
+	VMOVUPS (SI), Z13
+	ADDQ BX, SI
+	VMOVUPS (SI), Z14
+	ADDQ BX, SI
+	VMOVUPS (SI), Z15
+	// Stage 1: Z(16+2j) = unpacklo(r2j, r2j+1), Z(17+2j) = unpackhi.
+	VUNPCKLPS Z1, Z0, Z16
+	VUNPCKHPS Z1, Z0, Z17
+	VUNPCKLPS Z3, Z2, Z18
+	VUNPCKHPS Z3, Z2, Z19
+	VUNPCKLPS Z5, Z4, Z20
+	VUNPCKHPS Z5, Z4, Z21
+	VUNPCKLPS Z7, Z6, Z22
+	VUNPCKHPS Z7, Z6, Z23
+	VUNPCKLPS Z9, Z8, Z24
+	VUNPCKHPS Z9, Z8, Z25
+	VUNPCKLPS Z11, Z10, Z26
+	VUNPCKHPS Z11, Z10, Z27
+	VUNPCKLPS Z13, Z12, Z28
+	VUNPCKHPS Z13, Z12, Z29
+	VUNPCKLPS Z15, Z14, Z30
+	VUNPCKHPS Z15, Z14, Z31
+	// Stage 2: for each group g of four rows, t = Z(16+4g):
+	// Z(4g) = lo64(t0, t2), Z(4g+1) = hi64(t0, t2), Z(4g+2) = lo64(t1, t3), Z(4g+3) = hi64(t1, t3).
+	VUNPCKLPD Z18, Z16, Z0
+	VUNPCKHPD Z18, Z16, Z1
+	VUNPCKLPD Z19, Z17, Z2
+	VUNPCKHPD Z19, Z17, Z3
+	VUNPCKLPD Z22, Z20, Z4
+	VUNPCKHPD Z22, Z20, Z5
+	VUNPCKLPD Z23, Z21, Z6
+	VUNPCKHPD Z23, Z21, Z7
+	VUNPCKLPD Z26, Z24, Z8
+	VUNPCKHPD Z26, Z24, Z9
+	VUNPCKLPD Z27, Z25, Z10
+	VUNPCKHPD Z27, Z25, Z11
+	VUNPCKLPD Z30, Z28, Z12
+	VUNPCKHPD Z30, Z28, Z13
+	VUNPCKLPD Z31, Z29, Z14
+	VUNPCKHPD Z31, Z29, Z15
+	// Stage 3: rows 0..7 and 8..15 separately: for i < 4,
+	// Z(16+i) = lanes 0,2 of Z(i) then of Z(4+i), Z(20+i) = lanes 1,3;
+	// Z(24+i), Z(28+i) the same of Z(8+i) and Z(12+i).
+	VSHUFF32X4 $0x88, Z4, Z0, Z16
+	VSHUFF32X4 $0xDD, Z4, Z0, Z20
+	VSHUFF32X4 $0x88, Z12, Z8, Z24
+	VSHUFF32X4 $0xDD, Z12, Z8, Z28
+	VSHUFF32X4 $0x88, Z5, Z1, Z17
+	VSHUFF32X4 $0xDD, Z5, Z1, Z21
+	VSHUFF32X4 $0x88, Z13, Z9, Z25
+	VSHUFF32X4 $0xDD, Z13, Z9, Z29
+	VSHUFF32X4 $0x88, Z6, Z2, Z18
+	VSHUFF32X4 $0xDD, Z6, Z2, Z22
+	VSHUFF32X4 $0x88, Z14, Z10, Z26
+	VSHUFF32X4 $0xDD, Z14, Z10, Z30
+	VSHUFF32X4 $0x88, Z7, Z3, Z19
+	VSHUFF32X4 $0xDD, Z7, Z3, Z23
+	VSHUFF32X4 $0x88, Z15, Z11, Z27
+	VSHUFF32X4 $0xDD, Z15, Z11, Z31
+	// Stage 4: column c (c < 8) = lanes 0,2 of Z(16+c) then of Z(24+c),
+	// column c+8 = lanes 1,3 of them.
+	VSHUFF32X4 $0x88, Z24, Z16, Z0
+	VSHUFF32X4 $0xDD, Z24, Z16, Z8
+	VSHUFF32X4 $0x88, Z25, Z17, Z1
+	VSHUFF32X4 $0xDD, Z25, Z17, Z9
+	VSHUFF32X4 $0x88, Z26, Z18, Z2
+	VSHUFF32X4 $0xDD, Z26, Z18, Z10
+	VSHUFF32X4 $0x88, Z27, Z19, Z3
+	VSHUFF32X4 $0xDD, Z27, Z19, Z11
+	VSHUFF32X4 $0x88, Z28, Z20, Z4
+	VSHUFF32X4 $0xDD, Z28, Z20, Z12
+	VSHUFF32X4 $0x88, Z29, Z21, Z5
+	VSHUFF32X4 $0xDD, Z29, Z21, Z13
+	VSHUFF32X4 $0x88, Z30, Z22, Z6
+	VSHUFF32X4 $0xDD, Z30, Z22, Z14
+	VSHUFF32X4 $0x88, Z31, Z23, Z7
+	VSHUFF32X4 $0xDD, Z31, Z23, Z15
+	VMOVUPS Z0, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z1, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z2, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z3, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z4, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z5, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z6, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z7, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z8, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z9, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z10, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z11, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z12, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z13, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z14, (DI)
+	ADDQ DX, DI
+	VMOVUPS Z15, (DI)
+	VZEROUPPER
+	RET
