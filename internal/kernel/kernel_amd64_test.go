@@ -107,3 +107,11 @@ func TestExpShiftAVX512MatchesAVX2(t *testing.T) {
 		t.Log("all 2^32 float32 bit patterns agree")
 	})
 }
+
+// archTransposes are the assembly Transposes the CPU supports, by name.
+func archTransposes() map[string]func(rows, cols int, src []float32, lds int, dst []float32, ldd int) {
+	if !hasAVX512 {
+		return nil
+	}
+	return map[string]func(rows, cols int, src []float32, lds int, dst []float32, ldd int){"avx512": transposeAVX512}
+}

@@ -17,8 +17,8 @@ func TestTranspose(t *testing.T) {
 			transposeGeneric(0, rows, 0, cols, src, lds, dst, ldd)
 		},
 	}
-	if hasAVX512 {
-		impls["avx512"] = transposeAVX512
+	for name, f := range archTransposes() {
+		impls[name] = f
 	}
 	shapes := []struct{ rows, cols int }{
 		{1, 1}, {3, 17}, {8, 8}, {15, 16}, {16, 15}, {16, 16}, {16, 64},
