@@ -183,6 +183,33 @@ type cursor struct {
 	finished bool
 }
 
+// at returns the KV block at c's position after stepping over Skip
+// entries, or -1 once the row is finished.
+func (c *cursor) at() int32 {
+	for !c.finished && c.levels != nil && c.e < len(c.blocks) && c.levels[c.e] == plan.Skip {
+		c.e++
+	}
+	if c.e == len(c.blocks) {
+		c.finished = true
+	}
+	if c.finished {
+		return -1
+	}
+	return c.blocks[c.e]
+}
+
+// smallestNext returns the smallest block any unfinished cursor is at, or
+// -1 when every one is finished.
+func smallestNext(cs []cursor) int32 {
+	kb := int32(-1)
+	for i := range cs {
+		if b := cs[i].at(); b >= 0 && (kb < 0 || b < kb) {
+			kb = b
+		}
+	}
+	return kb
+}
+
 // group runs the rows of grp, each in its own tile of t.sub, visiting the
 // KV blocks they list in each row's own order: at every step the smallest
 // block any unfinished row lists next is gathered once and folded into
@@ -215,19 +242,7 @@ func (t *tile) group(r *run, grp rowGroup) {
 		cs[i] = cursor{ri: ri, nq: t.sub[i].begin(r, grp.b, grp.h, grp.qb0+i), blocks: blocks, levels: levels}
 	}
 	for {
-		kb := int32(-1)
-		for i := range cs {
-			c := &cs[i]
-			for !c.finished && c.levels != nil && c.e < len(c.blocks) && c.levels[c.e] == plan.Skip {
-				c.e++
-			}
-			if c.e == len(c.blocks) {
-				c.finished = true
-			}
-			if !c.finished && (kb < 0 || c.blocks[c.e] < kb) {
-				kb = c.blocks[c.e]
-			}
-		}
+		kb := smallestNext(cs)
 		if kb < 0 {
 			break
 		}

@@ -45,25 +45,7 @@ func (t *tile) rows(r *run, b, h, qb0, qb1 int) {
 		cs = append(cs, cursor{ri: ri, nq: t.sub[i].begin(r, b, h, qb0+i), blocks: blocks, levels: levels})
 	}
 	t.cursors = cs
-	// next returns the smallest block any unfinished row lists at or after
-	// its cursor, skipping Skip entries, or -1.
-	next := func() int {
-		kb := -1
-		for i := range cs {
-			c := &cs[i]
-			for !c.finished && c.levels != nil && c.e < len(c.blocks) && c.levels[c.e] == plan.Skip {
-				c.e++
-			}
-			if c.e == len(c.blocks) {
-				c.finished = true
-			}
-			if !c.finished && (kb < 0 || int(c.blocks[c.e]) < kb) {
-				kb = int(c.blocks[c.e])
-			}
-		}
-		return kb
-	}
-	for kb := next(); kb >= 0; kb = next() {
+	for kb := int(smallestNext(cs)); kb >= 0; kb = int(smallestNext(cs)) {
 		if r.prefetch {
 			// The smallest block listed after kb: the next step's.
 			kn := -1

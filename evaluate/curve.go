@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -62,7 +63,7 @@ func NewErrorCurve(s, e []float64) *ErrorCurve {
 			idx = append(idx, i)
 		}
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmpFloat(s[a], s[b]) })
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(s[a], s[b]) })
 	c := &ErrorCurve{}
 	for i := 0; i < len(idx); {
 		j := i
@@ -155,14 +156,3 @@ func (c *ErrorCurve) SparsityAt(target float64) (float64, TargetMatch) {
 
 // finite reports whether x is neither NaN nor infinite.
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-
-// cmpFloat orders two non-NaN floats.
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}

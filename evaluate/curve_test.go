@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -56,7 +57,7 @@ func TestCurveReading(t *testing.T) {
 			}
 			c := NewErrorCurve(s, e)
 			sorted := slices.Clone(tc.pts)
-			slices.SortFunc(sorted, func(a, b point) int { return cmpFloat(a.s, b.s) })
+			slices.SortFunc(sorted, func(a, b point) int { return cmp.Compare(a.s, b.s) })
 			lo, hi := sorted[tc.seg], sorted[tc.seg+1]
 
 			got, where := c.At(tc.x)
@@ -72,7 +73,7 @@ func TestCurveReading(t *testing.T) {
 			if x, m := c.SparsityAt(sorted[0].e / 2); m != NoMatch || !math.IsNaN(x) {
 				t.Errorf("target below the curve: %v %s", x, m)
 			}
-			if x, m := c.SparsityAt(2 * slices.MaxFunc(sorted, func(a, b point) int { return cmpFloat(a.e, b.e) }).e); m != AtLeast || x != sorted[len(sorted)-1].s {
+			if x, m := c.SparsityAt(2 * slices.MaxFunc(sorted, func(a, b point) int { return cmp.Compare(a.e, b.e) }).e); m != AtLeast || x != sorted[len(sorted)-1].s {
 				t.Errorf("target above the curve: %v %s", x, m)
 			}
 			if _, where := c.At(sorted[0].s - 1e-9); where != BelowRange {

@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -175,7 +176,7 @@ func RefineOracle(n int, minGap float64, curves []Curve, run func(x float64) (Po
 		return nil
 	}
 	oc := &curves[oi]
-	bySparsity := func(a, b Point) int { return cmpFloat(a.Sparsity, b.Sparsity) }
+	bySparsity := func(a, b Point) int { return cmp.Compare(a.Sparsity, b.Sparsity) }
 	var targets []float64
 	for _, c := range curves {
 		if c.Method != OracleName {

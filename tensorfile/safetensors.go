@@ -2,6 +2,7 @@ package tensorfile
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -127,10 +128,10 @@ func ReadSafetensors(r io.ReaderAt, size int64) (arrays map[string]*Array, metad
 	// The tensors must tile the data buffer exactly.
 	byOffset := slices.Clone(entries)
 	slices.SortFunc(byOffset, func(a, b *stEntry) int {
-		if c := cmpU64(a.begin, b.begin); c != 0 {
+		if c := cmp.Compare(a.begin, b.begin); c != 0 {
 			return c
 		}
-		return cmpU64(a.end, b.end)
+		return cmp.Compare(a.end, b.end)
 	})
 	var pos uint64
 	prev := ""
@@ -157,16 +158,6 @@ func ReadSafetensors(r io.ReaderAt, size int64) (arrays map[string]*Array, metad
 		arrays[e.name] = &Array{DType: e.et.dtype, Shape: e.shape, F32: f32, U16: u16}
 	}
 	return arrays, metadata, nil
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // stParser walks a safetensors header token by token, so that duplicate
