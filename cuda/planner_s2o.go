@@ -110,7 +110,7 @@ func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *
 		n    int64
 	}{
 		{&a.guide, "s2o.guide", int64(g.B*g.Hkv) * int64(g.D) * 4},
-		{&a.qmean, "s2o.qmean", heads * int64(segs) * int64(g.D) * 4},
+		{&a.qmean, "s2o.qmean", heads * int64(segs) * int64(g.D) * 8},
 		{&a.kbuf, "s2o.kbuf", total * 8}, {&a.kbuf2, "s2o.kbuf2", total * 8},
 	} {
 		ptr, err := in.scratch.get(c, s.name, max(s.n, 8))

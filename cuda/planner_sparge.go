@@ -32,8 +32,9 @@ type spargePlanner struct {
 	// copied once per runner.
 	headsAt driver.Ptr
 	launch  spargeLaunch // reused from call to call
-	// searchMin overrides spargeSearchMin when positive (timing tests).
-	searchMin int
+	// searchMin overrides spargeSearchMin when positive, and maxRows caps
+	// the plan rows a rows block takes (timing tests).
+	searchMin, maxRows int
 }
 
 // spargeHead mirrors struct SpargeHead in kernels/plan_sparge.cu.
@@ -42,8 +43,8 @@ type spargeHead struct {
 }
 
 // spargeThreads is the block size of sparge_rows (__launch_bounds__);
-// sparge_pool runs spargePoolWarps warps a block, one block of tokens each
-// (POOL_WARPS).
+// sparge_pool runs spargePoolWarps warps a block (POOL_WARPS), one block of
+// tokens a block.
 // sparge_rows_search runs spargeSearchThreads (SEARCH_THREADS).
 const (
 	spargeThreads       = 128
@@ -180,6 +181,10 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 	if err != nil {
 		return nil, err
 	}
+	if s.maxRows > 0 && l.sr > s.maxRows {
+		l.dyn = l.dyn / l.sr * s.maxRows // both layouts' bytes are per row
+		l.sr = s.maxRows
+	}
 	l.qRows = int64(g.B) * int64(g.Hq) * int64(nqb)
 	l.kRows = int64(g.B) * int64(g.Hkv) * int64(nkb)
 	var ptr [5]driver.Ptr
@@ -226,7 +231,7 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 
 // launchPool pools and judges every query and key block.
 func (l *spargeLaunch) launchPool(c *driver.Ctx) error {
-	blocks := (l.qRows + l.kRows + spargePoolWarps - 1) / spargePoolWarps
+	blocks := l.qRows + l.kRows
 	return c.Launch(l.pool, driver.Dim3{X: uint32(blocks), Y: 1, Z: 1}, driver.Dim3{X: 32 * spargePoolWarps, Y: 1, Z: 1}, 0,
 		driver.Arg(&l.a), driver.Arg(&l.q), driver.Arg(&l.k), driver.Arg(&l.qm), driver.Arg(&l.qsim), driver.Arg(&l.kmt), driver.Arg(&l.ksim))
 }

@@ -83,16 +83,22 @@ func spargeTimes(t *testing.T, e *Engine, n int, causal bool, q, k, v *Tensor) {
 			name      string
 			p         sparge.Planner
 			searchMin int
+			maxRows   int
 		}{
-			{"defaults (top-k 0.5, θ 0.3)", sparge.Planner{}, 0},
-			{"CDF τ=0.95 (θ 0.3, the CLI's default)", cdf, 0},
-			{"CDF τ=0.95, radix select at every width", cdf, 1},
+			{"defaults (top-k 0.5, θ 0.3)", sparge.Planner{}, 0, 0},
+			{"CDF τ=0.95 (θ 0.3, the CLI's default)", cdf, 0, 0},
+			{"CDF τ=0.95, sort, 2 rows a block", cdf, 0, 2},
+			{"CDF τ=0.95, sort, 1 row a block", cdf, 0, 1},
+			{"CDF τ=0.95, radix select at every width", cdf, 1, 0},
+			{"CDF τ=0.95, radix select at every width, 2 rows a block", cdf, 1, 2},
+			{"CDF τ=0.95, radix select at every width, 1 row a block", cdf, 1, 1},
 		} {
 			run, err := e.NewRunner(ctx, tl, tensor.BFloat16, c.p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			run.planner.(*spargePlanner).searchMin = c.searchMin
+			run.planner.(*spargePlanner).maxRows = c.maxRows
 			if _, err := run.Plan(ctx, q, k, v); err != nil {
 				t.Fatal(err)
 			}

@@ -23,7 +23,7 @@
 struct S2OArgs {
 	View q, k;
 	float* guide;   // [B·Hkv, D]
-	float* qmean;   // [B·Hq·segs, D]
+	double* qmean;  // [B·Hq·segs, D]: float32 values, kept as float64 for s2o_kscore
 	u64* qbuf;      // query lists [B·Hq·Nq], and their second buffer
 	u64* qbuf2;
 	int* qorder;    // Q_perm [B·Hq·Nq]
@@ -61,41 +61,74 @@ template <int DT> __device__ __forceinline__ float elem(const void* p, long long
 	return bf16_to_f32(((const u16*)p)[i]);
 }
 
-#define MEAN_BATCH 32 // rows each s2o_means thread has in flight
+#define MEAN_STAGE 16384 // bytes of rows one s2o_means stage holds; two stages
 
-// col_sum is Σ t[b, h, n, c] over rows n in [lo, hi), in float64 in row
-// order, with the next MEAN_BATCH rows loading while these are added.
-template <int DT> __device__ __forceinline__ double col_sum(const View& t, int b, int h, int lo, int hi, int c) {
-	const long long base = (long long)b * t.sb + (long long)h * t.sh + c;
-	double acc = 0.0;
-	float cur[MEAN_BATCH];
-#pragma unroll
-	for (int u = 0; u < MEAN_BATCH; u++) cur[u] = lo + u < hi ? elem<DT>(t.ptr, base + (long long)(lo + u) * t.sn) : 0.0f;
-	for (int i = lo; i < hi; i += MEAN_BATCH) {
-		float nxt[MEAN_BATCH];
-#pragma unroll
-		for (int u = 0; u < MEAN_BATCH; u++) {
-			int r = i + MEAN_BATCH + u;
-			nxt[u] = r < hi ? elem<DT>(t.ptr, base + (long long)r * t.sn) : 0.0f;
+// S2ORaw is the storage type of an input type.
+template <int DT> struct S2ORaw {
+	typedef u16 T;
+};
+template <> struct S2ORaw<DT_F32> {
+	typedef float T;
+};
+
+// col_sums sets acc, for thread c < D, to Σ t[b, h, n, c] over rows n in
+// [lo, hi), in float64 in row order. The block stages rows in shared
+// memory, MEAN_STAGE bytes at a time, the next stage loading (16-byte
+// cp.async where rows align, else element by element) while thread c adds
+// column c of this one. With each thread loading its own column, 32 rows
+// in flight, s2o_means was bound by memory latency (0.33 ms at 32K,
+// S = 2048, H100: a quarter of the bandwidth).
+template <int DT> __device__ __forceinline__ void col_sums(const View& t, int b, int h, int lo, int hi, int D, unsigned char* stage, double& acc) {
+	typedef typename S2ORaw<DT>::T T;
+	const int rowb = D * (int)sizeof(T), rows = MEAN_STAGE / rowb, tid = threadIdx.x;
+	const T* base = (const T*)t.ptr + (long long)b * t.sb + (long long)h * t.sh;
+	bool vec = rowb % 16 == 0 && t.sn * (long long)sizeof(T) % 16 == 0 && (unsigned long long)base % 16 == 0;
+	auto issue = [&](int r0, unsigned char* dst) {
+		int rn = min(rows, hi - r0);
+		if (vec) {
+			int pieces = rowb / 16;
+			for (int p = tid; p < rn * pieces; p += blockDim.x) {
+				int r = p / pieces, c = p % pieces;
+				u32 d = (u32)__cvta_generic_to_shared(dst + r * rowb + c * 16);
+				asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"((const unsigned char*)(base + (long long)(r0 + r) * t.sn) + c * 16));
+			}
+		} else {
+			for (int e = tid; e < rn * D; e += blockDim.x) ((T*)dst)[e] = base[(long long)(r0 + e / D) * t.sn + e % D];
 		}
+		asm volatile("cp.async.commit_group;\n" ::);
+	};
+	acc = 0.0;
+	issue(lo, stage);
+	for (int r0 = lo, s = 0; r0 < hi; r0 += rows, s ^= 1) {
+		issue(r0 + rows, stage + (s ^ 1) * MEAN_STAGE); // no rows past hi: an empty group
+		asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+		__syncthreads();
+		if (tid < D) {
+			const T* col = (const T*)(stage + s * MEAN_STAGE) + tid;
+			int rn = min(rows, hi - r0), r = 0;
+			for (; r + 8 <= rn; r += 8) {
+				float v[8];
 #pragma unroll
-		for (int u = 0; u < MEAN_BATCH; u++)
-			if (i + u < hi) acc = __dadd_rn(acc, (double)cur[u]);
+				for (int u = 0; u < 8; u++) v[u] = elem<DT>(col, (long long)(r + u) * D);
 #pragma unroll
-		for (int u = 0; u < MEAN_BATCH; u++) cur[u] = nxt[u];
+				for (int u = 0; u < 8; u++) acc = __dadd_rn(acc, (double)v[u]);
+			}
+			for (; r < rn; r++) acc = __dadd_rn(acc, (double)elem<DT>(col, (long long)r * D));
+		}
+		__syncthreads(); // the stage is overwritten two rounds on
 	}
-	return acc;
 }
 
 // s2o_means: block x < B·Hkv computes that KV head's guide key, the others
 // one (b·Hq + h, segment) mean query; thread c sums column c in row order
-// (col_sum). With one typed load at a time, behind load()'s type switch,
-// memory latency made it cost 0.84 ms at S = 2048 on an H100.
-extern "C" __global__ void s2o_means(S2OArgs a) {
+// (col_sums) and writes the sum over the count, rounded to float32.
+extern "C" __global__ void __launch_bounds__(128) s2o_means(S2OArgs a) {
+	__shared__ __align__(16) unsigned char stage[2 * MEAN_STAGE];
 	int x = blockIdx.x;
 	View t;
 	int b, h, lo, hi;
-	float* dst;
+	float* dst = nullptr;
+	double* dst64 = nullptr;
 	if (x < a.B * a.Hkv) {
 		t = a.k, b = x / a.Hkv, h = x % a.Hkv, lo = 0, hi = min(a.seg, a.Nk);
 		dst = a.guide + (long long)x * a.D;
@@ -103,21 +136,24 @@ extern "C" __global__ void s2o_means(S2OArgs a) {
 		x -= a.B * a.Hkv;
 		int bh = x / a.segs, n = x % a.segs;
 		t = a.q, b = bh / a.Hq, h = bh % a.Hq, lo = n * a.seg, hi = min(lo + a.seg, a.Nq);
-		dst = a.qmean + (long long)x * a.D;
+		dst64 = a.qmean + (long long)x * a.D;
 	}
-	for (int c = threadIdx.x; c < a.D; c += blockDim.x) {
-		double acc;
-		switch (t.dtype) {
-		case DT_F32:
-			acc = col_sum<DT_F32>(t, b, h, lo, hi, c);
-			break;
-		case DT_F16:
-			acc = col_sum<DT_F16>(t, b, h, lo, hi, c);
-			break;
-		default:
-			acc = col_sum<DT_BF16>(t, b, h, lo, hi, c);
-		}
-		dst[c] = hi > lo ? (float)__ddiv_rn(acc, (double)(hi - lo)) : 0.0f;
+	double acc;
+	switch (t.dtype) {
+	case DT_F32:
+		col_sums<DT_F32>(t, b, h, lo, hi, a.D, stage, acc);
+		break;
+	case DT_F16:
+		col_sums<DT_F16>(t, b, h, lo, hi, a.D, stage, acc);
+		break;
+	default:
+		col_sums<DT_BF16>(t, b, h, lo, hi, a.D, stage, acc);
+	}
+	int c = threadIdx.x;
+	if (c < a.D) {
+		float m = hi > lo ? (float)__ddiv_rn(acc, (double)(hi - lo)) : 0.0f;
+		if (dst) dst[c] = m;
+		else dst64[c] = (double)m;
 	}
 }
 
@@ -191,10 +227,10 @@ extern "C" __global__ void __launch_bounds__(KS_WARPS * 32) s2o_kscore(S2OArgs a
 		// Ranked keys: j < wlo, and j ≥ whi when not causal.
 		if (j0 >= wlo && (a.causal || j0 + nj <= whi)) continue;
 		int bh = b * a.Hq + h;
-		const float* m = a.qmean + ((long long)bh * a.segs + n) * a.D;
+		const double* m = a.qmean + ((long long)bh * a.segs + n) * a.D;
 		double s0 = 0.0, s1 = 0.0;
 		for (int c = 0; c < a.D; c++) {
-			double mc = (double)m[c];
+			double mc = m[c];
 			s0 = __fma_rn(mc, (double)ks[lane][c], s0);
 			s1 = __fma_rn(mc, (double)ks[lane + 32][c], s1);
 		}
@@ -217,6 +253,7 @@ extern "C" __global__ void __launch_bounds__(KS_WARPS * 32) s2o_kscore(S2OArgs a
 #define SORT_ITEMS 16
 #define SORT_RUN (32 * SORT_ITEMS)
 #define SORT_TILE (SORT_THREADS * SORT_ITEMS)
+static_assert(SORT_THREADS == 256, "sort_list: thread t owns digit t");
 
 // sort_list sorts the n elements of b0 by ascending key (the high word),
 // stably, and writes their tokens (low words) in that order to out, with
@@ -228,12 +265,18 @@ extern "C" __global__ void __launch_bounds__(KS_WARPS * 32) s2o_kscore(S2OArgs a
 // before it in its run (__match_any_sync), and the per-warp digit counts,
 // scanned over the warps and added to the digit's running offset, place
 // it: so equal digits keep their order within a tile and across tiles.
-// The last pass writes tokens straight to out.
+// Each tile is first put in digit order in shared memory and then stored
+// in that order, so that a digit's elements reach the output as one
+// contiguous run (scattered 8-byte stores made the key sort
+// latency-bound: IPC 0.38, 3.8 ms at 32K, S = 512, H100). The last pass
+// writes tokens straight to out.
 __device__ void sort_list(u64* b0, u64* b1, int* out, int n) {
 	__shared__ int hist[4][256];
 	__shared__ int offs[256];
 	__shared__ int cnt[SORT_WARPS][256];
 	__shared__ int active[4];
+	__shared__ int lstart[256], gstart[256], wsum[SORT_WARPS];
+	__shared__ u64 stage[SORT_TILE];
 	const unsigned full = 0xffffffffu;
 	int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
 	if (n < 2) {
@@ -313,25 +356,51 @@ __device__ void sort_list(u64* b0, u64* b1, int* out, int n) {
 				__syncwarp();
 			}
 			__syncthreads();
-			if (tid < 256) {
-				int run = offs[tid];
+			{
+				// Thread tid owns digit tid: its warps' counts become their
+				// offsets within the digit's part of the tile, and an
+				// exclusive scan of the tile's digit totals gives where that
+				// part starts in the tile (lstart) and what moves a tile
+				// position to its place in the output (gstart).
+				int run = 0;
 #pragma unroll
 				for (int x = 0; x < SORT_WARPS; x++) {
 					int c = cnt[x][tid];
 					cnt[x][tid] = run;
 					run += c;
 				}
-				offs[tid] = run;
+				int incl = run;
+#pragma unroll
+				for (int o = 1; o < 32; o <<= 1) {
+					int y = __shfl_up_sync(full, incl, o);
+					if (lane >= o) incl += y;
+				}
+				if (lane == 31) wsum[w] = incl;
+				__syncthreads();
+				int ls = incl - run;
+				for (int x = 0; x < w; x++) ls += wsum[x];
+				lstart[tid] = ls;
+				gstart[tid] = offs[tid] - ls;
+				offs[tid] += run;
 			}
 			__syncthreads();
 #pragma unroll
 			for (int r = 0; r < SORT_ITEMS; r++) {
 				int pos = t0 + w * SORT_RUN + r * 32 + lane;
 				if (pos < n) {
-					int at = cnt[w][(e[r] >> shift) & 255u] + loc[r];
-					if (last) out[at] = (int)(u32)e[r];
-					else bd[at] = e[r];
+					int v = (int)((e[r] >> shift) & 255u);
+					stage[lstart[v] + cnt[w][v] + loc[r]] = e[r];
 				}
+			}
+			__syncthreads();
+			// The tile, now in digit order, goes out in order: each digit's
+			// run is contiguous in the output too, so the stores coalesce.
+			int tn = min(SORT_TILE, n - t0);
+			for (int i = tid; i < tn; i += SORT_THREADS) {
+				u64 el = stage[i];
+				int at = gstart[(el >> shift) & 255u] + i;
+				if (last) out[at] = (int)(u32)el;
+				else bd[at] = el;
 			}
 			__syncthreads();
 		}
