@@ -15,50 +15,39 @@
 	VEXTRACTF128 $1, ya, xb; \
 	VADDPS       xb, xa, xa
 
-// KEY4 adds key kp's products with the 4 query rows into z0..z3, reading
-// the key's chunks in ascending order (used in dotRows4Z only). It
-// prefetches the same chunk of the key 16 rows ahead (R15), so that a
-// decode's stream of keys keeps enough loads in flight while the core
-// computes; a prefetch past the end of the keys never faults.
-#define KEY4(kp, z0, z1, z2, z3, label) \
-	MOVQ        dBytes+56(FP), AX; \
-	NEGQ        AX; \
-	MOVQ        ldk+24(FP), R15; \
-	SHLQ        $4, R15; \
-	ADDQ        kp, R15; \
-label: \
-	PREFETCHT0  (R15)(AX*1); \
-	VMOVUPS     (kp)(AX*1), Z16; \
-	VFMADD231PS (R8)(AX*1), Z16, z0; \
-	VFMADD231PS (R9)(AX*1), Z16, z1; \
-	VFMADD231PS (R10)(AX*1), Z16, z2; \
-	VFMADD231PS (R11)(AX*1), Z16, z3; \
-	ADDQ        $64, AX; \
-	JNZ         label
-
 // func dotRows4Z(q *float32, ldq int, k *float32, ldk int, s *float32, lds int, n4, dBytes int)
 //
-// Register use:
-//   R8-R11  the 4 query rows, advanced by dBytes (the d loop runs AX from -dBytes to 0)
-//   SI, DI, DX, R12  keys j..j+3, likewise advanced
-//   CX      key groups left     R13  s, row 0, column j     BX  scratch
-//   Z(4r+c) row r · key c       Z16-Z19 key chunks          Z20 query chunk
+// Four query rows against four keys at a time, chunk by chunk: each step
+// loads one 16-float chunk of the four keys and of the four rows and does
+// the 16 FMAs between them, so a load serves four FMAs (the rows held in
+// registers would need 32 of them). The sum of (row r, key c) runs over
+// the chunks in order in Z(4r+c), as one dot product does, then folds.
+// The keys are read chunk by chunk across four rows, not in address
+// order, so each step prefetches the next four lines of keys j+16..j+19
+// in address order, row after row (R12, jumping over the stride's gap at
+// each row's end, R13): the lines are first asked for in ascending
+// addresses, which the hardware's stream prefetchers follow. A prefetch
+// past the end of the keys never faults.
+//
+// Register use (the chunk loop advances SI and R8 by 64 bytes a step):
+//   SI  key j, chunk c      BX, DX  ldk, 3·ldk      R11  16·ldk
+//   R8  row 0, chunk c      R9, R10 ldq, 3·ldq      R15  ldk − dBytes
+//   R12, R13  prefetch line, end of its row
+//   DI  s, row 0, column j  AX  key groups left     CX  chunks left, scratch
+//   Z(4r+c) row r · key c   Z16-Z19 row chunks      Z20-Z23 key chunks
 TEXT ·dotRows4Z(SB), NOSPLIT, $0-64
-	MOVQ dBytes+56(FP), AX
 	MOVQ q+0(FP), R8
-	ADDQ AX, R8
-	MOVQ ldq+8(FP), BX
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-	LEAQ (R10)(BX*1), R11
+	MOVQ ldq+8(FP), R9
+	LEAQ (R9)(R9*2), R10
 	MOVQ k+16(FP), SI
-	ADDQ AX, SI
 	MOVQ ldk+24(FP), BX
-	LEAQ (SI)(BX*1), DI
-	LEAQ (DI)(BX*1), DX
-	LEAQ (DX)(BX*1), R12
-	MOVQ s+32(FP), R13
-	MOVQ n4+48(FP), CX
+	LEAQ (BX)(BX*2), DX
+	MOVQ BX, R11
+	SHLQ $4, R11
+	MOVQ BX, R15
+	SUBQ dBytes+56(FP), R15
+	MOVQ s+32(FP), DI
+	MOVQ n4+48(FP), AX
 
 group4:
 	VXORPS Z0, Z0, Z0
@@ -77,10 +66,51 @@ group4:
 	VXORPS Z13, Z13, Z13
 	VXORPS Z14, Z14, Z14
 	VXORPS Z15, Z15, Z15
-	KEY4(SI, Z0, Z4, Z8, Z12, key4a)
-	KEY4(DI, Z1, Z5, Z9, Z13, key4b)
-	KEY4(DX, Z2, Z6, Z10, Z14, key4c)
-	KEY4(R12, Z3, Z7, Z11, Z15, key4d)
+	MOVQ   dBytes+56(FP), CX
+	LEAQ   (SI)(R11*1), R12
+	LEAQ   (R12)(CX*1), R13
+	SHRQ   $6, CX
+
+chunk4:
+	VMOVUPS     (SI), Z20
+	VMOVUPS     (SI)(BX*1), Z21
+	VMOVUPS     (SI)(BX*2), Z22
+	VMOVUPS     (SI)(DX*1), Z23
+	VMOVUPS     (R8), Z16
+	VMOVUPS     (R8)(R9*1), Z17
+	VMOVUPS     (R8)(R9*2), Z18
+	VMOVUPS     (R8)(R10*1), Z19
+	PREFETCHT0  (R12)
+	PREFETCHT0  64(R12)
+	PREFETCHT0  128(R12)
+	PREFETCHT0  192(R12)
+	ADDQ        $256, R12
+	CMPQ        R12, R13
+	JB          samerow4
+	ADDQ        R15, R12
+	ADDQ        BX, R13
+
+samerow4:
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z21, Z16, Z1
+	VFMADD231PS Z22, Z16, Z2
+	VFMADD231PS Z23, Z16, Z3
+	VFMADD231PS Z20, Z17, Z4
+	VFMADD231PS Z21, Z17, Z5
+	VFMADD231PS Z22, Z17, Z6
+	VFMADD231PS Z23, Z17, Z7
+	VFMADD231PS Z20, Z18, Z8
+	VFMADD231PS Z21, Z18, Z9
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z23, Z18, Z11
+	VFMADD231PS Z20, Z19, Z12
+	VFMADD231PS Z21, Z19, Z13
+	VFMADD231PS Z22, Z19, Z14
+	VFMADD231PS Z23, Z19, Z15
+	ADDQ        $64, SI
+	ADDQ        $64, R8
+	DECQ        CX
+	JNZ         chunk4
 
 	FOLD(Z0, Y0)
 	FOLD(Z1, Y1)
@@ -102,21 +132,20 @@ group4:
 	SUM4(Y4, Y5, Y6, Y7, X4, X5)
 	SUM4(Y8, Y9, Y10, Y11, X8, X9)
 	SUM4(Y12, Y13, Y14, Y15, X12, X13)
-	MOVQ    lds+40(FP), BX
-	VMOVUPS X0, (R13)
-	VMOVUPS X4, (R13)(BX*1)
-	VMOVUPS X8, (R13)(BX*2)
-	LEAQ    (BX)(BX*2), BX
-	VMOVUPS X12, (R13)(BX*1)
-	ADDQ    $16, R13
+	MOVQ    lds+40(FP), CX
+	VMOVUPS X0, (DI)
+	VMOVUPS X4, (DI)(CX*1)
+	VMOVUPS X8, (DI)(CX*2)
+	LEAQ    (CX)(CX*2), CX
+	VMOVUPS X12, (DI)(CX*1)
+	ADDQ    $16, DI
 
-	MOVQ ldk+24(FP), BX
-	SHLQ $2, BX
-	ADDQ BX, SI
-	ADDQ BX, DI
-	ADDQ BX, DX
-	ADDQ BX, R12
-	DECQ CX
+	// Next four keys: back over the row, down four rows; R8 back to chunk 0.
+	MOVQ dBytes+56(FP), CX
+	SUBQ CX, R8
+	SUBQ CX, SI
+	LEAQ (SI)(BX*4), SI
+	DECQ AX
 	JNZ  group4
 
 	VZEROUPPER

@@ -374,7 +374,7 @@ func dotRowsAVX512(m, n, d int, q []float32, ldq int, k []float32, ldk int, s []
 	}
 }
 
-// The MulAddRows kernels (mulrows_avx512_amd64.s): 1 or 2 rows of acc,
+// The MulAddRows kernels (mulrows_avx512_amd64.s): 1, 2 or 4 rows of acc,
 // 4 or 8 chunks of 16 columns, n ≥ 1 keys; strides in bytes.
 
 //go:noescape
@@ -389,6 +389,12 @@ func pvRows2x4Z(p *float32, ldp int, v *float32, ldv int, acc *float32, ldacc in
 //go:noescape
 func pvRows2x8Z(p *float32, ldp int, v *float32, ldv int, acc *float32, ldacc int, n int)
 
+//go:noescape
+func pvRows4x4Z(p *float32, ldp int, v *float32, ldv int, acc *float32, ldacc int, n int)
+
+//go:noescape
+func pvRows4x8Z(p *float32, ldp int, v *float32, ldv int, acc *float32, ldacc int, n int)
+
 func mulAddRows(m, n, dv int, p []float32, ldp int, v []float32, ldv int, acc []float32, ldacc int) {
 	if hasAVX512 && (dv == 64 || dv == 128) {
 		mulAddRowsAVX512(m, n, dv, p, ldp, v, ldv, acc, ldacc)
@@ -397,13 +403,17 @@ func mulAddRows(m, n, dv int, p []float32, ldp int, v []float32, ldv int, acc []
 	matMul(m, dv, n, p, ldp, v, ldv, acc, ldacc, true)
 }
 
-// mulAddRowsAVX512 takes rows two at a time, dv 64 or 128.
+// mulAddRowsAVX512 takes rows four at a time (a GQA group's stacked
+// heads: one pass over V), then two and one, dv 64 or 128.
 func mulAddRowsAVX512(m, n, dv int, p []float32, ldp int, v []float32, ldv int, acc []float32, ldacc int) {
-	two, one := pvRows2x8Z, pvRows1x8Z
+	four, two, one := pvRows4x8Z, pvRows2x8Z, pvRows1x8Z
 	if dv == 64 {
-		two, one = pvRows2x4Z, pvRows1x4Z
+		four, two, one = pvRows4x4Z, pvRows2x4Z, pvRows1x4Z
 	}
 	i := 0
+	for ; i+4 <= m; i += 4 {
+		four(&p[i*ldp], ldp*4, &v[0], ldv*4, &acc[i*ldacc], ldacc*4, n)
+	}
 	for ; i+2 <= m; i += 2 {
 		two(&p[i*ldp], ldp*4, &v[0], ldv*4, &acc[i*ldacc], ldacc*4, n)
 	}

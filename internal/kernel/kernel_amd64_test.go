@@ -115,3 +115,36 @@ func archTransposes() map[string]func(rows, cols int, src []float32, lds int, ds
 	}
 	return map[string]func(rows, cols int, src []float32, lds int, dst []float32, ldd int){"avx512": transposeAVX512}
 }
+
+// TestMulAddRows4MatchesTwoRows checks that the 4-row P·V kernels compute
+// exactly what two calls of the 2-row kernel do (the same FMA chain per
+// element, key after key; at dv 128 row 3's chain runs through memory),
+// so that stacking a GQA group's four heads in one pass over V changes no
+// bit of decode's output. Strides wider than the rows.
+func TestMulAddRows4MatchesTwoRows(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX512F, AVX2 or FMA (CPU or GODEBUG)")
+	}
+	r := newRand(t)
+	for _, dv := range []int{64, 128} {
+		four, two := pvRows4x8Z, pvRows2x8Z
+		if dv == 64 {
+			four, two = pvRows4x4Z, pvRows2x4Z
+		}
+		for _, n := range []int{1, 2, 15, 16, 17, 64, 66, 200} {
+			ldp, ldv, ldacc := n+3, dv+16*(n%2), dv+5
+			p := randSlice(r, 4*ldp, -1, 1)
+			v := randSlice(r, n*ldv, -2, 2)
+			got := randSlice(r, 4*ldacc, -1, 1)
+			want := slices.Clone(got)
+			four(&p[0], ldp*4, &v[0], ldv*4, &got[0], ldacc*4, n)
+			two(&p[0], ldp*4, &v[0], ldv*4, &want[0], ldacc*4, n)
+			two(&p[2*ldp], ldp*4, &v[0], ldv*4, &want[2*ldacc], ldacc*4, n)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("dv=%d n=%d: acc[%d][%d] = %v, two 2-row calls give %v", dv, n, i/ldacc, i%ldacc, got[i], want[i])
+				}
+			}
+		}
+	}
+}
