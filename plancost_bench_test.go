@@ -27,7 +27,7 @@ import (
 // method_*.go), in the CLI's order.
 func planCostPlanners() []plan.Planner {
 	return []plan.Planner{
-		sparge.Planner{},
+		sparge.Planner{Params: sparge.Params{TopK: sparge.DefaultTopK}},
 		unisparse.Planner{TopP: unisparse.DefaultTopP, CQ: unisparse.DefaultCQ, CK: unisparse.DefaultCK, CH: 1},
 		psa.Planner{},
 		s2o.Planner{Segment: 512, Tau: 0.005},

@@ -56,7 +56,7 @@ func TestPlannerZeroValues(t *testing.T) {
 		{oracle.Planner{}, oracle.Planner{CDF: oracle.DefaultCDF}, oracle.Planner{CDF: 2}},
 		{psa.Planner{}, psa.Planner{Thresholds: psa.DefaultThresholds(), Scale: 1}, psa.Planner{Scale: -1}},
 		{s2o.Planner{}, s2o.Planner{Segment: s2o.DefaultSegment(n, sparseattn.DefaultBlockQ)}, s2o.Planner{Tau: 2}},
-		{sparge.Planner{}, sparge.Planner{Params: sparge.Params{TopK: sparge.DefaultTopK, Theta: sparge.DefaultTheta}}, sparge.Planner{Params: sparge.Params{TopK: -1}}},
+		{sparge.Planner{}, sparge.Planner{Params: sparge.Params{CDF: sparge.DefaultCDF, Theta: sparge.DefaultTheta}}, sparge.Planner{Params: sparge.Params{TopK: -1}}},
 		{unisparse.Planner{}, unisparse.Planner{TopP: unisparse.DefaultTopP, CQ: unisparse.DefaultCQ, CK: unisparse.DefaultCK}, unisparse.Planner{TopP: 2}},
 		{window.Planner{}, nil, window.Planner{Sink: -1}},
 		{xattn.Planner{}, xattn.Planner{Stride: xattn.DefaultStride, Threshold: xattn.DefaultThreshold}, xattn.Planner{Stride: 5}},

@@ -16,8 +16,8 @@ import (
 // TestSpargePlanTimes times the sparge device planner against the dense
 // kernel at B=1, Hq=32, Hkv=8, D=128, bf16, causal and non-causal, on
 // pseudo-random inputs, for N in SPARSEATTN_SPARGE_BENCH_N (default
-// 8192,32768,131072): the median PlanMS of seven Plan calls after a warm-up, at the defaults
-// (top-k 0.5, θ 0.3) and in CDF mode (τ 0.95; and with sparge_rows_search,
+// 8192,32768,131072): the median PlanMS of seven Plan calls after a warm-up, in top-k mode
+// (top-k 0.5, θ 0.3) and in CDF mode (τ 0.95, the default; and with sparge_rows_search,
 // the radix select, at every row width), the device time of each of
 // its two kernels and of the whole plan step (spargeStages), and the
 // median RunMS of three dense runs. It runs only when
@@ -85,7 +85,7 @@ func spargeTimes(t *testing.T, e *Engine, n int, causal bool, q, k, v *Tensor) {
 			searchMin int
 			maxRows   int
 		}{
-			{"defaults (top-k 0.5, θ 0.3)", sparge.Planner{}, 0, 0},
+			{"top-k 0.5, θ 0.3", sparge.Planner{Params: sparge.Params{TopK: sparge.DefaultTopK}}, 0, 0},
 			{"CDF τ=0.95 (θ 0.3, the CLI's default)", cdf, 0, 0},
 			{"CDF τ=0.95, sort, 2 rows a block", cdf, 0, 2},
 			{"CDF τ=0.95, sort, 1 row a block", cdf, 0, 1},

@@ -20,6 +20,9 @@ func spargeMethod() *method {
 	var sink bool
 	var profile, layer string
 	build := func(cdf, topk float64) (plan.Planner, error) {
+		if cdf == 0 && topk == 0 {
+			topk = sparge.DefaultTopK // --sparge-cdf 0: top-k mode; the zero Params would be TopCdf
+		}
 		p := sparge.Planner{
 			Params:   sparge.Params{CDF: cdf, TopK: topk, Theta: theta, Lambda: lambda},
 			RowGroup: rowGroup, Sink: sink,

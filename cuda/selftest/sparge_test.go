@@ -24,7 +24,7 @@ var spargeHeadMix = []sparge.Params{
 	{CDF: 1},
 	{CDF: 0.5, Theta: 0.0156},
 	{TopK: 1, Theta: -1},
-	{},
+	{TopK: sparge.DefaultTopK},
 	{CDF: 0.95, Theta: 0.01},
 	{TopK: 0.6, Theta: -1},
 }

@@ -23,7 +23,7 @@ func BenchmarkPlan16K(b *testing.B) {
 		b.Fatal(err)
 	}
 	t := plan.Tiling{Geometry: g, Causal: true, BlockQ: 64, BlockK: 64}
-	p := Planner{}
+	p := Planner{Params: Params{TopK: DefaultTopK}}
 	b.ResetTimer()
 	for range b.N {
 		if _, err := p.Plan(context.Background(), t, w.Q, w.K, w.V); err != nil {

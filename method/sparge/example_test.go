@@ -17,10 +17,10 @@ func ExampleAttention() {
 		fmt.Println(err)
 		return
 	}
-	// One call with the defaults (top-k 0.5, θ judge on), plus the λ
-	// filter, at the paper's 128×64 tiles.
+	// One call with the reference's top-k 0.5 and the θ judge on, plus the
+	// λ filter, at the paper's 128×64 tiles.
 	opts := sparseattn.Options{Causal: true, BlockQ: sparge.PaperBlockQ, BlockK: sparge.PaperBlockK,
-		Planner: sparge.Planner{Params: sparge.Params{Lambda: -8}}}
+		Planner: sparge.Planner{Params: sparge.Params{TopK: sparge.DefaultTopK, Lambda: -8}}}
 	res, err := sparseattn.Attention(ctx, w.Q, w.K, w.V, opts)
 	if err != nil {
 		fmt.Println(err)

@@ -40,12 +40,14 @@ import (
 // plan.ErrInvalid, the sentinel of every planner's bad settings.
 var ErrParams = heads.Sentinel("sparge: bad hyperparameter")
 
-// Defaults. DefaultTopK is the reference implementation's recommended
-// setting ("topk=0.5"), the zero Params' mode; DefaultTheta judges a block
-// non-self-similar when its tokens' mean pairwise cosine is below 0.3.
+// Defaults. DefaultCDF is the TopCdf τ of the zero Params, which the CLI
+// runs by default (sparseattn eval and compare); DefaultTopK is the
+// reference implementation's recommended top-k ("topk=0.5"), which the CLI
+// runs for --sparge-cdf 0 without --sparge-topk; DefaultTheta judges a
+// block non-self-similar when its tokens' mean pairwise cosine is below
+// 0.3.
 //
-// DefaultCDF is the TopCdf τ that the CLI runs by default (sparseattn eval
-// and compare): a share of predicted mass, so the kept share of blocks
+// DefaultCDF is a share of predicted mass, so the kept share of blocks
 // falls as attention concentrates with N, where top-k keeps half of every
 // row at any N. On the real LM workload at 4K (64×64 blocks) it reaches
 // sparsity 0.58 at rel L1 0.028 where top-k 0.5 reaches 0.37 at 0.025,
@@ -72,10 +74,12 @@ const (
 // Params are one query head's hyperparameters.
 type Params struct {
 	// CDF is τ in (0, 1]: each row keeps the fewest most probable blocks
-	// whose predicted mass reaches τ (TopCdf). 0 selects top-k mode.
+	// whose predicted mass reaches τ (TopCdf). 0 means DefaultCDF, unless
+	// TopK is set.
 	CDF float64
-	// TopK is the fraction in (0, 1] of each row's causally visible blocks
-	// kept in top-k mode (when CDF is 0). 0 with CDF 0 means DefaultTopK.
+	// TopK, when set, selects top-k mode (CDF must then be 0): the
+	// fraction in (0, 1] of each row's causally visible blocks kept. Top-k
+	// has no zero default; the reference's is DefaultTopK.
 	TopK float64
 	// Theta is θ in [-1, 1]: blocks whose CosSim is below θ are
 	// non-self-similar, excluded from the prediction and always computed.
@@ -92,9 +96,9 @@ type Params struct {
 func (p Params) Validate() error {
 	switch {
 	case math.IsNaN(p.CDF) || p.CDF < 0 || p.CDF > 1:
-		return fmt.Errorf("%w: CDF τ=%v must be in (0, 1] (0 selects top-k)", ErrParams, p.CDF)
+		return fmt.Errorf("%w: CDF τ=%v must be in (0, 1] (0: %v, or top-k mode when TopK is set)", ErrParams, p.CDF, DefaultCDF)
 	case math.IsNaN(p.TopK) || p.TopK < 0 || p.TopK > 1:
-		return fmt.Errorf("%w: TopK %v must be in (0, 1] (0 means %v)", ErrParams, p.TopK, DefaultTopK)
+		return fmt.Errorf("%w: TopK %v must be in (0, 1] (0: TopCdf mode)", ErrParams, p.TopK)
 	case p.CDF > 0 && p.TopK > 0:
 		return fmt.Errorf("%w: set CDF τ=%v or TopK %v, not both", ErrParams, p.CDF, p.TopK)
 	case math.IsNaN(p.Theta) || p.Theta < -1 || p.Theta > 1:
@@ -105,10 +109,10 @@ func (p Params) Validate() error {
 	return nil
 }
 
-// resolve fills the defaults: TopK when neither mode is set, θ when 0.
+// resolve fills the defaults: CDF when neither mode is set, θ when 0.
 func (p Params) resolve() Params {
 	if p.CDF == 0 && p.TopK == 0 {
-		p.TopK = DefaultTopK
+		p.CDF = DefaultCDF
 	}
 	if p.Theta == 0 {
 		p.Theta = DefaultTheta
@@ -117,8 +121,8 @@ func (p Params) resolve() Params {
 }
 
 // Planner is SpargeAttn's block-mask predictor. The zero value predicts
-// with the defaults (top-k 0.5, θ = DefaultTheta, no λ filter). It is safe
-// for concurrent use.
+// with the defaults (TopCdf τ = DefaultCDF, θ = DefaultTheta, no λ
+// filter), what the CLI runs. It is safe for concurrent use.
 type Planner struct {
 	// Params apply to every query head without an entry in Heads.
 	Params
