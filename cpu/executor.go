@@ -48,6 +48,9 @@ type Executor struct {
 	// noTrim computes diagonal blocks as full tiles (see diag.go), for the
 	// tests.
 	noTrim bool
+	// noSpans folds in-place KV blocks one by one (see span.go), for the
+	// tests.
+	noSpans bool
 }
 
 // maxWorkersPerCPU caps Workers: goroutines beyond a few per CPU only cost
@@ -103,6 +106,7 @@ func (e Executor) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Te
 	}
 	r.stack = stackedHeads(p)
 	r.readInPlace() // after stack: it counts the stacked rows
+	r.spans = r.spanning(e.noSpans)
 	defer r.release()
 	tiles := takeTiles(p, workers)
 	defer tileSets.Put(tiles)

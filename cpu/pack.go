@@ -33,6 +33,8 @@ type run struct {
 	// prefetch asks for each KV block's keys and values in L2 one block
 	// ahead; see prefetchBytes.
 	prefetch bool
+	// spans folds runs of consecutive KV blocks at once (span.go).
+	spans bool
 
 	// check is the NaN/Inf check's state (Executor.CheckFinite), or nil.
 	check *finiteCheck

@@ -188,10 +188,18 @@ func (t *tile) visit(r *run, b, h, qb, nq, split, splits int) {
 			continue
 		}
 		var blk keyBlock
+		span := 1
 		if gathered {
 			blk = t.gather(r, b, h, kb, kvOrder)
 		} else {
 			blk = r.block(b, h, qb, kb, lv)
+			if r.spans {
+				var lvs []plan.Level
+				if levels != nil {
+					lvs = levels[e:hi]
+				}
+				blk, span = r.span(b, h, qb, nq, blk, blocks[e:hi], lvs)
+			}
 		}
 		if r.prefetch && !gathered && e+1 < hi && (levels == nil || levels[e+1] != plan.Skip) {
 			lvn := plan.Full
@@ -200,12 +208,15 @@ func (t *tile) visit(r *run, b, h, qb, nq, split, splits int) {
 			}
 			r.block(b, h, qb, int(blocks[e+1]), lvn).prefetch(r.g)
 		}
-		small := t.block(r, nq, blk, r.work(b, h, kb, lv, blk))
-		t.record(r, b, h, kb, t.verified)
+		small := t.block(r, nq, blk, float64(span)*r.work(b, h, kb, lv, blk))
+		for i := range span {
+			t.record(r, b, h, kb+i, t.verified)
+		}
 		if s := p.Stop; s != nil && splits == 1 && e >= s.AfterRow(ri) && small {
 			t.stats.Stopped++
 			break
 		}
+		e += span - 1
 	}
 }
 
@@ -278,7 +289,8 @@ func (blk keyBlock) prefetch(g tensor.Geometry) {
 // full block, 1/pool for a pooled one).
 func (t *tile) block(r *run, nq int, blk keyBlock, work float64) (small bool) {
 	p, g := r.p, r.g
-	bk, n := p.BlockK, blk.n
+	n := blk.n
+	bk := max(p.BlockK, n) // the logits' row stride: a span (span.go) is wider than a block
 	t.verified = 0
 	if n == 0 { // nothing computed: no evidence for a stop
 		return false
