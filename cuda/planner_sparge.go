@@ -59,8 +59,10 @@ const (
 // log²(KBlocks)/2 steps. (Before the radix select, a binary search of ~62
 // passes took, on an H100 at B=1 Hq=32 Hkv=8 D=128 bf16 causal, 52 µs
 // against the sort's 36 at 128 key blocks (8K) and 4.94 ms against 8.86 at
-// 2048 (128K).)
-const spargeSearchMin = 257
+// 2048 (128K).) With the radix select, 128 key blocks take 30 µs against
+// the sort's 37 causal, and 28 against 39 non-causal (H100, same shape,
+// TestSpargePlanTimes); shorter rows were not timed and keep the sort.
+const spargeSearchMin = 128
 
 // spargeSearchRowBytes is sparge_rows_search's dynamic shared memory per
 // plan row besides its keys: select_last's mass (u64) and count (u16)

@@ -67,7 +67,7 @@ func TestSpargeSearchLayout(t *testing.T) {
 		nkb, sr int
 		fail    bool
 	}{
-		{257, 8, false},
+		{spargeSearchMin, 8, false},
 		{1024, 8, false},  // 105 KiB
 		{2048, 4, false},  // 85 KiB; 8 rows' 169 KiB would leave one block an SM
 		{16384, 1, false}, // 133 KiB: only one block fits

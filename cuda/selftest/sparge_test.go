@@ -54,8 +54,9 @@ func TestSpargeHeads(t *testing.T) {
 // (every fourth block the same tokens), so that a row's compressed logits
 // tie and its order falls back to the block index, which the device's
 // search for the last kept block must break as the CPU's stable sort does;
-// and N = 32768, 512 key blocks a row, past the self-test shapes' 64 and
-// past spargeSearchMin (cuda), with and without repeating blocks.
+// and rows of 128, 200, 512 and 520 key blocks, past the self-test
+// shapes' 64 and from spargeSearchMin (cuda) on, with and without
+// repeating blocks.
 // Plans must be identical row for row but for the θ judge's tie-break
 // (spargeTieBreak).
 func TestSpargeTiesAndWideRows(t *testing.T) {
@@ -69,6 +70,8 @@ func TestSpargeTiesAndWideRows(t *testing.T) {
 	}{
 		{"repeating key blocks causal", 2048, 64, true, true},
 		{"repeating key blocks non-causal", 1536, 64, false, true},
+		{"repeating key blocks, 128 a row, causal", 8192, 64, true, true},
+		{"repeating key blocks, 200 a row, non-causal", 12800, 64, false, true},
 		{"512 key blocks causal", 32768, 64, true, false},
 		{"repeating key blocks, 520 a row, non-causal", 33280, 64, false, true},
 		{"repeating key blocks, 512 a row, causal", 32768, 64, true, true},
