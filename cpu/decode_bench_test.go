@@ -41,8 +41,8 @@ func BenchmarkReadBandwidth(b *testing.B) {
 }
 
 // BenchmarkDecodeShapes times decode (one query token, or a short chunk)
-// against a KV cache of 16K tokens, MHA and GQA, and reports the K/V read
-// rate; "check" runs with Executor.CheckFinite, as the default
+// against a KV cache of 4K or 16K tokens, MHA and GQA, and reports the K/V
+// read rate; "check" runs with Executor.CheckFinite, as the default
 // sparseattn.Attention call does. Run:
 // go test ./cpu -run '^$' -bench DecodeShapes
 func BenchmarkDecodeShapes(b *testing.B) {
@@ -50,6 +50,8 @@ func BenchmarkDecodeShapes(b *testing.B) {
 		hq, hkv, nq, nk int
 		check           bool
 	}{
+		{8, 8, 1, 4096, false},
+		{32, 8, 1, 4096, false},
 		{8, 8, 1, 16384, false},
 		{8, 8, 1, 16384, true},
 		{32, 8, 1, 16384, false},
