@@ -12,6 +12,26 @@ import (
 // own number, nested headers are expanded once, and an unknown header is
 // an error.
 func TestExpandIncludes(t *testing.T) {
+	// Every kernel file expands: each header it names is embedded.
+	entries, err := auxSources.ReadDir("kernels")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".cu") {
+			continue
+		}
+		body, err := auxSources.ReadFile("kernels/" + e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := expandIncludes("#line 1 \"" + e.Name() + "\"\n" + string(body))
+		if err != nil {
+			t.Errorf("%s: %v", e.Name(), err)
+		} else if strings.Contains(src, "#include") {
+			t.Errorf("%s: an #include is left after expansion", e.Name())
+		}
+	}
 	for _, file := range []string{"plan_unisparse.cu", "plan_xattn.cu"} {
 		body, err := auxSources.ReadFile("kernels/" + file)
 		if err != nil {
