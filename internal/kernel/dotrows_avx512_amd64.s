@@ -21,7 +21,10 @@
 // loads one 16-float chunk of the four keys and of the four rows and does
 // the 16 FMAs between them, so a load serves four FMAs (the rows held in
 // registers would need 32 of them). The sum of (row r, key c) runs over
-// the chunks in order in Z(4r+c), as one dot product does, then folds.
+// the chunks in order in Z(4r+c), as one dot product does; the sixteen
+// accumulators are then summed together by 128-bit lane shuffles and a
+// 4×4 transpose-add (48 shuffles and adds for 16 sums, against 68 for a
+// fold and horizontal adds each).
 // The keys are read chunk by chunk across four rows, not in address
 // order, so each step prefetches the next four lines of keys j+16..j+19
 // in address order, row after row (R12, jumping over the stride's gap at
@@ -112,32 +115,65 @@ samerow4:
 	DECQ        CX
 	JNZ         chunk4
 
-	FOLD(Z0, Y0)
-	FOLD(Z1, Y1)
-	FOLD(Z2, Y2)
-	FOLD(Z3, Y3)
-	FOLD(Z4, Y4)
-	FOLD(Z5, Y5)
-	FOLD(Z6, Y6)
-	FOLD(Z7, Y7)
-	FOLD(Z8, Y8)
-	FOLD(Z9, Y9)
-	FOLD(Z10, Y10)
-	FOLD(Z11, Y11)
-	FOLD(Z12, Y12)
-	FOLD(Z13, Y13)
-	FOLD(Z14, Y14)
-	FOLD(Z15, Y15)
-	SUM4(Y0, Y1, Y2, Y3, X0, X1)
-	SUM4(Y4, Y5, Y6, Y7, X4, X5)
-	SUM4(Y8, Y9, Y10, Y11, X8, X9)
-	SUM4(Y12, Y13, Y14, Y15, X12, X13)
-	MOVQ    lds+40(FP), CX
-	VMOVUPS X0, (DI)
-	VMOVUPS X4, (DI)(CX*1)
-	VMOVUPS X8, (DI)(CX*2)
-	LEAQ    (CX)(CX*2), CX
-	VMOVUPS X12, (DI)(CX*1)
+	// Sum each accumulator's 16 lanes, all 16 at once: lanes 0-3 and 8-11
+	// with 4-7 and 12-15 of rows 0 and 1 (2 and 3) of key j in Z(16+j)
+	// (Z(20+j)); then lanes 0 and 1 of those, each 128-bit lane of Z(j)
+	// four partial sums of row r = lane, key j; then a 4×4 transpose-add
+	// leaves in lane r of Z0 the sums of row r, keys 0-3.
+	VSHUFF32X4 $0x44, Z4, Z0, Z24
+	VSHUFF32X4 $0xEE, Z4, Z0, Z25
+	VADDPS     Z25, Z24, Z16
+	VSHUFF32X4 $0x44, Z12, Z8, Z26
+	VSHUFF32X4 $0xEE, Z12, Z8, Z27
+	VADDPS     Z27, Z26, Z20
+	VSHUFF32X4 $0x44, Z5, Z1, Z24
+	VSHUFF32X4 $0xEE, Z5, Z1, Z25
+	VADDPS     Z25, Z24, Z17
+	VSHUFF32X4 $0x44, Z13, Z9, Z26
+	VSHUFF32X4 $0xEE, Z13, Z9, Z27
+	VADDPS     Z27, Z26, Z21
+	VSHUFF32X4 $0x44, Z6, Z2, Z24
+	VSHUFF32X4 $0xEE, Z6, Z2, Z25
+	VADDPS     Z25, Z24, Z18
+	VSHUFF32X4 $0x44, Z14, Z10, Z26
+	VSHUFF32X4 $0xEE, Z14, Z10, Z27
+	VADDPS     Z27, Z26, Z22
+	VSHUFF32X4 $0x44, Z7, Z3, Z24
+	VSHUFF32X4 $0xEE, Z7, Z3, Z25
+	VADDPS     Z25, Z24, Z19
+	VSHUFF32X4 $0x44, Z15, Z11, Z26
+	VSHUFF32X4 $0xEE, Z15, Z11, Z27
+	VADDPS     Z27, Z26, Z23
+	VSHUFF32X4 $0x88, Z20, Z16, Z28
+	VSHUFF32X4 $0xDD, Z20, Z16, Z29
+	VADDPS     Z29, Z28, Z0
+	VSHUFF32X4 $0x88, Z21, Z17, Z28
+	VSHUFF32X4 $0xDD, Z21, Z17, Z29
+	VADDPS     Z29, Z28, Z1
+	VSHUFF32X4 $0x88, Z22, Z18, Z28
+	VSHUFF32X4 $0xDD, Z22, Z18, Z29
+	VADDPS     Z29, Z28, Z2
+	VSHUFF32X4 $0x88, Z23, Z19, Z28
+	VSHUFF32X4 $0xDD, Z23, Z19, Z29
+	VADDPS     Z29, Z28, Z3
+	VUNPCKLPS  Z1, Z0, Z24
+	VUNPCKHPS  Z1, Z0, Z25
+	VADDPS     Z25, Z24, Z26
+	VUNPCKLPS  Z3, Z2, Z27
+	VUNPCKHPS  Z3, Z2, Z28
+	VADDPS     Z28, Z27, Z29
+	VUNPCKLPD  Z29, Z26, Z24
+	VUNPCKHPD  Z29, Z26, Z25
+	VADDPS     Z25, Z24, Z0
+	MOVQ          lds+40(FP), CX
+	VMOVUPS       X0, (DI)
+	VEXTRACTF32X4 $1, Z0, X1
+	VMOVUPS       X1, (DI)(CX*1)
+	VEXTRACTF32X4 $2, Z0, X2
+	VMOVUPS       X2, (DI)(CX*2)
+	VEXTRACTF32X4 $3, Z0, X3
+	LEAQ          (CX)(CX*2), CX
+	VMOVUPS       X3, (DI)(CX*1)
 	ADDQ    $16, DI
 
 	// Next four keys: back over the row, down four rows; R8 back to chunk 0.
