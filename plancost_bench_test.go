@@ -23,19 +23,21 @@ import (
 	"github.com/sparseattn/sparseattn/workload"
 )
 
-// planCostPlanners are the planners with the CLI's defaults (cmd/sparseattn
-// method_*.go), in the CLI's order.
+// planCostPlanners are the planners as the CLI builds them with no method
+// flags (cmd/sparseattn method_*.go: each flag's default spelled out; zero
+// fields where the CLI passes zero), in the CLI's order.
 func planCostPlanners() []plan.Planner {
 	return []plan.Planner{
-		sparge.Planner{Params: sparge.Params{TopK: sparge.DefaultTopK}},
+		sparge.Planner{Params: sparge.Params{CDF: sparge.DefaultCDF}},
 		unisparse.Planner{TopP: unisparse.DefaultTopP, CQ: unisparse.DefaultCQ, CK: unisparse.DefaultCK, CH: 1},
-		psa.Planner{},
-		s2o.Planner{Segment: 512, Tau: 0.005},
-		xattn.Planner{Stride: 16, Threshold: 0.9},
-		flexprefill.Planner{Gamma: 0.9, Tau: 0.1},
-		minference.Planner{LastQ: 64, Vertical: 1000, Slash: 6096},
-		window.Planner{Sink: 64, Window: 1024},
-		oracle.Planner{CDF: 0.95},
+		psa.Planner{Rule: psa.Threshold, Estimator: psa.Sampling, Thresholds: psa.DefaultThresholds(),
+			Quantiles: psa.DefaultQuantiles(), Scale: psa.DefaultScale},
+		s2o.Planner{Tau: s2o.DefaultTau}, // Segment 0: s2o.DefaultSegment, 1024 at 16K
+		xattn.Planner{Stride: xattn.DefaultStride, Threshold: xattn.DefaultThreshold},
+		flexprefill.Planner{Gamma: flexprefill.DefaultGamma, Tau: flexprefill.DefaultTau},
+		minference.Planner{LastQ: minference.DefaultLastQ, Budget: 1}, // Vertical, Slash 0: scaled to N
+		window.Planner{Sink: window.DefaultSink, Window: window.DefaultWindow},
+		oracle.Planner{CDF: oracle.DefaultCDF},
 	}
 }
 
