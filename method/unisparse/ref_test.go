@@ -62,8 +62,8 @@ func TestBlockMassMatchesSequentialDots(t *testing.T) {
 	}
 }
 
-// blockMassRef is blockMass as it was before the vectorised panels
-// (test-only reference). It returns, for each of query block qb's visible KV blocks, the
+// blockMassRef is blockMass as it was before the vectorised panels and
+// exponentials (test-only reference: plan.AddBlockSoftmax itself). It returns, for each of query block qb's visible KV blocks, the
 // compressed attention mass its composite queries put on the block's
 // composite keys (UniSparse Eq. 4–5), the softmax of each composite query
 // running over the composite keys in its valid causal range: those whose
@@ -84,6 +84,7 @@ func (s *scorer) blockMassRef(qb int, blocks []int32) []float64 {
 		return s.mass[:0]
 	}
 	off := g.QueryOffset()
+	mb, eb := make([]float64, p.KBlocks()), make([]float64, p.KBlocks())
 	for a := a0; a < a1; a++ {
 		vis := cols
 		if p.Causal {
@@ -102,7 +103,7 @@ func (s *scorer) blockMassRef(qb int, blocks []int32) []float64 {
 		for ; j < len(l); j++ {
 			l[j] = plan.Dot64(qa, s.ck[j*D:(j+1)*D])
 		}
-		plan.AddBlockSoftmax(s.mass, l, p.BlockK/c.ck, s.mb, s.eb)
+		plan.AddBlockSoftmax(s.mass, l, p.BlockK/c.ck, mb, eb)
 	}
 	out := s.mass[:len(blocks)]
 	if len(blocks) == p.KBlocks() || blocks[0] == 0 && int(blocks[len(blocks)-1]) == len(blocks)-1 {

@@ -15,6 +15,7 @@ import (
 	"slices"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/method/internal/blocksoftmax"
 	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -248,7 +249,8 @@ func topP(mass []float64, p float64, kept []bool) {
 // (and head) order, which the device planner
 // (cuda/kernels/plan_unisparse.cu) repeats operation for operation, then
 // logits as plan.Dot64 of the float32 composites, the softmax and its
-// per-block sums as plan.AddBlockSoftmax. (The device scores the
+// per-block sums as plan.AddBlockSoftmax (run by blocksoftmax.Scratch,
+// the same bits with the exponentials in vectors). (The device scores the
 // composites in float32 on the tensor cores instead; its self-test judges
 // it against BlockScores.)
 type scorer struct {
@@ -266,7 +268,7 @@ type scorer struct {
 	out    []float64 // one kernel.Dot64Panel result
 	logits []float64 // four composite queries' logits, nk each
 	mass   []float64
-	mb, eb []float64 // plan.AddBlockSoftmax scratch
+	sm     blocksoftmax.Scratch // plan.AddBlockSoftmax, exponentials in vectors
 }
 
 func newScorer(p *plan.Plan, c config, q, k *tensor.Tensor) *scorer {
@@ -283,8 +285,6 @@ func newScorer(p *plan.Plan, c config, q, k *tensor.Tensor) *scorer {
 	s.out = make([]float64, 4*2*kernel.Dot64Lanes)
 	s.logits = make([]float64, 4*s.nk)
 	s.mass = make([]float64, p.KBlocks())
-	s.mb = make([]float64, p.KBlocks())
-	s.eb = make([]float64, p.KBlocks())
 	return s
 }
 
@@ -398,7 +398,7 @@ func (s *scorer) blockMass(qb int, blocks []int32) []float64 {
 		}
 		for r := range n {
 			l := s.logits[r*s.nk : r*s.nk+visible(a4+r)]
-			plan.AddBlockSoftmax(s.mass, l, p.BlockK/c.ck, s.mb, s.eb)
+			s.sm.Add(s.mass, l, p.BlockK/c.ck) // plan.AddBlockSoftmax's bits
 		}
 	}
 	out := s.mass[:len(blocks)]

@@ -20,6 +20,7 @@ import (
 	"slices"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
+	"github.com/sparseattn/sparseattn/method/internal/blocksoftmax"
 	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -92,13 +93,13 @@ func (x Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 // scratch is one worker's buffers for blockMass, kept from head to head so
 // that the large ones are allocated (and their pages touched) once.
 type scratch struct {
-	kt     []float32 // key groups in interleaved panels
-	aq     []float64 // a batch of query groups
-	buf    []float32 // one token row
-	rows   []float64 // a batch's logit rows
-	out    []float64 // one Dot64Panel result
-	mb, eb []float64
-	mass   []float64 // the head's block masses, QBlocks × KBlocks
+	kt   []float32 // key groups in interleaved panels
+	aq   []float64 // a batch of query groups
+	buf  []float32 // one token row
+	rows []float64 // a batch's logit rows
+	out  []float64 // one Dot64Panel result
+	sm   blocksoftmax.Scratch
+	mass []float64 // the head's block masses, QBlocks × KBlocks
 }
 
 // blockMass returns, for head h of batch b, the antidiagonal attention
@@ -166,7 +167,6 @@ func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scra
 	sc.rows = grow(sc.rows, tileRows*kg)
 	sc.aq = grow(sc.aq, tileRows*L)
 	sc.out = grow(sc.out, rowsPer*keysPer)
-	sc.mb, sc.eb = grow(sc.mb, p.KBlocks()), grow(sc.eb, p.KBlocks())
 	aq, out := sc.aq, sc.out
 	for i0 := 0; i0 < qg; i0 += tileRows {
 		most := 0
@@ -202,7 +202,8 @@ func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scra
 		for r := range tileRows {
 			if i := i0 + r; i < qg {
 				if visible := visibleTo(i); visible > 0 {
-					plan.AddBlockSoftmax(mass[i*s/p.BlockQ], sc.rows[r*kg:r*kg+visible], p.BlockK/s, sc.mb, sc.eb)
+					// plan.AddBlockSoftmax's bits, exponentials in vectors.
+					sc.sm.Add(mass[i*s/p.BlockQ], sc.rows[r*kg:r*kg+visible], p.BlockK/s)
 				}
 			}
 		}
