@@ -35,6 +35,12 @@ type estimator struct {
 	visible []bool    // per KV block: listed in the current row
 	score   []float64 // per KV block: importance of the current row
 	perm    []int
+	uniform int // Sampling: KV blocks 0..uniform−1 have sampleK columns each, in order
+	// keysOK: kT, colTok, colStart and uniform hold KV head keysOf of
+	// batch keysB.
+	keysB, keysOf int
+	keysOK        bool
+	bmax          []float32 // sampledMax's block maxima
 }
 
 // chunkCols is the width of the column chunks of estimator.kT. Each chunk
@@ -104,11 +110,16 @@ func (e *estimator) sample(r *rand.Rand, n, s int) []int {
 	return perm[:s]
 }
 
-// head prepares the keys of query head h's KV head.
+// head prepares the keys of query head h's KV head, kept when they are
+// the last call's (the same batch and KV head).
 func (e *estimator) head(b, h int) {
 	e.b, e.h = b, h
 	p, g := e.p, e.g
 	kh := g.KVHead(h)
+	if e.keysOK && e.keysB == b && e.keysOf == kh {
+		return // the keys depend on the KV head only: a GQA group shares them
+	}
+	e.keysOK = false
 	e.colTok = e.colTok[:0]
 	switch e.c.estimator {
 	case Sampling:
@@ -132,6 +143,10 @@ func (e *estimator) head(b, h int) {
 	}
 	e.cols = len(e.colTok)
 	e.colStart[p.KBlocks()] = e.cols
+	e.uniform = 0
+	for e.uniform < p.KBlocks() && e.colStart[e.uniform] == e.uniform*e.c.sampleK && e.colStart[e.uniform+1]-e.colStart[e.uniform] == e.c.sampleK {
+		e.uniform++
+	}
 	e.kT = grow(e.kT, e.width*chunkCols*((e.cols+chunkCols-1)/chunkCols))
 	clear(e.kT)
 	for col, t := range e.colTok {
@@ -157,6 +172,7 @@ func (e *estimator) head(b, h int) {
 			}
 		}
 	}
+	e.keysB, e.keysOf, e.keysOK = b, kh, true
 }
 
 // row returns the importance of each of query block qb's visible blocks,
@@ -303,6 +319,10 @@ func (e *estimator) rank(s *slot, dst []float64) []float64 {
 			continue // this query sees no sampled key
 		}
 		sum := float64(kernel.ExpShift(l, l, m)) // masked logits become 0
+		if e.c.estimator == Sampling && sum == sum {
+			e.sampledMax(l, blocks, sum)
+			continue
+		}
 		for _, kb := range blocks {
 			c0, c1 := e.colStart[kb], e.colStart[kb+1]
 			if e.c.estimator == Sampling {
@@ -327,6 +347,37 @@ func (e *estimator) rank(s *slot, dst []float64) []float64 {
 		dst = append(dst, score[kb])
 	}
 	return dst
+}
+
+// sampledMax is rank's Sampling update for one query row's weights l
+// (exponentials, their sum not NaN): score[kb] = max(score[kb], largest
+// weight of block kb / sum), as rank's loop takes it. The blocks of
+// exactly sampleK columns from the first (every block but a ragged last)
+// take their largest weight from kernel.MaxBlocks32 in one call; without
+// NaN it is the value the loop's max finds (up to the sign of a zero,
+// which max(score, ±0/sum) with score ≥ +0 does not see).
+func (e *estimator) sampledMax(l []float32, blocks []int32, sum float64) {
+	sk := e.c.sampleK
+	whole := min(e.uniform, len(l)/sk)
+	e.bmax = grow(e.bmax, whole)
+	kernel.MaxBlocks32(e.bmax, l[:whole*sk], sk)
+	score := e.score
+	for _, kb := range blocks {
+		c0, c1 := e.colStart[kb], e.colStart[kb+1]
+		if c0 == c1 {
+			continue
+		}
+		var mx float32
+		if int(kb) < whole {
+			mx = e.bmax[kb]
+		} else {
+			mx = l[c0]
+			for _, x := range l[c0+1 : c1] {
+				mx = max(mx, x)
+			}
+		}
+		score[kb] = max(score[kb], float64(mx)/sum)
+	}
 }
 
 // antidiagonal returns the logit of query group i of slot s against key

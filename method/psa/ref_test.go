@@ -26,11 +26,16 @@ func TestPlanMatchesUnchunkedPlanner(t *testing.T) {
 	r := testutil.Rand(t)
 	// Beyond the awkward shapes, whose rows have fewer key columns than one
 	// chunk: rows of several chunks with ragged ends, groups of many query
-	// blocks, GQA, D up to 256, causal and not, Nq < Nk.
+	// blocks, GQA, D up to 256, causal and not, Nq < Nk, and 16 sampled keys
+	// per block (the default at 64-key blocks).
 	long := []plantest.Shape{
 		{Name: "long-causal-gqa", B: 1, Hq: 4, Hkv: 2, Nq: 1000, Nk: 1000, D: 32, BlockQ: 16, BlockK: 16, Causal: true},
 		{Name: "long-noncausal-d256", B: 1, Hq: 1, Hkv: 1, Nq: 300, Nk: 700, D: 256, BlockQ: 32, BlockK: 16},
 		{Name: "long-prefill-d64", B: 2, Hq: 2, Hkv: 1, Nq: 200, Nk: 900, D: 64, BlockQ: 16, BlockK: 24, Causal: true},
+		// 64-key blocks: 16 sampled keys per block, the vector block
+		// maxima's width; the last block of 10 keys has 10 columns.
+		{Name: "long-causal-bk64", B: 1, Hq: 2, Hkv: 1, Nq: 650, Nk: 650, D: 32, BlockQ: 64, BlockK: 64, Causal: true},
+		{Name: "long-noncausal-bk64", B: 1, Hq: 1, Hkv: 1, Nq: 200, Nk: 650, D: 32, BlockQ: 64, BlockK: 64},
 	}
 	for _, s := range plantest.Select(append(long, shapes...)) {
 		pr := s.Problem(t, r, 1.5, 1)

@@ -177,7 +177,7 @@ func (u Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 				blocks, _ := dense.Entries(r)
 				mass := s.blockMass(qb, blocks)
 				kept := keep[dense.RowStart[r]:dense.RowStart[r+1]]
-				topP(mass, c.topP, kept)
+				s.topP(mass, c.topP, kept)
 				// UniSparse §4.2: the group's mask is broadcast to its heads.
 				for h := h0 + 1; h < h0+c.ch; h++ {
 					r2 := dense.Row(b, h, qb)
@@ -242,6 +242,49 @@ func topP(mass []float64, p float64, kept []bool) {
 	}
 }
 
+// topP is the package's topP with the order kept in s and sorted by
+// pdqsort on (mass descending, key order): the same kept blocks, as that
+// order is the stable sort's, without an allocation per row. (With a NaN
+// mass the total is NaN, no running sum reaches it and every block is kept
+// in either version, whatever the order.)
+func (s *scorer) topP(mass []float64, p float64, kept []bool) {
+	clear(kept)
+	total := plan.Sum64(mass)
+	if total == 0 {
+		return
+	}
+	if p >= 1 {
+		for i := range kept {
+			kept[i] = true
+		}
+		return
+	}
+	if cap(s.order) < len(mass) {
+		s.order = make([]int32, len(mass))
+	}
+	order := s.order[:len(mass)]
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		switch {
+		case mass[a] > mass[b]:
+			return -1
+		case mass[a] < mass[b]:
+			return 1
+		}
+		return int(a - b)
+	})
+	var cum float64
+	for _, i := range order {
+		kept[i] = true
+		cum += mass[i]
+		if cum >= p*total {
+			return
+		}
+	}
+}
+
 // scorer is one worker's compressed-attention state.
 //
 // Every value is computed in a canonical order: composite tokens in
@@ -269,6 +312,13 @@ type scorer struct {
 	logits []float64 // four composite queries' logits, nk each
 	mass   []float64
 	sm     blocksoftmax.Scratch // plan.AddBlockSoftmax, exponentials in vectors
+	order  []int32              // topP's order
+
+	// keysOf is the KV head of batch keysB whose composite keys ck and ckT
+	// hold, when keysOK: without head compression or stochastic draws the
+	// query heads of one KV head share them.
+	keysB, keysOf int
+	keysOK        bool
 }
 
 func newScorer(p *plan.Plan, c config, q, k *tensor.Tensor) *scorer {
@@ -289,7 +339,9 @@ func newScorer(p *plan.Plan, c config, q, k *tensor.Tensor) *scorer {
 }
 
 // compress builds the composite queries and keys of the head group whose
-// first query head is h0 (UniSparse §4.2, Eq. 2–3).
+// first query head is h0 (UniSparse §4.2, Eq. 2–3). The keys are kept when
+// they are the last call's (the same batch and KV head, no head compression
+// and no stochastic draw).
 func (s *scorer) compress(b, h0 int) {
 	g, c := s.g, s.c
 	scale := s.p.SoftmaxScale()
@@ -303,15 +355,30 @@ func (s *scorer) compress(b, h0 int) {
 			s.cq[a*g.D+d] = x * scale
 		}
 	}
+	shared := c.ch == 1 && c.pooling != Stochastic
+	if shared && s.keysOK && s.keysB == b && s.keysOf == g.KVHead(h0) {
+		return
+	}
+	s.keysOK = false
 	for j := range s.nk {
 		lo, hi := j*c.ck, min((j+1)*c.ck, g.Nk)
 		s.gather(s.k, b, h0, lo, hi, true)
 		pool.pool(s.ck[j*g.D:(j+1)*g.D], s.rows[:(hi-lo)*g.D], g.D, 1)
-		panel := s.ckT[j/kernel.Dot64Lanes*kernel.Dot64Lanes*g.D+j%kernel.Dot64Lanes:]
-		for d, x := range s.ck[j*g.D : (j+1)*g.D] {
-			panel[d*kernel.Dot64Lanes] = x
+	}
+	// Interleave in address order: element d of composite key p·8+c at
+	// ckT[p·8·D + d·8 + c]; the padding keys stay zero.
+	const lanes = kernel.Dot64Lanes
+	for p0 := 0; p0 < s.nk; p0 += lanes {
+		panel := s.ckT[p0*g.D : (p0+lanes)*g.D]
+		keys := min(lanes, s.nk-p0)
+		for d := range g.D {
+			out := panel[d*lanes : d*lanes+keys]
+			for c := range out {
+				out[c] = s.ck[(p0+c)*g.D+d]
+			}
 		}
 	}
+	s.keysB, s.keysOf, s.keysOK = b, g.KVHead(h0), shared
 }
 
 // gather fills s.rows with tokens lo..hi−1, each averaged over the head

@@ -93,13 +93,17 @@ func (x Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 // scratch is one worker's buffers for blockMass, kept from head to head so
 // that the large ones are allocated (and their pages touched) once.
 type scratch struct {
-	kt   []float32 // key groups in interleaved panels
-	aq   []float64 // a batch of query groups
-	buf  []float32 // one token row
-	rows []float64 // a batch's logit rows
-	out  []float64 // one Dot64Panel result
-	sm   blocksoftmax.Scratch
-	mass []float64 // the head's block masses, QBlocks × KBlocks
+	kt    []float32 // key groups in interleaved panels (keyPanels)
+	ktK   *tensor.Tensor
+	ktB   int // kt holds KV head ktH of batch ktB of ktK
+	ktH   int
+	rowsK []float32 // one panel's key rows
+	aq    []float64 // a batch of query groups
+	buf   []float32 // one token row
+	rows  []float64 // a batch's logit rows
+	out   []float64 // one Dot64Panel result
+	sm    blocksoftmax.Scratch
+	mass  []float64 // the head's block masses, QBlocks × KBlocks
 }
 
 // blockMass returns, for head h of batch b, the antidiagonal attention
@@ -125,20 +129,9 @@ func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scra
 	// kernel.Dot64Lanes: element e of key group j at (j/8)·8·L + e·8 + j%8.
 	// Query groups are read a tile at a time, widened to float64 (exactly).
 	const rowsPer, keysPer = 4, 2 * kernel.Dot64Lanes
-	sc.kt = grow(sc.kt, (kg+keysPer-1)/keysPer*keysPer*L)
-	// Every element of a panel before the first incomplete key group is
-	// written below; the rest is padding, zero.
-	clear(sc.kt[(g.Nk/s)/kernel.Dot64Lanes*kernel.Dot64Lanes*L:])
 	sc.buf = grow(sc.buf, d)
+	sc.keyPanels(k, b, g.KVHead(h), s, g.Nk, (kg+keysPer-1)/keysPer*keysPer)
 	kt, buf := sc.kt, sc.buf
-	for j := range g.Nk {
-		k.ReadRow(b, g.KVHead(h), j, buf)
-		grp, u := j/s, j%s
-		panel := kt[(grp/kernel.Dot64Lanes)*kernel.Dot64Lanes*L+grp%kernel.Dot64Lanes:]
-		for t, v := range buf {
-			panel[(u*d+t)*kernel.Dot64Lanes] = v
-		}
-	}
 	scale := float64(p.SoftmaxScale()) / float64(s)
 	off := g.QueryOffset()
 	// The masses are only read until the next head's call.
@@ -209,6 +202,48 @@ func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scra
 		}
 	}
 	return mass
+}
+
+// keyPanels fills sc.kt with the key groups of KV head kvh of batch b of
+// k (n tokens, groups of s), in interleaved panels of kernel.Dot64Lanes
+// groups, padded with zero groups to groups in all: element e of key group
+// j at (j/8)·8·L + e·8 + j%8, L = s·D. The query heads of one KV head
+// share its panels, so a worker that meets the same (k, b, kvh) again (its
+// next head of a GQA group) keeps them. Each panel is built from its 8·s
+// key rows read into sc.rowsK, then written in address order.
+func (sc *scratch) keyPanels(k *tensor.Tensor, b, kvh, s, n, groups int) {
+	if sc.ktK == k && sc.ktB == b && sc.ktH == kvh && len(sc.kt) > 0 {
+		return
+	}
+	d := k.Shape().D
+	L, lanes := s*d, kernel.Dot64Lanes
+	sc.kt = grow(sc.kt, groups*L)
+	sc.rowsK = grow(sc.rowsK, lanes*L)
+	src := sc.rowsK
+	for p0 := 0; p0 < groups*s; p0 += lanes * s { // first token of the panel
+		if p0 >= n {
+			clear(sc.kt[p0*d:])
+			break
+		}
+		for j := range lanes * s {
+			row := src[j*d : (j+1)*d]
+			if p0+j < n {
+				k.ReadRow(b, kvh, p0+j, row)
+			} else {
+				clear(row)
+			}
+		}
+		// Group c of the panel is src[c·L : (c+1)·L]; its element e goes
+		// to panel[e·8 + c].
+		panel := sc.kt[p0*d : p0*d+lanes*L]
+		for e := range L {
+			out := panel[e*lanes : e*lanes+lanes]
+			for c := range out {
+				out[c] = src[c*L+e]
+			}
+		}
+	}
+	sc.ktK, sc.ktB, sc.ktH = k, b, kvh
 }
 
 // grow returns s resized to n, reallocated only when too small.

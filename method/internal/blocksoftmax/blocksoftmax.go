@@ -78,10 +78,11 @@ func (s *Scratch) Add(mass, l []float64, per int) {
 	}
 }
 
-// grow returns s resized to n, reallocated only when too small.
+// grow returns s resized to n, reallocated only when too small, then to
+// at least twice its capacity: causal rows lengthen one block at a time.
 func grow(s []float64, n int) []float64 {
 	if cap(s) < n {
-		return make([]float64, n)
+		return make([]float64, n, max(n, 2*cap(s)))
 	}
 	return s[:n]
 }
