@@ -85,7 +85,7 @@ func (x Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 		var sc scratch
 		return func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
 			mass := x.blockMass(dense, q, k, b, h, &sc)
-			return func(qb int, visible []int32) []int32 { return Select(dense, qb, visible, mass[qb], x.Threshold) }
+			return func(qb int, visible []int32) []int32 { return sc.sel.pick(dense, qb, visible, mass[qb], x.Threshold) }
 		}
 	})
 }
@@ -103,6 +103,7 @@ type scratch struct {
 	rows  []float64 // a batch's logit rows
 	out   []float64 // one Dot64Panel result
 	sm    blocksoftmax.Scratch
+	sel   selector
 	mass  []float64 // the head's block masses, QBlocks × KBlocks
 }
 
@@ -236,11 +237,12 @@ func (sc *scratch) keyPanels(k *tensor.Tensor, b, kvh, s, n, groups int) {
 		// Group c of the panel is src[c·L : (c+1)·L]; its element e goes
 		// to panel[e·8 + c].
 		panel := sc.kt[p0*d : p0*d+lanes*L]
+		s0, s1, s2, s3 := src[:L], src[L:2*L], src[2*L:3*L], src[3*L:4*L]
+		s4, s5, s6, s7 := src[4*L:5*L], src[5*L:6*L], src[6*L:7*L], src[7*L:8*L]
 		for e := range L {
-			out := panel[e*lanes : e*lanes+lanes]
-			for c := range out {
-				out[c] = src[c*L+e]
-			}
+			out := panel[e*lanes : e*lanes+lanes : e*lanes+lanes]
+			out[0], out[1], out[2], out[3] = s0[e], s1[e], s2[e], s3[e]
+			out[4], out[5], out[6], out[7] = s4[e], s5[e], s6[e], s7[e]
 		}
 	}
 	sc.ktK, sc.ktB, sc.ktH = k, b, kvh
@@ -296,6 +298,65 @@ func Select(p *plan.Plan, qb int, visible []int32, mass []float64, threshold flo
 		keep = append(keep, kb)
 		have += mass[kb]
 	}
+	slices.Sort(keep)
+	return keep
+}
+
+// selector is Select with one worker's scratch: the kept lists are carved
+// from chunks of one arena (they live until the plan is built), the masses
+// and the candidates reuse buffers, and the candidates are sorted by
+// pdqsort on (mass descending, key order), which is the order of Select's
+// stable sort. The kept blocks are Select's (TestSelectorMatchesSelect).
+type selector struct {
+	arena []int32 // the unused tail of the current chunk
+	vm    []float64
+	rest  []int32
+}
+
+// pick is Select(p, qb, visible, mass, threshold) without a fresh
+// allocation per row.
+func (sl *selector) pick(p *plan.Plan, qb int, visible []int32, mass []float64, threshold float64) []int32 {
+	if len(visible) == 0 {
+		return nil
+	}
+	if len(sl.arena) < len(visible) {
+		sl.arena = make([]int32, max(len(visible), 1<<16))
+	}
+	keep := sl.arena[:0:len(visible)]
+	sl.arena = sl.arena[len(visible):]
+	sl.vm = grow(sl.vm, len(visible))
+	for i, kb := range visible {
+		sl.vm[i] = mass[kb]
+	}
+	total := plan.Sum64(sl.vm) // canonical
+	need := threshold * total
+	var have float64
+	rest := sl.rest[:0]
+	for i, kb := range visible {
+		if p.Causal && (i == 0 && kb == 0 || i == len(visible)-1) {
+			keep = append(keep, kb)
+			have += mass[kb]
+			continue
+		}
+		rest = append(rest, kb)
+	}
+	slices.SortFunc(rest, func(a, b int32) int {
+		switch {
+		case mass[a] > mass[b]:
+			return -1
+		case mass[a] < mass[b]:
+			return 1
+		}
+		return int(a - b) // visible is in key order: the stable sort's tie order
+	})
+	for _, kb := range rest {
+		if have >= need {
+			break
+		}
+		keep = append(keep, kb)
+		have += mass[kb]
+	}
+	sl.rest = rest
 	slices.Sort(keep)
 	return keep
 }

@@ -43,7 +43,7 @@ type Scratch struct {
 	aq     []float64 // the probe queries widened to float64, rows padded to 4
 	out    []float64 // one Dot64Panel result
 	lg     []float64 // a batch's logits in the current tile, 4 × Tile
-	buf    []float64 // one tile's exponentials, for plan.Sum64
+	buf    []float64 // one tile's shifted logits, then exponentials, for plan.Sum64
 	mt, st []float64 // per query and tile: maximum and exponential sum
 	w      []float64
 }
@@ -142,11 +142,16 @@ func (s *Scratch) Last(t plan.Tiling, q, k *tensor.Tensor, b, h, n int) *Probe {
 				for _, v := range lg {
 					m = max(m, v)
 				}
-				ei := p.e[i*nk+lo : i*nk+ihi]
+				// float32(plan.Exp64(l_j − m)), the exponentials eight at
+				// a time (kernel.Exp64s: the same bits).
+				ei, x := p.e[i*nk+lo:i*nk+ihi], s.buf[:ihi-lo]
 				for j, v := range lg {
-					x := float32(plan.Exp64(v - m))
-					ei[j] = x
-					s.buf[j] = float64(x)
+					x[j] = v - m
+				}
+				kernel.Exp64s(x, x)
+				for j, v := range x {
+					ei[j] = float32(v)
+					x[j] = float64(ei[j])
 				}
 				s.mt[i*tiles+tt], s.st[i*tiles+tt] = m, plan.Sum64(s.buf[:ihi-lo])
 			}
