@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
@@ -81,6 +82,15 @@ func (x Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	if err := heads.CheckInputs(t, q, k, "xattn"); err != nil {
 		return nil, err
 	}
+	if g := t.Geometry; g.Group() >= runtime.GOMAXPROCS(0) {
+		return x.planShared(ctx, t, q, k)
+	}
+	return x.planPerWorker(ctx, t, q, k)
+}
+
+// planPerWorker is Plan with one head per worker at a time, each worker
+// building (and keeping) the key panels of its heads' KV heads itself.
+func (x Planner) planPerWorker(ctx context.Context, t plan.Tiling, q, k *tensor.Tensor) (*plan.Plan, error) {
 	return heads.SelectBlocksWorker(ctx, t, func() func(*plan.Plan, int, int) func(int, []int32) []int32 {
 		var sc scratch
 		return func(dense *plan.Plan, b, h int) func(int, []int32) []int32 {
@@ -119,9 +129,7 @@ type scratch struct {
 // caller's scratch; the result lives in it until the next call.
 func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scratch) [][]float64 {
 	g := p.Geometry
-	s, d := x.Stride, g.D
-	qg, kg := (g.Nq+s-1)/s, (g.Nk+s-1)/s
-	L := s * d
+	s := x.Stride
 	// Reshaped rows: query group i is Q[iS+S−1], Q[iS+S−2], …, Q[iS]
 	// concatenated, key group j is K[jS], …, K[jS+S−1]; missing tokens of a
 	// ragged last group are zeros. One dot product of length S·D is then
@@ -129,10 +137,27 @@ func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scra
 	// zero groups to a multiple of 16 and interleaved in panels of
 	// kernel.Dot64Lanes: element e of key group j at (j/8)·8·L + e·8 + j%8.
 	// Query groups are read a tile at a time, widened to float64 (exactly).
+	sc.keyPanels(k, b, g.KVHead(h), s, g.Nk, panelGroups((g.Nk+s-1)/s))
+	return x.massFrom(p, q, b, h, sc.kt, sc)
+}
+
+// panelGroups is the number of key groups the panels of kg groups hold:
+// kg padded to a multiple of the sixteen of one Dot64Panel call.
+func panelGroups(kg int) int {
+	const keysPer = 2 * kernel.Dot64Lanes
+	return (kg + keysPer - 1) / keysPer * keysPer
+}
+
+// massFrom is blockMass on key panels kt already built (keyPanels'
+// layout) for head h's KV head.
+func (x Planner) massFrom(p *plan.Plan, q *tensor.Tensor, b, h int, kt []float32, sc *scratch) [][]float64 {
+	g := p.Geometry
+	s, d := x.Stride, g.D
+	qg, kg := (g.Nq+s-1)/s, (g.Nk+s-1)/s
+	L := s * d
 	const rowsPer, keysPer = 4, 2 * kernel.Dot64Lanes
 	sc.buf = grow(sc.buf, d)
-	sc.keyPanels(k, b, g.KVHead(h), s, g.Nk, (kg+keysPer-1)/keysPer*keysPer)
-	kt, buf := sc.kt, sc.buf
+	buf := sc.buf
 	scale := float64(p.SoftmaxScale()) / float64(s)
 	off := g.QueryOffset()
 	// The masses are only read until the next head's call.
@@ -216,36 +241,45 @@ func (sc *scratch) keyPanels(k *tensor.Tensor, b, kvh, s, n, groups int) {
 	if sc.ktK == k && sc.ktB == b && sc.ktH == kvh && len(sc.kt) > 0 {
 		return
 	}
-	d := k.Shape().D
-	L, lanes := s*d, kernel.Dot64Lanes
+	L := s * k.Shape().D
 	sc.kt = grow(sc.kt, groups*L)
-	sc.rowsK = grow(sc.rowsK, lanes*L)
-	src := sc.rowsK
-	for p0 := 0; p0 < groups*s; p0 += lanes * s { // first token of the panel
-		if p0 >= n {
-			clear(sc.kt[p0*d:])
-			break
-		}
-		for j := range lanes * s {
-			row := src[j*d : (j+1)*d]
-			if p0+j < n {
-				k.ReadRow(b, kvh, p0+j, row)
-			} else {
-				clear(row)
-			}
-		}
-		// Group c of the panel is src[c·L : (c+1)·L]; its element e goes
-		// to panel[e·8 + c].
-		panel := sc.kt[p0*d : p0*d+lanes*L]
-		s0, s1, s2, s3 := src[:L], src[L:2*L], src[2*L:3*L], src[3*L:4*L]
-		s4, s5, s6, s7 := src[4*L:5*L], src[5*L:6*L], src[6*L:7*L], src[7*L:8*L]
-		for e := range L {
-			out := panel[e*lanes : e*lanes+lanes : e*lanes+lanes]
-			out[0], out[1], out[2], out[3] = s0[e], s1[e], s2[e], s3[e]
-			out[4], out[5], out[6], out[7] = s4[e], s5[e], s6[e], s7[e]
-		}
+	sc.rowsK = grow(sc.rowsK, kernel.Dot64Lanes*L)
+	for pi := range groups / kernel.Dot64Lanes {
+		fillPanel(sc.kt, sc.rowsK, k, b, kvh, s, n, pi)
 	}
 	sc.ktK, sc.ktB, sc.ktH = k, b, kvh
+}
+
+// fillPanel writes panel pi of keyPanels' layout into kt: key groups
+// 8·pi … 8·pi+7 of KV head kvh of batch b of k (n tokens, groups of s),
+// read into rows (8·s·D values) and then written in address order; groups
+// past the last token are zeros.
+func fillPanel(kt, rows []float32, k *tensor.Tensor, b, kvh, s, n, pi int) {
+	d := k.Shape().D
+	L, lanes := s*d, kernel.Dot64Lanes
+	p0 := pi * lanes * s // first token of the panel
+	panel := kt[pi*lanes*L : (pi+1)*lanes*L]
+	if p0 >= n {
+		clear(panel)
+		return
+	}
+	for j := range lanes * s {
+		row := rows[j*d : (j+1)*d]
+		if p0+j < n {
+			k.ReadRow(b, kvh, p0+j, row)
+		} else {
+			clear(row)
+		}
+	}
+	// Group c of the panel is rows[c·L : (c+1)·L]; its element e goes to
+	// panel[e·8 + c].
+	s0, s1, s2, s3 := rows[:L], rows[L:2*L], rows[2*L:3*L], rows[3*L:4*L]
+	s4, s5, s6, s7 := rows[4*L:5*L], rows[5*L:6*L], rows[6*L:7*L], rows[7*L:8*L]
+	for e := range L {
+		out := panel[e*lanes : e*lanes+lanes : e*lanes+lanes]
+		out[0], out[1], out[2], out[3] = s0[e], s1[e], s2[e], s3[e]
+		out[4], out[5], out[6], out[7] = s4[e], s5[e], s6[e], s7[e]
+	}
 }
 
 // grow returns s resized to n, reallocated only when too small.
