@@ -14,10 +14,18 @@ const spanKeys = 512
 
 // spanning reports whether the run folds consecutive KV blocks in spans
 // (span): keys and values read in place, and no plan feature that decides
-// block by block (token orders, the λ filter, the stop rule).
+// block by block (token orders, the λ filter, the stop rule) in the plan
+// or in its Init plan, whose pass runs with the same setting.
 func (r *run) spanning(noSpans bool) bool {
-	p := r.p
-	return !noSpans && r.kRows != nil && r.vRows != nil && p.Order == nil && p.Filter == nil && p.Stop == nil
+	if noSpans || r.kRows == nil || r.vRows == nil {
+		return false
+	}
+	for p := r.p; p != nil; p = p.Init {
+		if p.Order != nil || p.Filter != nil || p.Stop != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // span extends blk, the in-place KV block blocks[0] of query block qb

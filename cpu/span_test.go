@@ -131,3 +131,52 @@ func seq(lo, hi int32) []int32 {
 	}
 	return s
 }
+
+// TestSpanning checks when a run folds spans: keys and values read in
+// place and no block-by-block plan feature, in the plan or its Init plan.
+func TestSpanning(t *testing.T) {
+	g := tensor.Geometry{B: 1, Hq: 1, Hkv: 1, Nq: 1, Nk: 300, D: 16, Dv: 16}
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 64, BlockK: 64}
+	dense := func() *plan.Plan {
+		p, err := plan.Dense(tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	kv, err := tensor.New(tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 1, N: g.Nk, D: g.D})
+	if err != nil {
+		t.Fatal(err)
+	}
+	half, err := tensor.New(tensor.Float16, tensor.BHND, tensor.Shape{B: 1, H: 1, N: g.Nk, D: g.D})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		set     func(p *plan.Plan)
+		k       *tensor.Tensor
+		noSpans bool
+		want    bool
+	}{
+		{"dense", func(*plan.Plan) {}, kv, false, true},
+		{"off", func(*plan.Plan) {}, kv, true, false},
+		{"packed-keys", func(*plan.Plan) {}, half, false, false},
+		{"stop", func(p *plan.Plan) { p.Stop = &plan.StopRule{Tau: 0.5, After: 1} }, kv, false, false},
+		{"filter", func(p *plan.Plan) { p.Filter = &plan.Filter{Lambda: -2, RowGroup: 1} }, kv, false, false},
+		{"init-stop", func(p *plan.Plan) {
+			p.Init = dense()
+			p.Init.Stop = &plan.StopRule{Tau: 0.5, After: 1}
+		}, kv, false, false},
+		{"init-dense", func(p *plan.Plan) { p.Init = dense() }, kv, false, true},
+	}
+	for _, c := range cases {
+		p := dense()
+		c.set(p)
+		r := &run{p: p, g: g, k: c.k, v: kv, maxLevel: plan.Full, stack: 1}
+		r.readInPlace()
+		if got := r.spanning(c.noSpans); got != c.want {
+			t.Errorf("%s: spanning = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
