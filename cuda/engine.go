@@ -80,6 +80,9 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	nv, err := driver.LoadNVRTC()
+	if err == nil {
+		err = nv.CanTarget(dev.Arch())
+	}
 	if err != nil {
 		dev.Close()
 		return nil, err

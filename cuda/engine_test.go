@@ -606,8 +606,11 @@ func TestOutput16(t *testing.T) {
 // is needed), and logs ptxas's register and spill report for each.
 func TestCompileHopperKernels(t *testing.T) {
 	nv, err := driver.LoadNVRTC()
+	if err == nil {
+		err = nv.CanTarget("sm_90a")
+	}
 	if errors.Is(err, driver.ErrUnavailable) {
-		t.Skipf("no NVRTC: %v", err)
+		t.Skipf("no NVRTC for sm_90a: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -170,3 +170,33 @@ func TestOutOfMemory(t *testing.T) {
 		t.Fatalf("allocating 4× the device memory: got %v, want ErrOutOfMemory", err)
 	}
 }
+
+// TestCanTarget: an NVRTC older than an architecture needs is refused with
+// ErrUnavailable and a message naming the release to install; newer and
+// unlisted architectures pass.
+func TestCanTarget(t *testing.T) {
+	for _, c := range []struct {
+		major, minor int
+		arch         string
+		ok           bool
+	}{
+		{11, 8, "sm_90a", false},
+		{11, 2, "sm_90", false},
+		{11, 8, "sm_90", true},
+		{12, 0, "sm_90a", true},
+		{13, 0, "sm_90a", true},
+		{11, 0, "sm_80", true},
+		{11, 7, "sm_89", false},
+	} {
+		n := &NVRTC{Library: "libnvrtc.so", Major: c.major, Minor: c.minor}
+		err := n.CanTarget(c.arch)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("NVRTC %d.%d, %s: %v", c.major, c.minor, c.arch, err)
+		case !c.ok && !errors.Is(err, ErrUnavailable):
+			t.Errorf("NVRTC %d.%d, %s: error %v, want ErrUnavailable", c.major, c.minor, c.arch, err)
+		case !c.ok && !strings.Contains(err.Error(), EnvLibNVRTC):
+			t.Errorf("NVRTC %d.%d, %s: %q does not say how to fix it", c.major, c.minor, c.arch, err)
+		}
+	}
+}

@@ -52,6 +52,25 @@ func LoadNVRTC() (*NVRTC, error) {
 	return n, nil
 }
 
+// minNVRTC is the oldest NVRTC release that compiles for an architecture
+// the engine targets, where that is newer than 11.0: Hopper's
+// architecture-specific sm_90a (wgmma, TMA) arrived in CUDA 12.0, sm_89 and
+// sm_90 in 11.8.
+var minNVRTC = map[string][2]int{"sm_90a": {12, 0}, "sm_90": {11, 8}, "sm_89": {11, 8}}
+
+// CanTarget returns nil when this NVRTC compiles for arch (as Info.Arch
+// names it), and otherwise an error wrapping ErrUnavailable that names the
+// release arch needs: an older NVRTC fails every compile for it with an
+// option error.
+func (n *NVRTC) CanTarget(arch string) error {
+	need, ok := minNVRTC[arch]
+	if !ok || n.Major > need[0] || n.Major == need[0] && n.Minor >= need[1] {
+		return nil
+	}
+	return fmt.Errorf("%w: NVRTC %d.%d (%s) cannot compile for %s, which needs NVRTC %d.%d or newer; point %s at a newer libnvrtc",
+		ErrUnavailable, n.Major, n.Minor, n.Library, arch, need[0], need[1], EnvLibNVRTC)
+}
+
 // Compile compiles src (named name in messages) with the given options,
 // which must name a real architecture (e.g. --gpu-architecture=sm_90a), and
 // returns the cubin and the compiler's log. A failure is a *CompileError
