@@ -11,6 +11,15 @@
 // block then keeps the fewest blocks, heaviest first, whose summed score
 // reaches Threshold of its total (XAttention §2.2); causal plans always keep
 // the first KV block and the diagonal block, as the reference code does.
+//
+// Planning is quadratic by design: a causal head takes N²·D/(2S) float64
+// multiply-adds for the antidiagonal sums, 1/(2S) of dense attention's
+// N²·D float32 ones (1/32 at S = 16) but at half its SIMD width, plus
+// N²/(2S²) canonical exponentials. The sums run in kernel.Dot64Panel at
+// about the core's float64 FMA rate. On the 2-core development VM at 16K
+// tokens (8 query heads over 2 KV heads, D 128) a plan costs about 9–10%
+// of a dense CPU pass in CPU time, two thirds of it those sums (about 5%
+// of the dense pass); BENCHMARKS.md, "Planning cost at 16K on the CPU".
 package xattn
 
 import (
