@@ -15,7 +15,7 @@
 // Planning is quadratic by design: a causal head takes N²·D/(2S) float64
 // multiply-adds for the antidiagonal sums, 1/(2S) of dense attention's
 // N²·D float32 ones (1/32 at S = 16) but at half its SIMD width, plus
-// N²/(2S²) canonical exponentials. The sums run in kernel.Dot64Panel at
+// N²/(2S²) canonical exponentials. The sums run in kernel.Dot64Panel8 at
 // about the core's float64 FMA rate. On the 2-core development VM at 16K
 // tokens (8 query heads over 2 KV heads, D 128) a plan costs about 9–10%
 // of a dense CPU pass in CPU time, two thirds of it those sums (about 5%
@@ -120,7 +120,7 @@ type scratch struct {
 	aq    []float64 // a batch of query groups
 	buf   []float32 // one token row
 	rows  []float64 // a batch's logit rows
-	out   []float64 // one Dot64Panel result
+	out   []float64 // one Dot64Panel8 result
 	sm    blocksoftmax.Scratch
 	sel   selector
 	mass  []float64 // the head's block masses, QBlocks × KBlocks
@@ -132,7 +132,7 @@ type scratch struct {
 // the softmax and its block sums are plan.AddBlockSoftmax's. (The device
 // planner, cuda/kernels/plan_xattn.cu, scores in float32 on the tensor
 // cores instead; its self-test judges it against BlockScores.) The dot products run in
-// kernel.Dot64Panel, four query groups against sixteen key groups at once,
+// kernel.Dot64Panel8, eight query groups against sixteen key groups at once,
 // which adds every product in plan.Dot64's order: the same bits, about
 // eighteen times faster than one dot product after another. sc is the
 // caller's scratch; the result lives in it until the next call.
@@ -151,7 +151,7 @@ func (x Planner) blockMass(p *plan.Plan, q, k *tensor.Tensor, b, h int, sc *scra
 }
 
 // panelGroups is the number of key groups the panels of kg groups hold:
-// kg padded to a multiple of the sixteen of one Dot64Panel call.
+// kg padded to a multiple of the sixteen of one Dot64Panel8 call.
 func panelGroups(kg int) int {
 	const keysPer = 2 * kernel.Dot64Lanes
 	return (kg + keysPer - 1) / keysPer * keysPer
@@ -164,7 +164,7 @@ func (x Planner) massFrom(p *plan.Plan, q *tensor.Tensor, b, h int, kt []float32
 	s, d := x.Stride, g.D
 	qg, kg := (g.Nq+s-1)/s, (g.Nk+s-1)/s
 	L := s * d
-	const rowsPer, keysPer = 4, 2 * kernel.Dot64Lanes
+	const rowsPer, keysPer = 8, 2 * kernel.Dot64Lanes
 	sc.buf = grow(sc.buf, d)
 	buf := sc.buf
 	scale := float64(p.SoftmaxScale()) / float64(s)
@@ -188,10 +188,10 @@ func (x Planner) massFrom(p *plan.Plan, q *tensor.Tensor, b, h int, kt []float32
 		}
 		return 0
 	}
-	// A tile of tileRows query groups (four Dot64Panel batches) passes
+	// A tile of tileRows query groups (two Dot64Panel8 batches) passes
 	// over the key panels together, so a panel pair is read from memory
-	// once per tile and from cache by the other batches.
-	const tileRows = 4 * rowsPer
+	// once per tile and from cache by the other batch.
+	const tileRows = 2 * rowsPer
 	sc.rows = grow(sc.rows, tileRows*kg)
 	sc.aq = grow(sc.aq, tileRows*L)
 	sc.out = grow(sc.out, rowsPer*keysPer)
@@ -217,7 +217,7 @@ func (x Planner) massFrom(p *plan.Plan, q *tensor.Tensor, b, h int, kt []float32
 		}
 		for j0 := 0; j0 < most; j0 += keysPer {
 			for r0 := 0; r0 < tileRows && i0+r0 < qg; r0 += rowsPer {
-				kernel.Dot64Panel(aq[r0*L:], L, L, kt[j0*L:], out)
+				kernel.Dot64Panel8(aq[r0*L:], L, L, kt[j0*L:], out)
 				for r := range rowsPer {
 					for c, v := range out[r*keysPer : (r+1)*keysPer] {
 						if j0+c < kg {
