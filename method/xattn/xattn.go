@@ -17,9 +17,10 @@
 // N²·D float32 ones (1/32 at S = 16) but at half its SIMD width, plus
 // N²/(2S²) canonical exponentials. The sums run in kernel.Dot64Panel8 at
 // about the core's float64 FMA rate. On the 2-core development VM at 16K
-// tokens (8 query heads over 2 KV heads, D 128) a plan costs about 9–10%
-// of a dense CPU pass in CPU time, two thirds of it those sums (about 5%
-// of the dense pass); BENCHMARKS.md, "Planning cost at 16K on the CPU".
+// tokens (8 query heads over 2 KV heads, D 128) a plan costs about 9%
+// of a dense CPU pass in CPU time (8.8–9.6% in five runs at load 2), some
+// 60% of it those sums (about 4.5% of the dense pass), and more on a
+// loaded machine; BENCHMARKS.md, "Planning cost at 16K on the CPU".
 package xattn
 
 import (
