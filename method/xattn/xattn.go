@@ -348,13 +348,15 @@ func Select(p *plan.Plan, qb int, visible []int32, mass []float64, threshold flo
 
 // selector is Select with one worker's scratch: the kept lists are carved
 // from chunks of one arena (they live until the plan is built), the masses
-// and the candidates reuse buffers, and the candidates are sorted by
-// pdqsort on (mass descending, key order), which is the order of Select's
-// stable sort. The kept blocks are Select's (TestSelectorMatchesSelect).
+// and the candidates reuse buffers, the candidates are sorted by pdqsort
+// on (mass descending, key order), which is the order of Select's stable
+// sort, and the kept blocks are marked and emitted in the visible list's
+// key order instead of sorted. They are Select's (TestSelectorMatchesSelect).
 type selector struct {
 	arena []int32 // the unused tail of the current chunk
 	vm    []float64
 	rest  []int32
+	mark  []bool // per KV block: kept in the current row (cleared after each)
 }
 
 // pick is Select(p, qb, visible, mass, threshold) without a fresh
@@ -366,8 +368,6 @@ func (sl *selector) pick(p *plan.Plan, qb int, visible []int32, mass []float64, 
 	if len(sl.arena) < len(visible) {
 		sl.arena = make([]int32, max(len(visible), 1<<16))
 	}
-	keep := sl.arena[:0:len(visible)]
-	sl.arena = sl.arena[len(visible):]
 	sl.vm = grow(sl.vm, len(visible))
 	for i, kb := range visible {
 		sl.vm[i] = mass[kb]
@@ -376,9 +376,11 @@ func (sl *selector) pick(p *plan.Plan, qb int, visible []int32, mass []float64, 
 	need := threshold * total
 	var have float64
 	rest := sl.rest[:0]
+	sl.mark = grow(sl.mark, p.KBlocks())
+	mark := sl.mark // the kept blocks; visible is in key order, so they are emitted sorted
 	for i, kb := range visible {
 		if p.Causal && (i == 0 && kb == 0 || i == len(visible)-1) {
-			keep = append(keep, kb)
+			mark[kb] = true
 			have += mass[kb]
 			continue
 		}
@@ -397,12 +399,19 @@ func (sl *selector) pick(p *plan.Plan, qb int, visible []int32, mass []float64, 
 		if have >= need {
 			break
 		}
-		keep = append(keep, kb)
+		mark[kb] = true
 		have += mass[kb]
 	}
 	sl.rest = rest
-	slices.Sort(keep)
-	return keep
+	keep := sl.arena[:0:len(visible)]
+	for _, kb := range visible {
+		if mark[kb] {
+			keep = append(keep, kb)
+			mark[kb] = false
+		}
+	}
+	sl.arena = sl.arena[len(keep):]
+	return keep[:len(keep):len(keep)] // the arena's next rows follow it
 }
 
 // Scores are one head's block scores as Plan computes them, in float64,
