@@ -1,6 +1,10 @@
 package plan
 
-import "math"
+import (
+	"math"
+
+	"github.com/sparseattn/sparseattn/internal/kernel"
+)
 
 // Canonical float64 arithmetic shared by the CPU planners and their device
 // versions (cuda/kernels/plan_*.cu), so that both compute the same bits:
@@ -26,47 +30,14 @@ func Sum64(x []float64) float64 {
 	return p[0]
 }
 
-// Constants of Exp64: log2(e), ln 2 split into a 33-bit head (so n·ln2Hi is
-// exact for |n| < 2¹¹) and a tail, and the Taylor coefficients 1/k! for
-// k = 2..13, all as hexadecimal literals that the device code repeats.
-const (
-	exp64Log2E = 0x1.71547652b82fep+00
-	exp64Ln2Hi = 0x1.62e42feep-01
-	exp64Ln2Lo = 0x1.a39ef35793c76p-33
-)
-
-var exp64Coef = [...]float64{ // 1/13!, 1/12!, …, 1/2!
-	0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29, 0x1.ae64567f544e4p-26, 0x1.27e4fb7789f5cp-22,
-	0x1.71de3a556c734p-19, 0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-13, 0x1.6c16c16c16c17p-10,
-	0x1.1111111111111p-07, 0x1.5555555555555p-05, 0x1.5555555555555p-03, 0x1p-01,
-}
-
 // Exp64 is the canonical e^x: x = n·ln 2 + r with n = ⌊x·log2 e + ½⌋ and
 // |r| ≤ ln2/2 + ε, a degree-13 Taylor polynomial for e^r in Horner form
 // (relative error about 1e-16) and 2ⁿ built in the exponent field. It
 // returns 0 below −708 (where e^x would be near or below the smallest
-// normal double), +Inf above 709 and NaN for NaN. cuda/kernels/plan_*.cu
-// repeat it as exp64_canon.
-func Exp64(x float64) float64 {
-	switch {
-	case x != x:
-		return x
-	case x < -708:
-		return 0
-	case x > 709:
-		return math.Inf(1)
-	}
-	n := math.Floor(float64(x*exp64Log2E) + 0.5)
-	r := x - float64(n*exp64Ln2Hi)
-	r -= float64(n * exp64Ln2Lo)
-	p := exp64Coef[0]
-	for _, c := range exp64Coef[1:] {
-		p = float64(p*r) + c
-	}
-	p = float64(p*r) + 1
-	p = float64(p*r) + 1
-	return p * math.Float64frombits(uint64(int64(n)+1023)<<52)
-}
+// normal double), +Inf above 709 and NaN for NaN. Its code is
+// kernel.Exp64, beside the vector version kernel.Exp64s;
+// cuda/kernels/plan_*.cu repeat it as exp64_canon.
+func Exp64(x float64) float64 { return kernel.Exp64(x) }
 
 // Dot64 is the canonical dot product of two float32 vectors (b at least as
 // long as a): products in float64 (exact), added in increasing index

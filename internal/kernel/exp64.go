@@ -2,10 +2,10 @@ package kernel
 
 import "math"
 
-// Constants of the canonical float64 exponential, the hexadecimal literals
-// of plan.Exp64 (plan/canon.go), repeated here because package plan imports
-// this one: log2(e), ln 2 split into a 33-bit head and a tail, and the
-// Taylor coefficients 1/13!, 1/12!, …, 1/2!.
+// Constants of the canonical float64 exponential (Exp64): log2(e), ln 2
+// split into a 33-bit head (so n·ln2Hi is exact for |n| < 2¹¹) and a tail,
+// and the Taylor coefficients 1/13!, 1/12!, …, 1/2!, as hexadecimal
+// literals that the device code repeats.
 const (
 	exp64Log2E = 0x1.71547652b82fep+00
 	exp64Ln2Hi = 0x1.62e42feep-01
@@ -34,13 +34,15 @@ func Exp64s(dst, src []float64) {
 // exp64sGeneric is Exp64s one value at a time.
 func exp64sGeneric(dst, src []float64) {
 	for i, x := range src {
-		dst[i] = exp64(x)
+		dst[i] = Exp64(x)
 	}
 }
 
-// exp64 is plan.Exp64, operation for operation (see plan/canon.go); the
-// explicit conversions forbid fused multiply-adds.
-func exp64(x float64) float64 {
+// Exp64 is the canonical e^x that plan.Exp64 documents (plan/canon.go) and
+// the device planners repeat as exp64_canon: a fixed sequence of double
+// multiplies and adds, the explicit conversions forbidding fused
+// multiply-adds.
+func Exp64(x float64) float64 {
 	switch {
 	case x != x:
 		return x
