@@ -71,14 +71,5 @@ func (x Planner) planShared(ctx context.Context, t plan.Tiling, q, k *tensor.Ten
 			}
 		}
 	}
-	bld, err := plan.NewBuilder(t)
-	if err != nil {
-		return nil, err
-	}
-	for r, blocks := range kept {
-		for _, kb := range blocks {
-			bld.Add(r, int(kb), plan.Full)
-		}
-	}
-	return bld.Build()
+	return heads.BuildKept(t, kept)
 }

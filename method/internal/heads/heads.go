@@ -100,6 +100,12 @@ func SelectBlocksWorker(ctx context.Context, t plan.Tiling, newWorker func() fun
 	if err != nil {
 		return nil, err
 	}
+	return BuildKept(t, kept)
+}
+
+// BuildKept builds the plan of tiling t whose row r lists the KV blocks
+// kept[r] (ascending), each at full resolution.
+func BuildKept(t plan.Tiling, kept [][]int32) (*plan.Plan, error) {
 	bld, err := plan.NewBuilder(t)
 	if err != nil {
 		return nil, err
