@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/sparseattn/sparseattn/plan"
 )
 
 // TestScorerTopPMatchesTopP checks the scorer's topP (reused order, pdqsort
@@ -41,6 +43,46 @@ func TestScorerTopPMatchesTopP(t *testing.T) {
 					t.Fatalf("n=%d trial %d p=%v: kept %v, want %v", n, trial, p, got, want)
 				}
 			}
+		}
+	}
+}
+
+// topP is the reference of scorer.topP, with a stable sort and an
+// allocation per row: it marks in kept the fewest blocks, heaviest first, whose mass reaches
+// p of the row's total (UniSparse §4.3, Eq. 6); ties keep key order. p = 1
+// keeps every block; a row without mass keeps none (it sees no key). The
+// total is plan.Sum64's and the running sum adds in the sorted order.
+func topP(mass []float64, p float64, kept []bool) {
+	clear(kept)
+	total := plan.Sum64(mass)
+	if total == 0 {
+		return
+	}
+	if p >= 1 {
+		for i := range kept {
+			kept[i] = true
+		}
+		return
+	}
+	order := make([]int, len(mass))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case mass[a] > mass[b]:
+			return -1
+		case mass[a] < mass[b]:
+			return 1
+		}
+		return 0
+	})
+	var cum float64
+	for _, i := range order {
+		kept[i] = true
+		cum += mass[i]
+		if cum >= p*total {
+			return
 		}
 	}
 }

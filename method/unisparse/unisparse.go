@@ -206,43 +206,8 @@ func (u Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 // topP marks in kept the fewest blocks, heaviest first, whose mass reaches
 // p of the row's total (UniSparse §4.3, Eq. 6); ties keep key order. p = 1
 // keeps every block; a row without mass keeps none (it sees no key). The
-// total is plan.Sum64's and the running sum adds in the sorted order.
-func topP(mass []float64, p float64, kept []bool) {
-	clear(kept)
-	total := plan.Sum64(mass)
-	if total == 0 {
-		return
-	}
-	if p >= 1 {
-		for i := range kept {
-			kept[i] = true
-		}
-		return
-	}
-	order := make([]int, len(mass))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case mass[a] > mass[b]:
-			return -1
-		case mass[a] < mass[b]:
-			return 1
-		}
-		return 0
-	})
-	var cum float64
-	for _, i := range order {
-		kept[i] = true
-		cum += mass[i]
-		if cum >= p*total {
-			return
-		}
-	}
-}
-
-// topP is the package's topP with the order kept in s and sorted by
+// total is plan.Sum64's and the running sum adds in the sorted order. It
+// is the reference topP (topp_test.go) with the order kept in s and sorted by
 // pdqsort on (mass descending, key order): the same kept blocks, as that
 // order is the stable sort's, without an allocation per row. (With a NaN
 // mass the total is NaN, no running sum reaches it and every block is kept
