@@ -48,10 +48,10 @@ func TestScorerTopPMatchesTopP(t *testing.T) {
 }
 
 // topP is the reference of scorer.topP, with a stable sort and an
-// allocation per row: it marks in kept the fewest blocks, heaviest first, whose mass reaches
-// p of the row's total (UniSparse §4.3, Eq. 6); ties keep key order. p = 1
-// keeps every block; a row without mass keeps none (it sees no key). The
-// total is plan.Sum64's and the running sum adds in the sorted order.
+// allocation per row: it marks in kept the fewest blocks, heaviest first,
+// whose mass reaches p of the row's total (UniSparse §4.3, Eq. 6); ties
+// keep key order. p = 1 keeps every block; a row without mass keeps none.
+// The total is plan.Sum64's and the running sum adds in the sorted order.
 func topP(mass []float64, p float64, kept []bool) {
 	clear(kept)
 	total := plan.Sum64(mass)
