@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/sparseattn/sparseattn/cuda/driver"
 	"github.com/sparseattn/sparseattn/method/psa"
@@ -82,6 +83,17 @@ type psaShape struct {
 	split          bool
 	lscale         float32
 	qBlocks, kBlks int
+}
+
+// scoreDefines are psa_score's compile-time settings (PSA_EST, PSA_SPLIT,
+// PSA_CPU in kernels/plan_psa.cu): with the estimator, the operand split
+// and the unit width fixed, the kernel keeps only the code its plan runs.
+func (sh psaShape) scoreDefines() []string {
+	split := 0
+	if sh.split {
+		split = 1
+	}
+	return []string{"PSA_EST=" + strconv.Itoa(int(sh.s.Estimator)), "PSA_SPLIT=" + strconv.Itoa(split), "PSA_CPU=" + strconv.Itoa(min(sh.cp, 64))}
 }
 
 func (p psaPlanner) shape(t plan.Tiling, split bool) (psaShape, error) {
@@ -219,10 +231,13 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	}
 	const file = "plan_psa.cu"
 	fns := map[string]driver.Function{}
-	for _, name := range []string{"psa_tokens", "psa_gather", "psa_score", "psa_caps", "psa_assign"} {
+	for _, name := range []string{"psa_tokens", "psa_gather", "psa_caps", "psa_assign"} {
 		if fns[name], err = in.e.auxFunction(c, file, name); err != nil {
 			return err
 		}
+	}
+	if fns["psa_score"], err = in.e.auxFunction(c, file, "psa_score", sh.scoreDefines()...); err != nil {
+		return err
 	}
 	rows := in.rows()
 	items := rows / sh.heads // query blocks of head groups
@@ -246,7 +261,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	}{{in.q, g.B * g.Hq * sh.qBlocks * sh.rq}, {in.k, g.B * g.Hkv * sh.kBlks * sh.cp}} {
 		sd := int32(side)
 		v := x.v
-		grid, block := grid1(x.rows*sh.wp, 256)
+		grid, block := grid1(x.rows*sh.wp/8, 256) // a thread a piece of 8 elements
 		if err := c.Launch(fns["psa_gather"], grid, block, 0, driver.Arg(&pa), driver.Arg(&a), driver.Arg(&v), driver.Arg(&sd)); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -56,6 +57,34 @@ func TestPsaShape(t *testing.T) {
 		}
 		if sh.rq != c.rq || sh.cp != c.cp || sh.w != c.w || sh.wp != c.wp || sh.tiles != c.tiles || sh.units != c.units || sh.heads != c.heads {
 			t.Errorf("%+v: shape rq %d cp %d w %d wp %d tiles %d units %d heads %d, want %d %d %d %d %d %d %d", c.p, sh.rq, sh.cp, sh.w, sh.wp, sh.tiles, sh.units, sh.heads, c.rq, c.cp, c.w, c.wp, c.tiles, c.units, c.heads)
+		}
+	}
+}
+
+// TestPsaScoreDefines: psa_score is compiled for the plan's estimator,
+// operand split and unit width (min(CP, 64) columns).
+func TestPsaScoreDefines(t *testing.T) {
+	g := tensor.Geometry{B: 1, Hq: 4, Hkv: 2, Nq: 1024, Nk: 1024, D: 64, Dv: 64}
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
+	for _, c := range []struct {
+		p     psa.Planner
+		split bool
+		want  []string
+	}{
+		{psa.Planner{}, false, []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16"}},
+		{psa.Planner{SampleQ: 13, SampleK: 5}, true, []string{"PSA_EST=0", "PSA_SPLIT=1", "PSA_CPU=8"}},
+		{psa.Planner{Estimator: psa.Antidiagonal}, false, []string{"PSA_EST=1", "PSA_SPLIT=0", "PSA_CPU=8"}}, // stride 8: 8 key groups a block
+	} {
+		dp, err := devicePlannerFor(c.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh, err := dp.(psaPlanner).shape(tl, c.split)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sh.scoreDefines(); !slices.Equal(got, c.want) {
+			t.Errorf("%+v split=%v: %v, want %v", c.p, c.split, got, c.want)
 		}
 	}
 }

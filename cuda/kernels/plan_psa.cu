@@ -33,6 +33,20 @@
 #define PSA_KP (PSA_KC + 8) // its pitch in elements: fragment loads hit distinct banks
 #define PSA_NEG_INF __int_as_float(0xff800000)
 
+// psa_score's compile-time shape (cuda.psaScoreDefines): the estimator
+// (0 Sampling, 1 Antidiagonal), whether operands come as bf16 high and low
+// halves, and the columns of a unit, min(CP, PSA_TC). The other kernels of
+// this file read the same values from PsaArgs at run time.
+#ifndef PSA_EST
+#define PSA_EST 0
+#endif
+#ifndef PSA_SPLIT
+#define PSA_SPLIT 0
+#endif
+#ifndef PSA_CPU
+#define PSA_CPU 16
+#endif
+
 // PsaArgs mirrors cuda.psaArgs on the Go side.
 struct PsaArgs {
 	u16 *qh, *ql;       // [B·Hq·QB·RQ][Wp] (ql: low halves, split only)
@@ -139,31 +153,47 @@ extern "C" __global__ void psa_gather(const PlanArgs a, const PsaArgs s, View x,
 	const int nb = side == 0 ? (a.Nq + a.bq - 1) / a.bq : (a.Nk + a.bk - 1) / a.bk;
 	const int heads = side == 0 ? a.Hq : a.Hkv;
 	const int per = side == 0 ? s.RQ : s.CP;
+	const int pw = s.Wp / 8; // 8-element pieces of a row (Wp is a multiple of 64)
 	const long long rows = (long long)a.B * heads * nb * per;
 	const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-	if (i >= rows * s.Wp) return;
-	const int e = (int)(i % s.Wp);
-	const long long r = i / s.Wp;
-	const int bh = (int)(r / ((long long)nb * per)), blk = (int)((r / per) % nb);
+	if (i >= rows * pw) return;
+	// A thread writes one piece: the row's indices are worked out once for
+	// 8 elements (one per element, in 64-bit divisions, made this gather
+	// cost 295 M instructions at 32K, H100 ncu).
+	const long long r = i / pw;
+	const int e0 = (int)(i - r * pw) * 8;
+	const long long hb_ = r / per;
+	const int blk = (int)(hb_ % nb), bh = (int)(hb_ / nb);
 	const int b = bh / heads, h = bh % heads;
 	const int t = (side == 0 ? s.qtok : s.ktok)[r];
 	const int bs = side == 0 ? a.bq : a.bk, N = side == 0 ? a.Nq : a.Nk;
 	const int bhi = min((blk + 1) * bs, N);
-	float v = 0.0f;
-	if (t >= 0 && e < s.W) {
-		const int slot = e / a.D, d = e % a.D;
-		const int tok = s.est == 0 ? t : (side == 0 ? t + slot : t + s.S - 1 - slot);
-		if (tok < bhi) v = load(x, b, h, tok, d);
+	u32 hw[4], lw[4];
+#pragma unroll
+	for (int k = 0; k < 8; k += 2) {
+		float v[2];
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const int e = e0 + k + u;
+			v[u] = 0.0f;
+			if (t >= 0 && e < s.W) {
+				const int slot = e / a.D, d = e - slot * a.D;
+				const int tok = s.est == 0 ? t : (side == 0 ? t + slot : t + s.S - 1 - slot);
+				if (tok < bhi) v[u] = load(x, b, h, tok, d);
+			}
+		}
+		u32 hb;
+		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hb) : "f"(v[1]), "f"(v[0]));
+		hw[k / 2] = hb;
+		if (s.split) {
+			u32 lb;
+			asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lb) : "f"(v[1] - __uint_as_float(hb & 0xffff0000u)), "f"(v[0] - __uint_as_float(hb << 16)));
+			lw[k / 2] = lb;
+		}
 	}
-	u32 hb;
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hb) : "f"(0.0f), "f"(v));
-	u16* hi = side == 0 ? s.qh : s.kh;
-	hi[i] = (u16)hb;
-	if (s.split) {
-		u32 lb;
-		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lb) : "f"(0.0f), "f"(v - __uint_as_float(hb << 16)));
-		(side == 0 ? s.ql : s.kl)[i] = (u16)lb;
-	}
+	const long long at = r * s.Wp + e0;
+	*reinterpret_cast<uint4*>((side == 0 ? s.qh : s.kh) + at) = make_uint4(hw[0], hw[1], hw[2], hw[3]);
+	if (s.split) *reinterpret_cast<uint4*>((side == 0 ? s.ql : s.kl) + at) = make_uint4(lw[0], lw[1], lw[2], lw[3]);
 }
 
 __device__ __forceinline__ void psa_mma(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
@@ -204,26 +234,31 @@ __device__ float psa_partial(const PlanArgs& a, const PsaArgs& s, const u16* qsh
 // stacked, at most 128), a CTA per item at a time (heaviest first), with
 // its slot of s.work as scratch. Key chunks are fetched into registers
 // one chunk ahead, so that their loads overlap the tensor-core work and
-// the epilogue.
+// the epilogue. Warp w owns rows w·16 … w·16 + 15 of the item (when w <
+// R/16) and every column of a 64-column tile: rows r0 and r0 + 8 of its
+// fragments, columns j·8 + 2t + e of n-tile j; so a tile's row maxima,
+// sums and unit reductions stay within the warp (shuffles over t), with
+// no barrier and no shared table per tile.
 extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, const PsaArgs s) {
 	extern __shared__ __align__(16) unsigned char smem[];
-	__shared__ float wred[PSA_T / 32][128];
 	__shared__ float smt[128], srs[128];
-	__shared__ int sqt[128];
+	__shared__ int sqt[128], skt[PSA_TC];
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
 	const int R = s.G * s.RQ; // rows of a work item
 	const int QP = s.Wp + 8;
-	u16* qsh = (u16*)smem;                      // [R][QP]
-	u16* qsl = qsh + R * QP;                    // split only
-	u16* ksh = qsh + (s.split ? 2 : 1) * R * QP; // [PSA_TC][PSA_KP]
+	u16* qsh = (u16*)smem;                     // [R][QP]
+	u16* qsl = qsh + R * QP;                   // split only
+	u16* ksh = qsh + (PSA_SPLIT ? 2 : 1) * R * QP; // [PSA_TC][PSA_KP]
 	u16* ksl = ksh + PSA_TC * PSA_KP;
 	const int KB = a.stride, QB = a.q_blocks, off = a.Nk - a.Nq;
-	const int na = R / 16, CPu = min(s.CP, PSA_TC), upt = PSA_TC / CPu;
+	const int na = R / 16;
 	float* E = s.work + (long long)blockIdx.x * R * (s.UN + 2 * s.NT);
 	float* MT = E + (long long)R * s.UN;
 	float* ST = MT + (long long)R * s.NT;
 	const int hpi = a.Hq / a.Hkv, ng = hpi / s.G, sets = a.B * a.Hkv * ng;
 	const int nchunk = s.Wp / PSA_KC;
+	const bool rows_on = warp < na;
+	const int r0 = warp * 16 + g, r1 = r0 + 8;
 	for (int w = blockIdx.x; w < sets * QB; w += gridDim.x) {
 		const int qb = QB - 1 - w / sets, set = w % sets;
 		const int b = set / (a.Hkv * ng), kh = (set / ng) % a.Hkv, hg = set % ng;
@@ -239,7 +274,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 			const int r = p / ppr, c = (p % ppr) * 8;
 			const long long src = (((long long)(b * a.Hq + h0 + r / s.RQ) * QB + qb) * s.RQ + r % s.RQ) * s.Wp + c;
 			*reinterpret_cast<uint4*>(qsh + r * QP + c) = *reinterpret_cast<const uint4*>(s.qh + src);
-			if (s.split) *reinterpret_cast<uint4*>(qsl + r * QP + c) = *reinterpret_cast<const uint4*>(s.ql + src);
+			if (PSA_SPLIT) *reinterpret_cast<uint4*>(qsl + r * QP + c) = *reinterpret_cast<const uint4*>(s.ql + src);
 		}
 		// Key chunk i (tile i / nchunk, dims (i % nchunk)·PSA_KC) into
 		// registers: 512 pieces of 16 bytes, two per thread.
@@ -252,7 +287,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 				const int p = tid + j * PSA_T, r = p / (PSA_KC / 8), c = (p % (PSA_KC / 8)) * 8;
 				const long long src = (k0 + min(tl * PSA_TC + r, KB * s.CP - 1)) * s.Wp + kc + c;
 				pre[j] = *reinterpret_cast<const uint4*>(s.kh + src);
-				if (s.split) prel[j] = *reinterpret_cast<const uint4*>(s.kl + src);
+				if (PSA_SPLIT) prel[j] = *reinterpret_cast<const uint4*>(s.kl + src);
 			}
 		};
 		if (total > 0) fetch(0);
@@ -268,147 +303,151 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 			for (int j = 0; j < 2; j++) {
 				const int p = tid + j * PSA_T, r = p / (PSA_KC / 8), c = (p % (PSA_KC / 8)) * 8;
 				*reinterpret_cast<uint4*>(ksh + r * PSA_KP + c) = pre[j];
-				if (s.split) *reinterpret_cast<uint4*>(ksl + r * PSA_KP + c) = prel[j];
+				if (PSA_SPLIT) *reinterpret_cast<uint4*>(ksl + r * PSA_KP + c) = prel[j];
+			}
+			if (kc == 0 && tid < PSA_TC) {
+				const int col = tile * PSA_TC + tid;
+				skt[tid] = col < ncols ? s.ktok[k0 + col] : -1;
 			}
 			__syncthreads();
 			if (i + 1 < total) fetch(i + 1);
+			if (!rows_on) continue; // no barrier below before the next chunk's
 #pragma unroll
 			for (int kk = 0; kk < PSA_KC; kk += 16) {
-				const u16* kp = ksh + (warp * 8 + g) * PSA_KP + kk + 2 * t;
-				const u32 b0 = *reinterpret_cast<const u32*>(kp), b1 = *reinterpret_cast<const u32*>(kp + 8);
-				u32 l0 = 0, l1 = 0;
-				if (s.split) {
-					const u16* kl = ksl + (warp * 8 + g) * PSA_KP + kk + 2 * t;
-					l0 = *reinterpret_cast<const u32*>(kl);
-					l1 = *reinterpret_cast<const u32*>(kl + 8);
-				}
+				const u16* qa = qsh + r0 * QP + kc + kk + 2 * t;
+				const u32 a0 = *reinterpret_cast<const u32*>(qa), a1 = *reinterpret_cast<const u32*>(qa + 8 * QP);
+				const u32 a2 = *reinterpret_cast<const u32*>(qa + 8), a3 = *reinterpret_cast<const u32*>(qa + 8 * QP + 8);
+#if PSA_SPLIT
+				const u16* ql = qsl + r0 * QP + kc + kk + 2 * t;
+				const u32 c0 = *reinterpret_cast<const u32*>(ql), c1 = *reinterpret_cast<const u32*>(ql + 8 * QP);
+				const u32 c2 = *reinterpret_cast<const u32*>(ql + 8), c3 = *reinterpret_cast<const u32*>(ql + 8 * QP + 8);
+#endif
 #pragma unroll
-				for (int x = 0; x < 8; x++) {
-					if (x >= na) break;
-					const u16* qa = qsh + (x * 16 + g) * QP + kc + kk + 2 * t;
-					const u32 a0 = *reinterpret_cast<const u32*>(qa), a1 = *reinterpret_cast<const u32*>(qa + 8 * QP);
-					const u32 a2 = *reinterpret_cast<const u32*>(qa + 8), a3 = *reinterpret_cast<const u32*>(qa + 8 * QP + 8);
-					psa_mma(acc[x], a0, a1, a2, a3, b0, b1);
-					if (s.split) {
-						psa_mma(acc[x], a0, a1, a2, a3, l0, l1);
-						const u16* ql = qsl + (x * 16 + g) * QP + kc + kk + 2 * t;
-						psa_mma(acc[x], *reinterpret_cast<const u32*>(ql), *reinterpret_cast<const u32*>(ql + 8 * QP),
-						        *reinterpret_cast<const u32*>(ql + 8), *reinterpret_cast<const u32*>(ql + 8 * QP + 8), b0, b1);
-					}
+				for (int j = 0; j < 8; j++) {
+					const u16* kp = ksh + (j * 8 + g) * PSA_KP + kk + 2 * t;
+					const u32 b0 = *reinterpret_cast<const u32*>(kp), b1 = *reinterpret_cast<const u32*>(kp + 8);
+					psa_mma(acc[j], a0, a1, a2, a3, b0, b1);
+#if PSA_SPLIT
+					const u16* kl = ksl + (j * 8 + g) * PSA_KP + kk + 2 * t;
+					psa_mma(acc[j], a0, a1, a2, a3, *reinterpret_cast<const u32*>(kl), *reinterpret_cast<const u32*>(kl + 8));
+					psa_mma(acc[j], c0, c1, c2, c3, b0, b1);
+#endif
 				}
 			}
 			if (kc + PSA_KC < s.Wp) continue;
 			// The tile is complete. Logits with the masks: padding,
 			// invisible blocks, causal tokens (Sampling) or antidiagonal
-			// pairs (Antidiagonal).
+			// pairs (Antidiagonal). An antidiagonal pair on the causal
+			// diagonal needs its partial sum (psa_partial): those entries
+			// are marked in diag (bit 4j + 2·hf + e) and summed after, at
+			// one call site, so that the unrolled loop holds no call.
 			const int c0 = tile * PSA_TC;
-			int kts[2];
+			unsigned diag = 0;
 #pragma unroll
-			for (int e = 0; e < 2; e++) {
-				const int col = c0 + warp * 8 + 2 * t + e;
-				kts[e] = col < ncols ? s.ktok[k0 + col] : -1;
-			}
+			for (int hf = 0; hf < 2; hf++) {
+				const int qt = sqt[hf ? r1 : r0];
 #pragma unroll
-			for (int x = 0; x < 8; x++) {
-				if (x >= na) break;
-#pragma unroll
-				for (int hf = 0; hf < 2; hf++) {
-					const int r = x * 16 + g + 8 * hf, qt = sqt[r];
+				for (int j = 0; j < 8; j++)
 #pragma unroll
 					for (int e = 0; e < 2; e++) {
-						const int kt = kts[e];
-						float l = acc[x][2 * hf + e] * s.lscale;
+						const int kt = skt[j * 8 + 2 * t + e];
+						float l = acc[j][2 * hf + e] * s.lscale;
 						if (qt < 0 || kt < 0) {
 							l = PSA_NEG_INF;
-						} else if (s.est == 0) {
+						} else if (PSA_EST == 0) {
 							if (a.causal && kt > qt + off) l = PSA_NEG_INF;
 						} else {
 							const int khi = min((kt / a.bk + 1) * a.bk, a.Nk);
 							const int qn = min(s.S, qhi - qt), kn = min(s.S, khi - kt);
 							if (qn + kn <= s.S) l = PSA_NEG_INF;
-							else if (a.causal && kt + s.S - 1 > qt + off)
-								l = psa_partial(a, s, qsh + r * QP, qsl + r * QP, k0 + c0 + warp * 8 + 2 * t + e, qt, kt, qhi, khi);
+							else if (a.causal && kt + s.S - 1 > qt + off) diag |= 1u << (4 * j + 2 * hf + e);
 						}
-						acc[x][2 * hf + e] = l;
+						acc[j][2 * hf + e] = l;
 					}
-				}
 			}
-			// Row maxima of the tile; Sampling's unit maxima below 8 columns.
+			while (PSA_EST == 1 && diag) {
+				const int x = __ffs(diag) - 1, j = x >> 2, hf = (x >> 1) & 1, e = x & 1;
+				diag &= diag - 1;
+				const int r = hf ? r1 : r0, col = j * 8 + 2 * t + e, qt = sqt[r], kt = skt[col];
+				const int khi = min((kt / a.bk + 1) * a.bk, a.Nk);
+				const float l = psa_partial(a, s, qsh + r * QP, qsl + r * QP, k0 + c0 + col, qt, kt, qhi, khi);
 #pragma unroll
-			for (int x = 0; x < 8; x++) {
-				if (x >= na) break;
+				for (int y = 0; y < 32; y++)
+					if (y == x) acc[y >> 2][y & 3] = l;
+			}
+			// Row maxima of the tile, and Sampling's unit maxima.
+			float mt[2];
 #pragma unroll
-				for (int hf = 0; hf < 2; hf++) {
-					const int r = x * 16 + g + 8 * hf;
-					float m = fmaxf(acc[x][2 * hf], acc[x][2 * hf + 1]);
-					if (s.est == 0 && CPu == 1) {
-						const int u = c0 + warp * 8 + 2 * t;
-						E[(long long)r * s.UN + u] = acc[x][2 * hf];
-						E[(long long)r * s.UN + u + 1] = acc[x][2 * hf + 1];
-					}
-					if (s.est == 0 && CPu == 2) E[(long long)r * s.UN + (c0 + warp * 8 + 2 * t) / 2] = m;
-					m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-					if (s.est == 0 && CPu == 4 && (t & 1) == 0) E[(long long)r * s.UN + (c0 + warp * 8 + 2 * t) / 4] = m;
-					m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-					if (t == 0) wred[warp][r] = m;
-				}
-			}
-			__syncthreads();
-			if (tid < R) {
-				float m = PSA_NEG_INF;
-				for (int x = 0; x < PSA_T / 32; x++) m = fmaxf(m, wred[x][tid]);
-				smt[tid] = m;
-				MT[(long long)tid * s.NT + tile] = m;
-				if (s.est == 0 && CPu >= 8) {
-					const int wpu = CPu / 8; // warps per unit
-					for (int u = 0; u < upt; u++) {
-						float um = PSA_NEG_INF;
-						for (int x = u * wpu; x < (u + 1) * wpu; x++) um = fmaxf(um, wred[x][tid]);
-						E[(long long)tid * s.UN + tile * upt + u] = um;
-					}
-				}
-			}
-			__syncthreads();
-			// Exp-sums relative to the tile maximum; Antidiagonal's unit
-			// sums below 8 columns.
+			for (int hf = 0; hf < 2; hf++) {
+				float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
+				float m = PSA_NEG_INF, um = PSA_NEG_INF;
 #pragma unroll
-			for (int x = 0; x < 8; x++) {
-				if (x >= na) break;
+				for (int j = 0; j < 8; j++) {
+					const float v0 = acc[j][2 * hf], v1 = acc[j][2 * hf + 1];
+					float pm = fmaxf(v0, v1);
+					m = fmaxf(m, pm);
+					if (PSA_EST != 0) continue;
+					const int col = j * 8 + 2 * t; // within the tile
+					if (PSA_CPU == 1) {
+						er[col] = v0, er[col + 1] = v1;
+					} else if (PSA_CPU == 2) {
+						er[col / 2] = pm;
+					} else {
+						pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, 1));
+						if (PSA_CPU == 4) {
+							if ((t & 1) == 0) er[col / 4] = pm;
+						} else {
+							pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, 2));
+							um = fmaxf(um, pm);
+							if (((j + 1) * 8) % PSA_CPU == 0) { // the unit's last n-tile
+								if (t == 0) er[j * 8 / PSA_CPU] = um;
+								um = PSA_NEG_INF;
+							}
+						}
+					}
+				}
+				m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+				m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+				mt[hf] = m;
+				if (t == 0) MT[(long long)(hf ? r1 : r0) * s.NT + tile] = m;
+			}
+			// Exp-sums relative to the tile maximum, and Antidiagonal's unit
+			// sums.
 #pragma unroll
-				for (int hf = 0; hf < 2; hf++) {
-					const int r = x * 16 + g + 8 * hf;
-					const float mt = smt[r];
-					const float p0 = acc[x][2 * hf] == PSA_NEG_INF ? 0.0f : expf(acc[x][2 * hf] - mt);
-					const float p1 = acc[x][2 * hf + 1] == PSA_NEG_INF ? 0.0f : expf(acc[x][2 * hf + 1] - mt);
-					if (s.est == 1 && CPu == 1) {
-						const int u = c0 + warp * 8 + 2 * t;
-						E[(long long)r * s.UN + u] = p0;
-						E[(long long)r * s.UN + u + 1] = p1;
+			for (int hf = 0; hf < 2; hf++) {
+				float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
+				float sum = 0.0f, us = 0.0f;
+#pragma unroll
+				for (int j = 0; j < 8; j++) {
+					const float v0 = acc[j][2 * hf], v1 = acc[j][2 * hf + 1];
+					const float p0 = v0 == PSA_NEG_INF ? 0.0f : expf(v0 - mt[hf]);
+					const float p1 = v1 == PSA_NEG_INF ? 0.0f : expf(v1 - mt[hf]);
+					float ps = p0 + p1;
+					sum += ps;
+					if (PSA_EST != 1) continue;
+					const int col = j * 8 + 2 * t;
+					if (PSA_CPU == 1) {
+						er[col] = p0, er[col + 1] = p1;
+					} else if (PSA_CPU == 2) {
+						er[col / 2] = ps;
+					} else {
+						ps += __shfl_xor_sync(0xffffffffu, ps, 1);
+						if (PSA_CPU == 4) {
+							if ((t & 1) == 0) er[col / 4] = ps;
+						} else {
+							ps += __shfl_xor_sync(0xffffffffu, ps, 2);
+							us += ps;
+							if (((j + 1) * 8) % PSA_CPU == 0) {
+								if (t == 0) er[j * 8 / PSA_CPU] = us;
+								us = 0.0f;
+							}
+						}
 					}
-					float sum = p0 + p1;
-					if (s.est == 1 && CPu == 2) E[(long long)r * s.UN + (c0 + warp * 8 + 2 * t) / 2] = sum;
-					sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-					if (s.est == 1 && CPu == 4 && (t & 1) == 0) E[(long long)r * s.UN + (c0 + warp * 8 + 2 * t) / 4] = sum;
-					sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-					if (t == 0) wred[warp][r] = sum;
 				}
+				sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+				sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+				if (t == 0) ST[(long long)(hf ? r1 : r0) * s.NT + tile] = sum;
 			}
-			__syncthreads();
-			if (tid < R) {
-				float sum = 0.0f;
-				for (int x = 0; x < PSA_T / 32; x++) sum += wred[x][tid];
-				ST[(long long)tid * s.NT + tile] = sum;
-				if (s.est == 1 && CPu >= 8) {
-					const int wpu = CPu / 8;
-					for (int u = 0; u < upt; u++) {
-						float us = 0.0f;
-						for (int x = u * wpu; x < (u + 1) * wpu; x++) us += wred[x][tid];
-						E[(long long)tid * s.UN + tile * upt + u] = us;
-					}
-				}
-			}
-			// The next chunk's first __syncthreads orders these reads
-			// before wred is written again.
 		}
 		__syncthreads();
 		// Each row's maximum and sum over all tiles.
@@ -428,7 +467,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 		// Block importance per head of the item: the largest weight
 		// (Sampling) or the summed weight (Antidiagonal) of the block's
 		// columns over the head's rows.
-		const int upb = s.CP / CPu; // units per block
+		const int upb = s.CP / PSA_CPU; // units per block
 		for (int idx = tid; idx < s.G * nvis; idx += PSA_T) {
 			const int hl = idx / nvis, kb = idx % nvis;
 			double v = 0.0;
@@ -438,10 +477,10 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 				const double sum = (double)srs[r];
 				for (int u = kb * upb; u < (kb + 1) * upb; u++) {
 					const float x = E[(long long)r * s.UN + u];
-					if (s.est == 0) {
+					if (PSA_EST == 0) {
 						if (x != PSA_NEG_INF) v = fmax(v, (double)expf(x - m) / sum);
 					} else if (x != 0.0f) {
-						v += (double)(x * expf(MT[(long long)r * s.NT + u * CPu / PSA_TC] - m)) / sum;
+						v += (double)(x * expf(MT[(long long)r * s.NT + u * PSA_CPU / PSA_TC] - m)) / sum;
 					}
 				}
 			}
