@@ -24,8 +24,9 @@ func TestDevicePlannerZeroValues(t *testing.T) {
 		{&oracle.Planner{}, oraclePlanner{oracle.Planner{CDF: oracle.DefaultCDF}}},
 		{xattn.Planner{}, xattnPlanner{xattn.Planner{Stride: xattn.DefaultStride, Threshold: xattn.DefaultThreshold}}},
 		{&xattn.Planner{Threshold: 0.5}, xattnPlanner{xattn.Planner{Stride: xattn.DefaultStride, Threshold: 0.5}}},
-		{flexprefill.Planner{}, flexprefillPlanner{flexprefill.Planner{Gamma: flexprefill.DefaultGamma}}},
-		{&flexprefill.Planner{Tau: 0.2}, flexprefillPlanner{flexprefill.Planner{Gamma: flexprefill.DefaultGamma, Tau: 0.2}}},
+		{flexprefill.Planner{}, flexprefillPlanner{flexprefill.Planner{Gamma: flexprefill.DefaultGamma, Tau: flexprefill.DefaultTau}}},
+		{&flexprefill.Planner{Tau: 0.1}, flexprefillPlanner{flexprefill.Planner{Gamma: flexprefill.DefaultGamma, Tau: 0.1}}},
+		{flexprefill.Planner{Tau: flexprefill.NoQueryAware}, flexprefillPlanner{flexprefill.Planner{Gamma: flexprefill.DefaultGamma, Tau: flexprefill.NoQueryAware}}},
 	} {
 		t.Run(fmt.Sprintf("%T", tc.p), func(t *testing.T) {
 			got, err := devicePlannerFor(tc.p)

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 
@@ -25,15 +24,8 @@ func newFlexprefillPlanner(p flexprefill.Planner) (devicePlanner, error) {
 }
 
 func (p flexprefillPlanner) header(t plan.Tiling) (*plan.Plan, error) {
-	f := p.f
-	if !(f.Gamma > 0 && f.Gamma <= 1) {
-		return nil, fmt.Errorf("%w: flexprefill γ=%v must be in (0, 1]", plan.ErrInvalid, f.Gamma)
-	}
-	if !(f.Tau >= 0) || math.IsInf(f.Tau, 0) {
-		return nil, fmt.Errorf("%w: flexprefill τ=%v must be finite and ≥ 0", plan.ErrInvalid, f.Tau)
-	}
-	if f.MinBudget < 0 || f.MaxBudget < 0 || (f.MaxBudget > 0 && f.MaxBudget < f.MinBudget) {
-		return nil, fmt.Errorf("%w: flexprefill budgets %d..%d must be ≥ 0 with MaxBudget ≥ MinBudget (0: no bound)", plan.ErrInvalid, f.MinBudget, f.MaxBudget)
+	if err := p.f.Validate(); err != nil {
+		return nil, err
 	}
 	return &plan.Plan{Tiling: t}, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 
 	"github.com/sparseattn/sparseattn/method/s2o"
 	"github.com/sparseattn/sparseattn/plan"
@@ -20,8 +21,10 @@ func s2oMethod() *method {
 		if segment < 0 {
 			return nil, fmt.Errorf("%w: --s2o-segment %d must be 0 (the default for the length) or a positive multiple of --block-q", errUsage, segment)
 		}
-		if !(tau >= 0 && tau < 1) {
-			return nil, fmt.Errorf("%w: --s2o-tau %v must be in [0, 1) (0 disables early stopping)", errUsage, tau)
+		// 0 is rejected, not passed on as the package default, so that a
+		// command written when 0 turned the stop off fails loudly.
+		if !(tau < 1) || tau == 0 || math.IsInf(tau, 0) {
+			return nil, fmt.Errorf("%w: --s2o-tau %v must be in (0, 1), or negative for no early stop", errUsage, tau)
 		}
 		if window < 0 {
 			return nil, fmt.Errorf("%w: --s2o-window %d must be ≥ 0", errUsage, window)
@@ -32,7 +35,7 @@ func s2oMethod() *method {
 		name: "s2o",
 		flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&segment, "s2o-segment", 0, "s2o: tokens per segment S, a multiple of --block-q; 0 = N/16 in [512, 2048] (the paper: 2048 at 128K, smaller for short inputs)")
-			fs.Float64Var(&tau, "s2o-tau", s2o.DefaultTau, "s2o: early-stop threshold τ in [0,1): stop when a tile adds less than τ·ℓ")
+			fs.Float64Var(&tau, "s2o-tau", s2o.DefaultTau, "s2o: early-stop threshold τ in (0,1): stop when a tile adds less than τ·ℓ; negative: no early stop (exact)")
 			fs.IntVar(&window, "s2o-window", 0, "s2o: tokens before each segment computed densely (Alg. 4's local window)")
 			fs.BoolVar(&noQPerm, "s2o-no-qperm", false, "s2o: keep queries in natural order (Alg. 4, the w/o-Q_perm ablation)")
 		},

@@ -6,6 +6,10 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/sparseattn/sparseattn/method/flexprefill"
+	"github.com/sparseattn/sparseattn/method/s2o"
+	"github.com/sparseattn/sparseattn/plan"
 )
 
 // TestSparseMethodFlags: every knob value of the S2O and baseline catalog
@@ -35,6 +39,7 @@ func TestSparseMethodFlags(t *testing.T) {
 		flag   string
 	}{
 		{"s2o", []string{"--s2o-tau", "1"}, "--s2o-tau"},
+		{"s2o", []string{"--s2o-tau", "0"}, "--s2o-tau"},
 		{"s2o", []string{"--s2o-segment", "-64"}, "--s2o-segment"},
 		{"s2o", []string{"--s2o-window", "-1"}, "--s2o-window"},
 		{"xattn", []string{"--xattn-threshold", "0"}, "--xattn-threshold"},
@@ -42,7 +47,8 @@ func TestSparseMethodFlags(t *testing.T) {
 		{"minference", []string{"--minference-budget", "2"}, "--minference-budget"},
 		{"minference", []string{"--minference-last-q", "0"}, "--minference-last-q"},
 		{"flexprefill", []string{"--flexprefill-gamma", "1.5"}, "--flexprefill-gamma"},
-		{"flexprefill", []string{"--flexprefill-tau", "-1"}, "--flexprefill-tau"},
+		{"flexprefill", []string{"--flexprefill-tau", "0"}, "--flexprefill-tau"},
+		{"flexprefill", []string{"--flexprefill-tau", "NaN"}, "--flexprefill-tau"},
 		{"flexprefill", []string{"--flexprefill-min-budget", "5", "--flexprefill-max-budget", "2"}, "--flexprefill-max-budget"},
 	} {
 		var mf methodFlags
@@ -55,6 +61,27 @@ func TestSparseMethodFlags(t *testing.T) {
 		_, err := mf.planners()
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.flag) {
 			t.Errorf("%v: got %v, want a usage error naming %s", tc.args, err, tc.flag)
+		}
+	}
+	// A negative τ is each method's documented "off": it reaches the
+	// planner as given.
+	for _, tc := range []struct {
+		method string
+		args   []string
+		want   plan.Planner
+	}{
+		{"s2o", []string{"--s2o-tau", "-1"}, s2o.Planner{Tau: s2o.NoStop}},
+		{"flexprefill", []string{"--flexprefill-tau", "-1"}, flexprefill.Planner{Gamma: flexprefill.DefaultGamma, Tau: flexprefill.NoQueryAware}},
+	} {
+		var mf methodFlags
+		fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+		mf.register(fs, tc.method)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		ps, err := mf.planners()
+		if err != nil || len(ps) != 1 || ps[0] != tc.want {
+			t.Errorf("%v: planners %+v, error %v; want %+v", tc.args, ps, err, tc.want)
 		}
 	}
 	code, out, errs := runCLI(t, "eval", "--workload", "llm", "--n", "256", "--heads", "2", "--kv-heads", "1", "--d", "32",

@@ -12,12 +12,12 @@ import (
 
 // flexprefillPlanners are the flexprefill configurations the device
 // planner is checked with: the S2O paper's γ=0.9 τ=0.1, every head
-// vertical-slash (τ=0), every head query-aware (τ=1 exceeds the largest
+// vertical-slash (flexprefill.NoQueryAware), every head query-aware (τ=1 exceeds the largest
 // square-root JS divergence, √ln2), and bounded budgets.
 func flexprefillPlanners() []plan.Planner {
 	return []plan.Planner{
 		flexprefill.Planner{Gamma: 0.9, Tau: 0.1},
-		flexprefill.Planner{Gamma: 0.95, Tau: 0},
+		flexprefill.Planner{Gamma: 0.95, Tau: flexprefill.NoQueryAware},
 		flexprefill.Planner{Gamma: 0.9, Tau: 1},
 		flexprefill.Planner{Gamma: 0.8, Tau: 0.3, MinBudget: 2, MaxBudget: 8},
 	}
@@ -49,7 +49,7 @@ func flexprefillTieBreak(p plan.Planner, t plan.Tiling, q, k *tensor.Tensor) row
 		if !ok {
 			b, h := bh/g.Hq, bh%g.Hq
 			rel, abs := probeTol(t, q, k, b, h, t.BlockQ)
-			bds = fpJudge{f}.bounds(dense, f.Scores(dense, q, k, b, h), rel, abs)
+			bds = fpJudge{f.Resolve()}.bounds(dense, f.Scores(dense, q, k, b, h), rel, abs)
 			heads[bh] = bds
 		}
 		visible, _ := dense.Entries(row)
@@ -94,9 +94,10 @@ func (f fpJudge) bounds(dense *plan.Plan, s flexprefill.Scores, rel, abs float64
 	vs := budget{clamp(count(vSure)/bk + 1), clamp(count(vMaybe)/bk + 1), clamp(count(sSure)/bk + 1), clamp(count(sMaybe)/bk + 1)}
 	qa := budget{clamp(0), clamp(0), clamp(0), clamp(0)}
 
-	// The pattern: the distance is compared with τ; jsTol bounds how far
-	// the JS divergence moves with the pooled verticals.
-	js, tau2 := s.Distance*s.Distance, f.Tau*f.Tau
+	// The pattern: the distance is compared with τ, the JS divergence with
+	// τ² signed as τ (a negative τ, NoQueryAware, admits no distance);
+	// jsTol bounds how far the JS divergence moves with the pooled verticals.
+	js, tau2 := s.Distance*s.Distance, math.Copysign(f.Tau*f.Tau, f.Tau)
 	tol := 1e-12 + jsTol(s.VB, rel, abs*float64(bk))
 	var pats []budget
 	var qaBlocks [][][]int

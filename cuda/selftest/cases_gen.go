@@ -48,7 +48,8 @@ func RunGen(ctx context.Context, e *cuda.Engine, r *rand.Rand, cases []GenCase, 
 // GenCases is the gathering kernel's suite: PSA plans from the planner
 // (both estimators, both rules, the similarity cap, up to 8 levels) and
 // random level mixes with skipped blocks; S2O plans (two-pass with Q_perm,
-// the fused single pass, τ = 0, a stop after the first ranked block) and
+// the fused single pass, no stop (s2o.NoStop), a stop after the first
+// ranked block) and
 // random token orders that move every token; ragged N, GQA, causal and
 // not, D 64 and 128, BlockK 64 to 192, bf16 and f16. The cases marked
 // "ws:" cover the warp-specialized Hopper kernel's paths (128-row blocks)
@@ -80,16 +81,16 @@ func GenCases() []GenCase {
 	}
 	eight := []float64{0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98}
 	return []GenCase{
-		{Case: shape("psa sampling GQA causal N=1000", 4, 2, 1000, 128, bf, bhnd, true, 128, 64), Build: byPSA(psa.Planner{})},
+		{Case: shape("psa sampling GQA causal N=1000", 4, 2, 1000, 128, bf, bhnd, true, 128, 64), Build: byPSA(psa.Planner{Scale: 1})},
 		{Case: shape("psa antidiag quantile sim f16 D64", 2, 2, 777, 64, f16, bhnd, false, 64, 64),
-			Build: byPSA(psa.Planner{Estimator: psa.Antidiagonal, Rule: psa.Quantile, Similarity: []float64{0.1, 0.2, 0.3}})},
-		{Case: shape("psa 8 levels BlockK 128 causal", 2, 1, 1500, 128, bf, bnhd, true, 128, 128), Build: byPSA(psa.Planner{Thresholds: eight})},
+			Build: byPSA(psa.Planner{Estimator: psa.Antidiagonal, Rule: psa.Quantile, Similarity: []float64{0.1, 0.2, 0.3}, Scale: 1})},
+		{Case: shape("psa 8 levels BlockK 128 causal", 2, 1, 1500, 128, bf, bnhd, true, 128, 128), Build: byPSA(psa.Planner{Thresholds: eight, Scale: 1})},
 		{Case: shape("levels random 1..8 + skip, causal", 2, 2, 1000, 128, bf, bhnd, true, 64, 64), Build: randomLevels(8, 0.2)},
 		{Case: shape("levels random BlockK 192 non-causal D64", 3, 1, 1000, 64, bf, bhnd, false, 128, 192), Build: randomLevels(5, 0.1)},
 		{Case: shape("levels all pooled or skipped, f16", 2, 2, 640, 128, f16, bhnd, false, 64, 64), Build: randomLevels(-4, 0.3)},
 		{Case: shape("s2o two-pass GQA causal N=1000", 4, 2, 1000, 128, bf, bhnd, true, 64, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64})},
 		{Case: shape("s2o fused non-causal D64", 2, 1, 700, 64, bf, bhnd, false, 64, 64), Build: byS2O(s2o.Planner{Segment: 128, Tau: 0.02, NoQueryPerm: true})},
-		{Case: shape("s2o τ=0 exact, BlockK 128", 2, 2, 1024, 64, f16, bnhd, true, 128, 128), Build: byS2O(s2o.Planner{Segment: 256})},
+		{Case: shape("s2o no stop exact, BlockK 128", 2, 2, 1024, 64, f16, bnhd, true, 128, 128), Build: byS2O(s2o.Planner{Segment: 256, Tau: s2o.NoStop})},
 		{Case: shape("s2o stop after the first block", 2, 2, 1024, 128, bf, bhnd, true, 64, 64), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.9}), WantStop: true},
 		{Case: shape("orders moving every token", 2, 1, 900, 128, bf, bhnd, false, 128, 64), Build: randomOrders(0, 0, 0)},
 		{Case: shape("orders causal with stop, D64", 4, 2, 777, 64, bf, bhnd, true, 64, 64), Build: randomOrders(0.8, 1, 0), WantStop: true},

@@ -18,8 +18,8 @@ import (
 func psaPlanners() []plan.Planner {
 	return []plan.Planner{
 		psa.Planner{Scale: psa.DefaultScale},
-		psa.Planner{Rule: psa.Quantile, SampleQ: 13, SampleK: 5, Seed: 0x5eed},
-		psa.Planner{Estimator: psa.Antidiagonal, Similarity: []float64{0.2, 0.1, 0.0}},
+		psa.Planner{Rule: psa.Quantile, SampleQ: 13, SampleK: 5, Seed: 0x5eed, Scale: 1},
+		psa.Planner{Estimator: psa.Antidiagonal, Similarity: []float64{0.2, 0.1, 0.0}, Scale: 1},
 		psa.Planner{Estimator: psa.Antidiagonal, Stride: 16, Rule: psa.Quantile, Quantiles: []float64{0.3, 0.6}, Scale: 1.1},
 	}
 }

@@ -10,13 +10,13 @@ import (
 )
 
 // s2oPlanners are the S2O configurations the device planner is checked
-// with: Q_perm with the CLI's τ, exact (τ = 0) with a local window, and
+// with: Q_perm with the CLI's τ, exact (s2o.NoStop) with a local window, and
 // the fused NoQueryPerm variant with a window that is no multiple of a
 // block. Segments are multiples of every shape's BlockQ.
 func s2oPlanners() []plan.Planner {
 	return []plan.Planner{
 		s2o.Planner{Segment: 256, Tau: 0.005},
-		s2o.Planner{Segment: 512, Tau: 0, Window: 128},
+		s2o.Planner{Segment: 512, Tau: s2o.NoStop, Window: 128},
 		s2o.Planner{Segment: 256, Tau: 0.005, Window: 100, NoQueryPerm: true},
 	}
 }

@@ -30,9 +30,8 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// Defaults. DefaultGamma is what a zero Gamma means (the S2O paper's
-// comparison uses 0.9). DefaultTau is the query-aware threshold the CLI
-// runs; a zero Tau is a setting of its own (every head vertical-slash).
+// Defaults: what a zero Gamma and a zero Tau mean, and what the CLI runs
+// (the S2O paper's comparison uses γ 0.9, τ 0.1).
 //
 // γ is a share of the probe's attention, so it holds at every N. The
 // probe averages up to BlockQ queries, so a key that one query retrieves
@@ -50,15 +49,19 @@ const (
 	DefaultTau   = 0.2
 )
 
-// Planner plans FlexPrefill. The zero value runs DefaultGamma with every
-// head vertical-slash.
+// NoQueryAware is the Tau that makes every head vertical-slash: no
+// distance is below a negative τ (any negative Tau does the same).
+const NoQueryAware = -1.0
+
+// Planner plans FlexPrefill. The zero value runs DefaultGamma and
+// DefaultTau, the CLI's default.
 type Planner struct {
 	// Gamma is γ in (0, 1], the attention share each pattern covers; 0
 	// means DefaultGamma.
 	Gamma float64
-	// Tau is τ ≥ 0, the square-root JS divergence below which a head is
-	// query-aware; the S2O paper's comparison uses 0.1, and 0 makes every
-	// head vertical-slash.
+	// Tau is τ, the square-root JS divergence below which a head is
+	// query-aware: finite; 0 means DefaultTau, and a negative τ
+	// (NoQueryAware) makes every head vertical-slash.
 	Tau float64
 	// MinBudget and MaxBudget bound the vertical and slash blocks of a
 	// head; 0 means 1 and no bound.
@@ -68,22 +71,28 @@ type Planner struct {
 // Name returns "flexprefill".
 func (f Planner) Name() string { return "flexprefill" }
 
-// Resolve returns f with its zero fields that have a default set to it
-// (Gamma). Plan, Scores and Decide call it, and so does the device planner
+// Resolve returns f with its zero fields set to their defaults (Gamma,
+// Tau). Plan, Scores and Decide call it, and so does the device planner
 // (package cuda).
 func (f Planner) Resolve() Planner {
 	if f.Gamma == 0 {
 		f.Gamma = DefaultGamma
 	}
+	if f.Tau == 0 {
+		f.Tau = DefaultTau
+	}
 	return f
 }
 
-func (f Planner) check() error {
+// Validate reports bad settings of f, resolved or not, with an error
+// wrapping plan.ErrInvalid. Plan calls it, and so does the device planner.
+func (f Planner) Validate() error {
+	f = f.Resolve()
 	if !(f.Gamma > 0 && f.Gamma <= 1) {
-		return fmt.Errorf("%w: flexprefill γ=%v must be in (0, 1]", plan.ErrInvalid, f.Gamma)
+		return fmt.Errorf("%w: flexprefill γ=%v must be in (0, 1] (0: %v)", plan.ErrInvalid, f.Gamma, DefaultGamma)
 	}
-	if !(f.Tau >= 0) || math.IsInf(f.Tau, 0) {
-		return fmt.Errorf("%w: flexprefill τ=%v must be finite and ≥ 0", plan.ErrInvalid, f.Tau)
+	if math.IsNaN(f.Tau) || math.IsInf(f.Tau, 0) {
+		return fmt.Errorf("%w: flexprefill τ=%v must be finite (0: %v; negative: every head vertical-slash)", plan.ErrInvalid, f.Tau, DefaultTau)
 	}
 	if f.MinBudget < 0 || f.MaxBudget < 0 || (f.MaxBudget > 0 && f.MaxBudget < f.MinBudget) {
 		return fmt.Errorf("%w: flexprefill budgets %d..%d must be ≥ 0 with MaxBudget ≥ MinBudget (0: no bound)", plan.ErrInvalid, f.MinBudget, f.MaxBudget)
@@ -105,7 +114,7 @@ type Head struct {
 // Plan decides every head's pattern and converts it to blocks.
 func (f Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
 	f = f.Resolve()
-	if err := f.check(); err != nil {
+	if err := f.Validate(); err != nil {
 		return nil, err
 	}
 	if err := heads.CheckInputs(t, q, k, "flexprefill"); err != nil {

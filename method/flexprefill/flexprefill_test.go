@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"testing"
@@ -280,13 +281,13 @@ func checkQueryAware(t *testing.T, p *plan.Plan, q, k *tensor.Tensor, b, h int, 
 
 // TestGammaOneIsDense: γ is the knob; kept blocks grow with it (budgets
 // grow and every selection is a prefix of one fixed order), and with γ = 1
-// and vertical-slash heads (τ = 0) every block is kept: dense output within
+// and vertical-slash heads (NoQueryAware) every block is kept: dense output within
 // the float32 executor's 2e-5 against the float64 reference.
 func TestGammaOneIsDense(t *testing.T) {
 	for _, s := range plantest.Select(shapes) {
 		t.Run(s.Name, func(t *testing.T) {
 			q, k, v, tl := inputs(t, s)
-			for _, tau := range []float64{0, 1} {
+			for _, tau := range []float64{NoQueryAware, 1} {
 				prev := -1.0
 				var out *tensor.Tensor
 				for _, gamma := range []float64{0.5, 0.8, 0.95, 1} {
@@ -319,8 +320,9 @@ func TestRejectsBadOptions(t *testing.T) {
 	for _, f := range []Planner{
 		{Gamma: -0.5, Tau: 0.1}, // 0 is DefaultGamma
 		{Gamma: 1.1, Tau: 0.1},
-		{Gamma: 0.9, Tau: -1},
+		{Gamma: 0.9, Tau: math.NaN()},
 		{Gamma: 0.9, Tau: math.Inf(1)},
+		{Gamma: 0.9, Tau: math.Inf(-1)},
 		{Gamma: 0.9, MinBudget: -1},
 		{Gamma: 0.9, MinBudget: 4, MaxBudget: 2},
 	} {
@@ -335,5 +337,43 @@ func TestRejectsBadOptions(t *testing.T) {
 	cancel()
 	if _, err := (Planner{Gamma: 0.9}).Plan(ctx, tl, q, k, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled: %v", err)
+	}
+}
+
+// TestTauSettings: a zero Tau plans exactly as DefaultTau, and every
+// negative τ exactly as NoQueryAware, with every head vertical-slash.
+func TestTauSettings(t *testing.T) {
+	for _, s := range plantest.Select(shapes) {
+		t.Run(s.Name, func(t *testing.T) {
+			q, k, _, tl := inputs(t, s)
+			run := func(f Planner) *plan.Plan {
+				t.Helper()
+				p, err := f.Plan(context.Background(), tl, q, k, nil)
+				if err != nil {
+					t.Fatalf("%+v: %v", f, err)
+				}
+				return p
+			}
+			if !reflect.DeepEqual(run(Planner{Gamma: 0.9}), run(Planner{Gamma: 0.9, Tau: DefaultTau})) {
+				t.Errorf("τ=0 plans differently from DefaultTau %v", DefaultTau)
+			}
+			off := run(Planner{Gamma: 0.9, Tau: NoQueryAware})
+			for _, tau := range []float64{-1e-9, -0.5, -math.MaxFloat64} {
+				if !reflect.DeepEqual(run(Planner{Gamma: 0.9, Tau: tau}), off) {
+					t.Errorf("τ=%v plans differently from NoQueryAware", tau)
+				}
+			}
+			dense, err := plan.Dense(tl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for b := range tl.Geometry.B {
+				for h := range tl.Geometry.Hq {
+					if hd := (Planner{Tau: NoQueryAware}).Decide(dense, q, k, b, h); hd.QueryAware || hd.Blocks != nil {
+						t.Errorf("head (%d, %d) query-aware under NoQueryAware (distance %v)", b, h, hd.Distance)
+					}
+				}
+			}
+		})
 	}
 }

@@ -24,7 +24,7 @@ func BenchmarkPlan(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		pl   Planner
-	}{{"sampling", Planner{}}, {"antidiagonal", Planner{Estimator: Antidiagonal}}, {"antidiagonal-sim", Planner{Estimator: Antidiagonal, Similarity: []float64{0.75, 0.7, 0.7}}}} {
+	}{{"sampling", Planner{Scale: 1}}, {"antidiagonal", Planner{Estimator: Antidiagonal, Scale: 1}}, {"antidiagonal-sim", Planner{Estimator: Antidiagonal, Similarity: []float64{0.75, 0.7, 0.7}, Scale: 1}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				if _, err := tc.pl.Plan(context.Background(), tl, w.Q, w.K, w.V); err != nil {
@@ -48,7 +48,7 @@ func BenchmarkPlanLLM(b *testing.B) {
 	}
 	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 64, BlockK: 64}
 	for b.Loop() {
-		if _, err := (Planner{}).Plan(context.Background(), tl, w.Q, w.K, w.V); err != nil {
+		if _, err := (Planner{Scale: 1}).Plan(context.Background(), tl, w.Q, w.K, w.V); err != nil {
 			b.Fatal(err)
 		}
 	}

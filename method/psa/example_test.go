@@ -21,7 +21,7 @@ func Example() {
 		panic(err)
 	}
 	res, err := sparseattn.Attention(ctx, w.Q, w.K, w.V, sparseattn.Options{
-		Planner: psa.Planner{Thresholds: []float64{0.5, 0.7, 0.8, 0.9}},
+		Planner: psa.Planner{Thresholds: []float64{0.5, 0.7, 0.8, 0.9}, Scale: 1},
 		BlockQ:  32, BlockK: 32,
 	})
 	if err != nil {

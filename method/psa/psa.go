@@ -86,10 +86,10 @@ var defaultThresholds = []float64{0.7, 0.8, 0.9, 0.9}
 // next 10% pooled 2×, the next 10% pooled 4×.
 func DefaultThresholds() []float64 { return append([]float64(nil), defaultThresholds...) }
 
-// DefaultScale is the Scale the CLI's psa method runs by default: with the
-// paper's thresholds at 1 the real LM workload's rel L1 is 0.082 at 4K;
-// scaled by 1.2 (capped at 1) it is 0.036 at sparsity 0.55. The zero
-// Planner keeps Scale 1, the paper's thresholds.
+// DefaultScale is what a zero Scale means, and what the CLI's psa method
+// runs: with the paper's thresholds at Scale 1 the real LM workload's rel
+// L1 is 0.082 at 4K; scaled by 1.2 (capped at 1) it is 0.036 at sparsity
+// 0.55. Scale 1 runs the paper's thresholds as they are.
 const DefaultScale = 1.2
 
 // DefaultQuantiles returns the cumulative block shares of the authors'
@@ -98,8 +98,8 @@ const DefaultScale = 1.2
 func DefaultQuantiles() []float64 { return []float64{0.05, 0.15, 0.25, 0.5} }
 
 // Planner builds PSA plans. The zero value is PSA with H = 4 levels, the
-// sampling estimator, the threshold rule with DefaultThresholds and no
-// similarity cap. A Planner is safe for concurrent use.
+// sampling estimator, the threshold rule with DefaultThresholds scaled by
+// DefaultScale and no similarity cap: the CLI's default. A Planner is safe for concurrent use.
 type Planner struct {
 	// Rule selects Threshold (default) or Quantile level assignment.
 	Rule Rule
@@ -113,7 +113,8 @@ type Planner struct {
 	Quantiles []float64
 	// Scale multiplies every threshold or quantile, each capped at 1: the
 	// one knob that trades compute for accuracy. Values ≥ 1/τ_1 put every
-	// block at level 1 (dense). 0 means 1.
+	// block at level 1 (dense). 0 means DefaultScale; 1 runs the
+	// thresholds or quantiles as given.
 	Scale float64
 
 	// Estimator selects Sampling (default) or Antidiagonal importance.
@@ -174,10 +175,10 @@ func (p Planner) config(t plan.Tiling) (config, error) {
 	}
 	scale := p.Scale
 	if scale == 0 {
-		scale = 1
+		scale = DefaultScale
 	}
 	if !(scale > 0) || math.IsInf(scale, 0) {
-		return c, fmt.Errorf("%w: psa Scale %v must be positive and finite (0 means 1)", plan.ErrInvalid, p.Scale)
+		return c, fmt.Errorf("%w: psa Scale %v must be positive and finite (0: %v)", plan.ErrInvalid, p.Scale, DefaultScale)
 	}
 	c.levels = len(cuts)
 	c.cuts = make([]float64, len(cuts))

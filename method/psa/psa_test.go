@@ -217,9 +217,9 @@ func TestExecutorRunsAlgorithm1(t *testing.T) {
 		t.Run(s.Name, func(t *testing.T) {
 			pr := s.Problem(t, r, 1.5, 1)
 			for _, pl := range []Planner{
-				{Thresholds: []float64{0.3, 0.5, 0.7, 0.9}},
-				{Thresholds: []float64{0.2, 0.4, 0.6, 0.8, 0.9}, Estimator: Antidiagonal, Stride: 4},
-				{Rule: Quantile, Quantiles: []float64{0.2, 0.4, 0.6, 0.8}},
+				{Thresholds: []float64{0.3, 0.5, 0.7, 0.9}, Scale: 1},
+				{Thresholds: []float64{0.2, 0.4, 0.6, 0.8, 0.9}, Estimator: Antidiagonal, Stride: 4, Scale: 1},
+				{Rule: Quantile, Quantiles: []float64{0.2, 0.4, 0.6, 0.8}, Scale: 1},
 			} {
 				p, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, pr.V)
 				if err != nil {
@@ -244,10 +244,10 @@ func TestLevelOneEverywhereIsDense(t *testing.T) {
 			pr := s.Problem(t, r, 1.5, 1)
 			ref := plantest.Reference(t, pr.Q, pr.K, pr.V, s.Causal)
 			for _, pl := range []Planner{
-				{Thresholds: []float64{1}},
+				{Thresholds: []float64{1}, Scale: 1},
 				{Scale: 1 / 0.7},
-				{Rule: Quantile, Quantiles: []float64{1, 1}},
-				{Estimator: Antidiagonal, Thresholds: []float64{1, 1, 1}},
+				{Rule: Quantile, Quantiles: []float64{1, 1}, Scale: 1},
+				{Estimator: Antidiagonal, Thresholds: []float64{1, 1, 1}, Scale: 1},
 			} {
 				p, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, pr.V)
 				if err != nil {
@@ -610,7 +610,7 @@ func TestSimilarityCap(t *testing.T) {
 		sim  []float64
 		most plan.Level
 	}{{[]float64{1, 1, 1}, plan.Full}, {[]float64{0.9, 0.9, 0.9}, 3}} {
-		pl := Planner{Thresholds: []float64{0.1, 0.2, 0.3, 1}, Similarity: tc.sim, Estimator: Antidiagonal}
+		pl := Planner{Thresholds: []float64{0.1, 0.2, 0.3, 1}, Similarity: tc.sim, Estimator: Antidiagonal, Scale: 1}
 		pp, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -641,7 +641,7 @@ func TestBudgetMatchesCounters(t *testing.T) {
 	for _, s := range shapes {
 		t.Run(s.Name, func(t *testing.T) {
 			pr := s.Problem(t, r, 1.5, 1)
-			for _, pl := range []Planner{{}, {Thresholds: []float64{0.6}}, {Rule: Quantile}} {
+			for _, pl := range []Planner{{Scale: 1}, {Thresholds: []float64{0.6}, Scale: 1}, {Rule: Quantile, Scale: 1}} {
 				p, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, pr.V)
 				if err != nil {
 					t.Fatal(err)
@@ -763,7 +763,7 @@ func TestBadOptions(t *testing.T) {
 func TestDeterministicAndSeeded(t *testing.T) {
 	r := testutil.Rand(t)
 	pr := shapes[1].Problem(t, r, 1.5, 1)
-	pl := Planner{Seed: 7, SampleQ: 2, SampleK: 2}
+	pl := Planner{Seed: 7, SampleQ: 2, SampleK: 2, Scale: 1}
 	first, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, nil)
 	if err != nil {
 		t.Fatal(err)

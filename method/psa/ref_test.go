@@ -40,11 +40,11 @@ func TestPlanMatchesUnchunkedPlanner(t *testing.T) {
 	for _, s := range plantest.Select(append(long, shapes...)) {
 		pr := s.Problem(t, r, 1.5, 1)
 		for _, pl := range []Planner{
-			{Seed: r.Uint64()},
-			{SampleQ: 3, SampleK: 5, Seed: r.Uint64()},
-			{SampleQ: 13, SampleK: 40, Seed: r.Uint64(), Rule: Quantile},
-			{Estimator: Antidiagonal},
-			{Estimator: Antidiagonal, Stride: 3, Similarity: []float64{0.1, 0, -0.1}},
+			{Seed: r.Uint64(), Scale: 1},
+			{SampleQ: 3, SampleK: 5, Seed: r.Uint64(), Scale: 1},
+			{SampleQ: 13, SampleK: 40, Seed: r.Uint64(), Rule: Quantile, Scale: 1},
+			{Estimator: Antidiagonal, Scale: 1},
+			{Estimator: Antidiagonal, Stride: 3, Similarity: []float64{0.1, 0, -0.1}, Scale: 1},
 			{Estimator: Antidiagonal, Stride: 2, Scale: 1.2},
 		} {
 			sameImportance(t, s.Name, pl, pr)

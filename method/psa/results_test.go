@@ -155,7 +155,7 @@ func TestResultsPSA(t *testing.T) {
 				return psa.Planner{Estimator: est, Scale: s, Thresholds: []float64{0.5, 0.7, 0.8, 0.9}}
 			})
 			add(fmt.Sprintf("binary %v, T={τ}", est), taus, func(tau float64) plan.Planner {
-				return psa.Planner{Estimator: est, Thresholds: []float64{tau}}
+				return psa.Planner{Estimator: est, Thresholds: []float64{tau}, Scale: 1}
 			})
 		}
 		add("PSA antidiagonal, T={.5,.7,.8,.9}×s, sim cap (.75,.7,.7)", scales, func(s float64) plan.Planner {

@@ -13,8 +13,8 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// BenchmarkGatherPerBlock runs S2O's plan at τ = 0 (every prefix tile is
-// kept, so it does the work of dense attention through gathered tiles) and
+// BenchmarkGatherPerBlock runs S2O's plan with no early stop (NoStop:
+// every prefix tile is kept, so it does the work of dense attention through gathered tiles) and
 // the dense plan, interleaved, and reports each one's execution time per
 // computed QK block product and their ratio (planning excluded).
 // Run: go test ./method/s2o -run '^$' -bench GatherPerBlock
@@ -43,7 +43,7 @@ func BenchmarkGatherPerBlock(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			sp, err := Planner{Segment: c.seg, NoQueryPerm: c.noQPerm}.Plan(context.Background(), tl, q, k, v)
+			sp, err := Planner{Segment: c.seg, Tau: NoStop, NoQueryPerm: c.noQPerm}.Plan(context.Background(), tl, q, k, v)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,7 +11,8 @@ import (
 )
 
 // Example runs S2O on a small LLM-like workload and compares it with dense
-// attention: with τ = 0 the plan is exact, with τ > 0 rows stop early.
+// attention: with the stop off (s2o.NoStop) the plan is exact, with τ > 0
+// rows stop early.
 func Example() {
 	ctx := context.Background()
 	cfg := workload.Default()
@@ -24,7 +25,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	for _, tau := range []float64{0, 0.05} {
+	for _, tau := range []float64{s2o.NoStop, 0.05} {
 		res, err := sparseattn.Attention(ctx, w.Q, w.K, w.V, sparseattn.Options{
 			Causal:  true,
 			Planner: s2o.Planner{Segment: 128, Tau: tau},
@@ -39,6 +40,6 @@ func Example() {
 		fmt.Printf("τ=%v: rows stopped early: %v, rel L1 below 1e-4: %v\n", tau, res.Stats.Stopped > 0, e.RelL1 < 1e-4)
 	}
 	// Output:
-	// τ=0: rows stopped early: false, rel L1 below 1e-4: true
+	// τ=-1: rows stopped early: false, rel L1 below 1e-4: true
 	// τ=0.05: rows stopped early: true, rel L1 below 1e-4: false
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // TestLayoutIsPlanWithIndexOrders: on every test shape, both variants and
-// τ 0 and 0.01, Layout's plan equals Plan's in everything but the orders'
+// no early stop and τ 0.01, Layout's plan equals Plan's in everything but the orders'
 // content — rows, Init rows, levels, stop rule, key-order starts and
 // row-to-order map — and its orders are Plan's with Q_perm's segments and
 // each key order's ranked part put back in index order. So the device
@@ -20,7 +20,7 @@ import (
 func TestLayoutIsPlanWithIndexOrders(t *testing.T) {
 	for _, s := range shapes {
 		for _, noQPerm := range []bool{false, true} {
-			for _, tau := range []float64{0, 0.01} {
+			for _, tau := range []float64{NoStop, 0.01} {
 				q, k, v, tl := inputs(t, s)
 				pl := s.planner(tau)
 				pl.NoQueryPerm = noQPerm

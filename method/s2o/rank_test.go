@@ -79,7 +79,7 @@ func TestPlanMatchesComparisonSortPlanner(t *testing.T) {
 				snap(q, r)
 				snap(k, r)
 			}
-			for _, tau := range []float64{0, 0.01} {
+			for _, tau := range []float64{NoStop, 0.01} {
 				pl := s.planner(tau)
 				got, err := pl.Plan(context.Background(), tl, q, k, v)
 				if err != nil {

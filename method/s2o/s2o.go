@@ -36,6 +36,7 @@ package s2o
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/sparseattn/sparseattn/method/internal/heads"
@@ -43,20 +44,25 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// DefaultTau is the paper's early-stop threshold, which the CLI runs. A
-// zero Tau is a setting of its own: no early stop, an exact plan.
+// DefaultTau is the paper's early-stop threshold: what a zero Tau means,
+// and what the CLI runs.
 const DefaultTau = 0.005
 
-// Planner plans S2O. The zero value is S2O with DefaultSegment and no
-// early stop (exact); the CLI runs DefaultTau, the paper's value.
+// NoStop is the Tau that turns the early stop off, which makes the plan
+// exact: no gain is below a negative τ·ℓ (any negative Tau does the same).
+const NoStop = -1.0
+
+// Planner plans S2O. The zero value is S2O with DefaultSegment and
+// DefaultTau, the CLI's default.
 type Planner struct {
 	// Segment is S, the tokens per segment: a positive multiple of the
 	// tiling's BlockQ, or 0 for DefaultSegment. The paper uses 2048 at
 	// 128K and smaller segments for shorter sequences.
 	Segment int
-	// Tau is the early-stop threshold τ in [0, 1): a row stops after the
-	// first pass-2 tile whose gain in the softmax normalizer is below τ·ℓ.
-	// 0 turns the stop off, which makes the plan exact. The paper uses 0.005.
+	// Tau is the early-stop threshold τ < 1: a row stops after the first
+	// pass-2 tile whose gain in the softmax normalizer is below τ·ℓ. 0
+	// means DefaultTau, the paper's 0.005; a negative τ (NoStop) turns the
+	// stop off, which makes the plan exact.
 	Tau float64
 	// Window is W ≥ 0, the tokens just before each segment also computed
 	// densely in pass 1 (Alg. 4's local window for boundary stability).
@@ -84,11 +90,15 @@ func DefaultSegment(nq, bq int) int {
 	return (seg + bq - 1) / bq * bq
 }
 
-// Resolve returns s with the default its zero Segment means for tiling t
-// filled in.
+// Resolve returns s with the defaults its zero fields mean for tiling t
+// filled in (Segment, Tau). Plan and Layout call it, and so does the device
+// planner (package cuda, through Layout).
 func (s Planner) Resolve(t plan.Tiling) Planner {
 	if s.Segment == 0 {
 		s.Segment = DefaultSegment(t.Geometry.Nq, t.BlockQ)
+	}
+	if s.Tau == 0 {
+		s.Tau = DefaultTau
 	}
 	return s
 }
@@ -101,8 +111,8 @@ func (s Planner) check(t plan.Tiling) error {
 	if s.Segment <= 0 || s.Segment%t.BlockQ != 0 {
 		return fmt.Errorf("%w: s2o segment length %d must be a positive multiple of BlockQ=%d", plan.ErrInvalid, s.Segment, t.BlockQ)
 	}
-	if !(s.Tau >= 0 && s.Tau < 1) {
-		return fmt.Errorf("%w: s2o τ=%v must be in [0, 1) (0 disables early stopping)", plan.ErrInvalid, s.Tau)
+	if !(s.Tau < 1) || math.IsInf(s.Tau, 0) {
+		return fmt.Errorf("%w: s2o τ=%v must be finite and below 1 (0: %v; negative: no early stop)", plan.ErrInvalid, s.Tau, DefaultTau)
 	}
 	if s.Window < 0 {
 		return fmt.Errorf("%w: s2o local window %d must be ≥ 0", plan.ErrInvalid, s.Window)

@@ -227,20 +227,20 @@ func passes(t *testing.T, p *plan.Plan, r int) (pass1, pass2 []int32) {
 	return blocks[:after], blocks[after:]
 }
 
-// TestTauZeroIsDense: with the stop off every visible pair is computed
-// once, so the output is dense attention (tolerance of the float32 executor
+// TestNoStopIsDense: with the stop off (NoStop) every visible pair is
+// computed once, so the output is dense attention (tolerance of the float32 executor
 // against the float64 reference: 2e-5 absolute on unit-scale values, as in
 // package cpu) and the gather path computes at least the dense work.
-func TestTauZeroIsDense(t *testing.T) {
+func TestNoStopIsDense(t *testing.T) {
 	for _, s := range plantest.Select(shapes) {
 		t.Run(s.Name, func(t *testing.T) {
 			q, k, v, tl := inputs(t, s)
-			p, err := s.planner(0).Plan(context.Background(), tl, q, k, nil)
+			p, err := s.planner(NoStop).Plan(context.Background(), tl, q, k, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if p.Stop != nil {
-				t.Fatal("τ=0 must not attach a stop rule")
+				t.Fatal("NoStop must not attach a stop rule")
 			}
 			out, stats := plantest.Run(t, p, q, k, v)
 			ref := plantest.Reference(t, q, k, v, s.Causal)
@@ -249,7 +249,7 @@ func TestTauZeroIsDense(t *testing.T) {
 				t.Fatalf("max abs error %.3g against dense", e.MaxAbs)
 			}
 			if stats.Stopped != 0 {
-				t.Fatalf("%d rows stopped with τ=0", stats.Stopped)
+				t.Fatalf("%d rows stopped with NoStop", stats.Stopped)
 			}
 		})
 	}
@@ -475,7 +475,7 @@ func TestCausalValidity(t *testing.T) {
 
 // TestTauTradesWorkForError: lowering τ never stops a row earlier (the
 // trajectory of ℓ does not depend on τ), so computed work grows
-// monotonically as τ falls, reaching dense output at τ = 0.
+// monotonically as τ falls, reaching dense output with the stop off.
 func TestTauTradesWorkForError(t *testing.T) {
 	s := shape{plantest.Shape{B: 1, Hq: 2, Hkv: 1, Nq: 512, Nk: 512, D: 64, BlockQ: 32, BlockK: 32, Causal: true}, 128, 0, false}
 	if testing.Short() {
@@ -485,7 +485,7 @@ func TestTauTradesWorkForError(t *testing.T) {
 	ref := plantest.Reference(t, q, k, v, true)
 	prev := -1.0
 	var errs []float64
-	for _, tau := range []float64{0.3, 0.1, 0.03, 0.01, 0.001, 0} {
+	for _, tau := range []float64{0.3, 0.1, 0.03, 0.01, 0.001, NoStop} {
 		p, err := s.planner(tau).Plan(context.Background(), tl, q, k, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -500,7 +500,7 @@ func TestTauTradesWorkForError(t *testing.T) {
 		t.Logf("τ=%-6v sparsity %.3f rel L1 %.4f", tau, stats.Sparsity(), e.RelL1)
 	}
 	if errs[0] <= errs[len(errs)-1] || errs[len(errs)-1] > 1e-5 {
-		t.Fatalf("errors %v: want the largest τ worse than τ=0, and τ=0 exact", errs)
+		t.Fatalf("errors %v: want the largest τ worse than no stop, and no stop exact", errs)
 	}
 }
 
@@ -513,9 +513,9 @@ func TestRejectsBadOptions(t *testing.T) {
 	}{
 		{"negative-segment", Planner{Segment: -64}},
 		{"segment-not-multiple-of-block", Planner{Segment: 24}},
-		{"negative-tau", Planner{Segment: 64, Tau: -0.1}},
 		{"tau-one", Planner{Segment: 64, Tau: 1}},
 		{"tau-nan", Planner{Segment: 64, Tau: math.NaN()}},
+		{"tau-minus-inf", Planner{Segment: 64, Tau: math.Inf(-1)}},
 		{"negative-window", Planner{Segment: 64, Window: -1}},
 	} {
 		if _, err := tc.p.Plan(context.Background(), tl, q, k, nil); !errors.Is(err, plan.ErrInvalid) {
@@ -557,5 +557,35 @@ func TestDefaultSegment(t *testing.T) {
 	}
 	if !reflect.DeepEqual(zero, explicit) {
 		t.Error("a zero Segment plans differently from DefaultSegment")
+	}
+}
+
+// TestTauSettings: a zero Tau plans exactly as DefaultTau (stop rule
+// attached at that τ), and every negative τ exactly as NoStop (no stop
+// rule): the zero value is the CLI's default and the exact plan stays one
+// field away.
+func TestTauSettings(t *testing.T) {
+	s := shapes[0]
+	q, k, v, tl := inputs(t, s)
+	run := func(tau float64) *plan.Plan {
+		t.Helper()
+		p, err := s.planner(tau).Plan(context.Background(), tl, q, k, v)
+		if err != nil {
+			t.Fatalf("τ=%v: %v", tau, err)
+		}
+		return p
+	}
+	zero, def := run(0), run(DefaultTau)
+	if zero.Stop == nil || zero.Stop.Tau != float32(DefaultTau) || !reflect.DeepEqual(zero, def) {
+		t.Errorf("τ=0 plans differently from DefaultTau %v (stop rule %+v)", DefaultTau, zero.Stop)
+	}
+	off := run(NoStop)
+	if off.Stop != nil {
+		t.Errorf("NoStop attached a stop rule %+v", off.Stop)
+	}
+	for _, tau := range []float64{-1e-9, -0.5, -math.MaxFloat64} {
+		if !reflect.DeepEqual(run(tau), off) {
+			t.Errorf("τ=%v plans differently from NoStop", tau)
+		}
 	}
 }
