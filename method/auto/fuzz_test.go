@@ -18,9 +18,9 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Add(good.Bytes())
 	f.Add(good.Bytes()[:good.Len()/2])
-	f.Add([]byte(`{"version":2}`))
+	f.Add([]byte(`{"version":3}`))
 	f.Add([]byte(`{"version":7,"layers":[]}`))
-	f.Add([]byte(`{"version":2,"method":"auto","block_q":128,"block_k":64,"budget":0.05,"margin":0.1,"head_cap":0.15,"layers":[{"name":"a","l1":0.01,"sparsity":0.5,"heads":[{"method":"window","knob":-1}]}]}`))
+	f.Add([]byte(`{"version":3,"method":"auto","block_q":128,"block_k":64,"budget":0.05,"margin":0.1,"head_cap":0.15,"layers":[{"name":"a","l1":0.01,"sparsity":0.5,"heads":[{"method":"window","knob":-1}]}]}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Load(bytes.NewReader(data))

@@ -11,8 +11,10 @@ import (
 
 // Version is the profile format this package writes and reads. Version 2
 // bounds the layer's rel L1 (version 1 bounded each head's), and records
-// the margin, the head cap and what each layer reached.
-const Version = 2
+// the margin, the head cap and what each layer reached. Version 3 runs
+// flexprefill heads at τ 0.2 (flexprefill.DefaultTau) where version 2 ran
+// τ 0.1, so a version-2 flexprefill knob named another planner.
+const Version = 3
 
 // MaxProfileBytes bounds the size of a profile file Load accepts.
 const MaxProfileBytes = 16 << 20

@@ -3,6 +3,7 @@ package auto
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -54,7 +55,7 @@ func TestLoadHostile(t *testing.T) {
 		"truncated":      good.String()[:good.Len()/2],
 		"empty":          "",
 		"array":          "[]",
-		"version":        edit(`"version": 2`, `"version": 1`),
+		"version":        edit(fmt.Sprintf(`"version": %d`, Version), `"version": 2`),
 		"head cap":       edit(`"head_cap": 0.15`, `"head_cap": 0`),
 		"margin":         edit(`"margin": 0.1`, `"margin": 1`),
 		"layer l1":       edit(`"l1": 0.045`, `"l1": -1`),
@@ -71,8 +72,8 @@ func TestLoadHostile(t *testing.T) {
 		"negative l1":    edit(`"l1": 0.01`, `"l1": -0.01`),
 		"duplicate":      edit(`"layers": [`, `"layers": [{"name":"layer0","l1":0,"sparsity":0,"heads":[{"method":"dense","knob":0,"l1":0,"sparsity":0}]},`),
 		"no heads":       edit(`"layers": [`, `"layers": [{"name":"x","heads":[]},`),
-		"huge":           `{"version":2,"method":"auto","pad":"` + strings.Repeat("x", MaxProfileBytes) + `"}`,
-		"nested garbage": `{"version":2,"layers":[[[[[[[[[[]]]]]]]]]]}`,
+		"huge":           `{"version":3,"method":"auto","pad":"` + strings.Repeat("x", MaxProfileBytes) + `"}`,
+		"nested garbage": `{"version":3,"layers":[[[[[[[[[[]]]]]]]]]]}`,
 	}
 	for name, data := range cases {
 		_, err := Load(strings.NewReader(data))
