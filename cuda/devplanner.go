@@ -144,6 +144,10 @@ func devicePlannerFor(p plan.Planner) (devicePlanner, error) {
 		return newS2OPlanner(m)
 	case *s2o.Planner:
 		return newS2OPlanner(*m)
+	case choosingPlanner: // auto.Planner
+		return newAutoPlanner(m)
+	case composedPlanner: // auto.Compose
+		return newComposePlanner(m)
 	}
 	return nil, fmt.Errorf("%w: the %s planner runs on the CPU only", ErrUnsupported, p.Name())
 }

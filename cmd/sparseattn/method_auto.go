@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/sparseattn/sparseattn/cuda"
 	"github.com/sparseattn/sparseattn/method/auto"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -81,11 +82,43 @@ type autoPlanner struct {
 // Name returns "auto".
 func (a *autoPlanner) Name() string { return "auto" }
 
+// checkTiling refuses a tiling other than the one a loaded profile was
+// tuned at.
+func (a *autoPlanner) checkTiling(t plan.Tiling) error {
+	if a.blockQ != 0 && (t.BlockQ != a.blockQ || t.BlockK != a.blockK || t.Causal != a.causal) {
+		return fmt.Errorf("%w: the auto profile was tuned at %d×%d blocks, causal=%v; this run has %d×%d, causal=%v (pass the same --block-q/--block-k or re-tune)",
+			errUsage, a.blockQ, a.blockK, a.causal, t.BlockQ, t.BlockK, t.Causal)
+	}
+	return nil
+}
+
+// Choices is auto.Planner.Choices for the heads of a problem with tiling
+// t: how the device planner (package cuda) plans auto on the GPU. Before
+// the heads are tuned (no profile: tuning on the input is CPU work), and
+// when t has fewer heads than the planner (layers stacked along the head
+// axis take turns, call by call), it returns an error wrapping
+// cuda.ErrUnsupported that says so: auto then plans on the CPU and its
+// plan is uploaded.
+func (a *autoPlanner) Choices(t plan.Tiling) ([]plan.Planner, []int, error) {
+	if err := a.checkTiling(t); err != nil {
+		return nil, nil, err
+	}
+	a.mu.Lock()
+	heads := a.heads
+	a.mu.Unlock()
+	switch hq := t.Geometry.Hq; {
+	case heads == nil:
+		return nil, nil, fmt.Errorf("%w: auto without --auto-profile tunes its heads on the input itself, on the CPU", cuda.ErrUnsupported)
+	case hq > 0 && hq < len(heads) && len(heads)%hq == 0:
+		return nil, nil, fmt.Errorf("%w: auto's %d heads are %d layers of %d, which take turns call by call on the CPU", cuda.ErrUnsupported, len(heads), len(heads)/hq, hq)
+	}
+	return auto.Planner{Heads: heads}.Choices(t)
+}
+
 // Plan plans with the heads for t (tuning them first when there are none).
 func (a *autoPlanner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
-	if a.blockQ != 0 && (t.BlockQ != a.blockQ || t.BlockK != a.blockK || t.Causal != a.causal) {
-		return nil, fmt.Errorf("%w: the auto profile was tuned at %d×%d blocks, causal=%v; this run has %d×%d, causal=%v (pass the same --block-q/--block-k or re-tune)",
-			errUsage, a.blockQ, a.blockK, a.causal, t.BlockQ, t.BlockK, t.Causal)
+	if err := a.checkTiling(t); err != nil {
+		return nil, err
 	}
 	a.mu.Lock()
 	if a.heads == nil {

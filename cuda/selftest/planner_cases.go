@@ -45,5 +45,5 @@ func PlannerCases() []PlannerCase {
 		cs = append(cs, PlannerCase{Name: caseName(p) + "/" + llmShape.Name, Planner: p, Case: llmShape, Workload: workload.LLM})
 		cs = append(cs, s2oTieCases(p)...)
 	}
-	return cs
+	return append(cs, autoCases()...)
 }

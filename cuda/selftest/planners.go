@@ -158,6 +158,9 @@ func runPlannerCase(ctx context.Context, e *cuda.Engine, r *rand.Rand, c Planner
 	chk.Rows = want.Rows()
 	judge := tieBreakFor(c.Planner, t, q, k)
 	lj := levelTieBreakFor(c.Planner, t, q, k)
+	if aj := autoTieBreak(c.Planner, t, q, k, want); aj != nil {
+		lj = aj
+	}
 	for row := range chk.Rows {
 		a, la := want.Entries(row)
 		b, lb := got.Entries(row)

@@ -27,6 +27,10 @@ func (c Compose) Name() string {
 	return c.Binary.Name() + "+" + c.Pooled.Name()
 }
 
+// Parts returns Binary and Pooled: how a device twin (package cuda)
+// recognizes a composition without importing this package.
+func (c Compose) Parts() (binary, pooled plan.Planner) { return c.Binary, c.Pooled }
+
 // simple checks that a sub-plan has the tiling asked for and nothing a
 // row-wise merge cannot carry.
 func simple(name string, p *plan.Plan, t plan.Tiling) error {

@@ -16,7 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"slices"
 
 	"github.com/sparseattn/sparseattn/method/internal/heads"
 	"github.com/sparseattn/sparseattn/plan"
@@ -66,7 +66,7 @@ type choice struct {
 // Plan plans each distinct (method, knob, λ) of the layer once over all
 // heads, then builds the plan whose rows for head h are those of head h's
 // method. The λ filters of sparge heads become Filter.HeadLambda, −Inf
-// (off) on every other head.
+// (off) on every other head (plan.MergeFilters).
 func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
 	if p.Heads == nil {
 		budget := p.Budget
@@ -80,60 +80,45 @@ func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 		}
 		p.Heads = l.Heads
 	}
-	if len(p.Heads) != t.Geometry.Hq {
-		return nil, fmt.Errorf("%w: the layer has %d heads, the input %d", ErrPlan, len(p.Heads), t.Geometry.Hq)
+	planners, owner, err := p.Choices(t)
+	if err != nil {
+		return nil, err
 	}
-	plans := map[choice]*plan.Plan{}
-	src := make([]*plan.Plan, len(p.Heads))
-	for h, hd := range p.Heads {
-		c := choice{hd.Method, hd.Knob, hd.Lambda}
-		if sub, ok := plans[c]; ok {
-			src[h] = sub
-			continue
-		}
-		pl, err := NewMethod(hd.Method, hd.Knob, hd.Lambda)
-		if err != nil {
-			return nil, fmt.Errorf("head %d: %w", h, err)
-		}
+	subs := make([]*plan.Plan, len(planners))
+	for i, pl := range planners {
+		h := slices.Index(owner, i) // the first head of choice i
 		sub, err := pl.Plan(ctx, t, q, k, v)
 		if err != nil {
-			return nil, fmt.Errorf("head %d (%s): %w", h, hd.Method, err)
+			return nil, fmt.Errorf("head %d (%s): %w", h, p.Heads[h].Method, err)
 		}
-		if err := simple(hd.Method, sub, t); err != nil {
+		if err := simple(p.Heads[h].Method, sub, t); err != nil {
 			return nil, err
 		}
-		plans[c], src[h] = sub, sub
+		subs[i] = sub
 	}
-	if len(plans) == 1 {
-		return src[0], nil // one method for every head: its own plan
+	if len(subs) == 1 {
+		return subs[0], nil // one method for every head: its own plan
 	}
 	b, err := plan.NewBuilder(t)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPlan, err)
 	}
 	g := t.Geometry
-	var filter *plan.Filter
-	for h, sub := range src {
-		if sub.Filter == nil {
-			continue
-		}
-		if filter == nil {
-			filter = &plan.Filter{RowGroup: sub.Filter.RowGroup, HeadLambda: make([]float32, g.Hq)}
-			for i := range filter.HeadLambda {
-				filter.HeadLambda[i] = float32(math.Inf(-1))
-			}
-		}
-		if sub.Filter.RowGroup != filter.RowGroup {
-			return nil, fmt.Errorf("%w: λ filters with row groups %d and %d", ErrPlan, filter.RowGroup, sub.Filter.RowGroup)
-		}
-		filter.HeadLambda[h] = sub.Filter.LambdaFor(h)
+	own := make([]*plan.Filter, g.Hq)
+	for h, i := range owner {
+		own[h] = subs[i].Filter
+	}
+	filter, err := plan.MergeFilters(own)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPlan, err)
 	}
 	for bi := range g.B {
-		for h, sub := range src {
+		for h, i := range owner {
+			sub := subs[i]
 			for qb := range sub.QBlocks() {
 				r := sub.Row(bi, h, qb)
-				for i := sub.RowStart[r]; i < sub.RowStart[r+1]; i++ {
-					b.Add(r, int(sub.KVBlock[i]), sub.LevelAt(i))
+				for e := sub.RowStart[r]; e < sub.RowStart[r+1]; e++ {
+					b.Add(r, int(sub.KVBlock[e]), sub.LevelAt(e))
 				}
 			}
 		}
@@ -146,4 +131,36 @@ func (p Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 		return nil, fmt.Errorf("%w: %w", ErrPlan, err)
 	}
 	return out, nil
+}
+
+// Choices returns what Plan merges for tiling t: the planners of the
+// layer's distinct (method, knob, λ), in the order of their first head,
+// and for each query head the index of its planner. With no Heads (the
+// planner tunes on its input) it returns none and no error. A device
+// twin (package cuda) plans each choice once and merges the rows per
+// head as Plan does. Errors wrap ErrPlan or ErrProfile.
+func (p Planner) Choices(t plan.Tiling) (planners []plan.Planner, owner []int, err error) {
+	if p.Heads == nil {
+		return nil, nil, nil
+	}
+	if len(p.Heads) != t.Geometry.Hq {
+		return nil, nil, fmt.Errorf("%w: the layer has %d heads, the input %d", ErrPlan, len(p.Heads), t.Geometry.Hq)
+	}
+	index := map[choice]int{}
+	owner = make([]int, len(p.Heads))
+	for h, hd := range p.Heads {
+		c := choice{hd.Method, hd.Knob, hd.Lambda}
+		i, ok := index[c]
+		if !ok {
+			pl, err := NewMethod(hd.Method, hd.Knob, hd.Lambda)
+			if err != nil {
+				return nil, nil, fmt.Errorf("head %d: %w", h, err)
+			}
+			i = len(planners)
+			index[c] = i
+			planners = append(planners, pl)
+		}
+		owner[h] = i
+	}
+	return planners, owner, nil
 }
