@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/sparseattn/sparseattn/cuda/driver"
@@ -46,11 +47,18 @@ type composeArgs struct {
 // with scratch of its own: two planners of one method (two sparge knobs)
 // keep their scratch and cached uploads apart. Its buffers are entered in
 // the runner's scratch pool under its tag, so the runner frees them.
+//
+// One subPlanner may serve several users in one plan call (auto's psa
+// heads and the pooled side of its compositions): it plans once per
+// call, and ran, cleared by the owner of the call, says it has.
 type subPlanner struct {
 	dp   devicePlanner
-	name string // the method, for errors
+	src  plan.Planner // what it plans, to find equal ones
+	name string       // the method, for errors
 	tag  string
 	pool scratchPool
+	ran  bool    // out holds this plan call's rows
+	out  subRows // valid while ran
 }
 
 // subRows is where a subPlanner's plan lies: row lengths and lists as a
@@ -70,7 +78,7 @@ func newSubPlanner(p plan.Planner, tag, what string) (*subPlanner, error) {
 	if _, ok := dp.(passPlanner); ok {
 		return nil, fmt.Errorf("%w: %s (%s) plans token orders and passes (S2O), which a merge of plan rows cannot carry", ErrUnsupported, what, p.Name())
 	}
-	return &subPlanner{dp: dp, name: p.Name(), tag: tag}, nil
+	return &subPlanner{dp: dp, src: p, name: p.Name(), tag: tag}, nil
 }
 
 // top is the coarsest level the planner's plans may hold.
@@ -94,11 +102,15 @@ func (s *subPlanner) header(t plan.Tiling, what string) (*plan.Plan, error) {
 	return h, nil
 }
 
-// run plans in's inputs into the sub-planner's buffers; for a pooling
-// planner it also scans the row lengths and writes the levels in CSR
-// order.
+// run plans in's inputs into the sub-planner's buffers, unless it ran
+// already in this plan call; for a pooling planner it also scans the row
+// lengths and writes the levels in CSR order.
 func (s *subPlanner) run(c *driver.Ctx, in *planInput) (out subRows, err error) {
+	if s.ran {
+		return s.out, nil
+	}
 	defer s.adopt(in.scratch)
+	defer func() { s.out, s.ran = out, err == nil }()
 	rows := int64(in.rows())
 	sin := *in
 	sin.scratch = &s.pool
@@ -175,15 +187,19 @@ func levelsCSR(c *driver.Ctx, in *planInput, pos, rowStart, level driver.Ptr) er
 // unchanged, as on the CPU. The merge copies integers, so the plan is the
 // CPU's exactly where each choice's device plan is.
 //
-// Each choice plans all heads, those it does not own too: a planner's
-// kernels take whole tensors, and a strided view cannot pick an arbitrary
-// set of heads. A runner owns its planner; the runner serializes calls.
+// Equal planners plan once per call: a psa choice and the pooled side of
+// every composition at the same PSA settings share one plan, and so do a
+// binary choice and a composition's binary side. Each choice plans all
+// heads, those it does not own too: a planner's kernels take whole
+// tensors, and a strided view cannot pick an arbitrary set of heads. A
+// runner owns its planner; the runner serializes calls.
 type autoPlanner struct {
 	src   choosingPlanner
-	subs  []*subPlanner
-	owner []int32    // per query head, its index in subs
-	at    driver.Ptr // the scratch buffer owner was last copied to
-	lvl   plan.Level // the coarsest level of any choice
+	subs  []*subPlanner // per choice
+	all   []*subPlanner // every sub-planner, compositions' parts too, each once
+	owner []int32       // per query head, its index in subs
+	at    driver.Ptr    // the scratch buffer owner was last copied to
+	lvl   plan.Level    // the coarsest level of any choice
 }
 
 // autoScratch names the merged plan's positional levels and the owner
@@ -210,7 +226,7 @@ func (p *autoPlanner) header(t plan.Tiling) (*plan.Plan, error) {
 	if len(owner) != t.Geometry.Hq {
 		return nil, fmt.Errorf("%w: auto chose for %d heads, the input has %d", plan.ErrInvalid, len(owner), t.Geometry.Hq)
 	}
-	p.subs, p.owner, p.at, p.lvl = nil, make([]int32, len(owner)), 0, plan.Full
+	p.subs, p.all, p.owner, p.at, p.lvl = nil, nil, make([]int32, len(owner)), 0, plan.Full
 	own := make([]*plan.Filter, len(owner))
 	hdrs := make([]*plan.Plan, len(planners))
 	for i, pl := range planners {
@@ -219,7 +235,7 @@ func (p *autoPlanner) header(t plan.Tiling) (*plan.Plan, error) {
 			return nil, fmt.Errorf("%w: auto's choice %d (%s) has no head", plan.ErrInvalid, i, pl.Name())
 		}
 		what := fmt.Sprintf("auto head %d", h)
-		s, err := newSubPlanner(pl, fmt.Sprintf("auto.%d", i), what)
+		s, err := p.shared(pl, what)
 		if err != nil {
 			return nil, err
 		}
@@ -246,6 +262,35 @@ func (p *autoPlanner) header(t plan.Tiling) (*plan.Plan, error) {
 	return &plan.Plan{Tiling: t, Filter: f}, nil
 }
 
+// shared returns the sub-planner of pl: one made before for an equal
+// planner, else a new one (a composition's parts shared the same way).
+func (p *autoPlanner) shared(pl plan.Planner, what string) (*subPlanner, error) {
+	for _, s := range p.all {
+		if reflect.DeepEqual(s.src, pl) {
+			return s, nil
+		}
+	}
+	var s *subPlanner
+	if cp, ok := pl.(composedPlanner); ok {
+		dp, err := newComposeFrom(cp, func(part plan.Planner, side string) (*subPlanner, error) {
+			return p.shared(part, what+" "+side)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s (%s): %w", what, pl.Name(), err)
+		}
+		dp.shared = true
+		// Tagged after its parts, so that every tag names one sub-planner.
+		s = &subPlanner{dp: dp, src: pl, name: pl.Name(), tag: fmt.Sprintf("auto.%d", len(p.all))}
+	} else {
+		var err error
+		if s, err = newSubPlanner(pl, fmt.Sprintf("auto.%d", len(p.all)), what); err != nil {
+			return nil, err
+		}
+	}
+	p.all = append(p.all, s)
+	return s, nil
+}
+
 func (p *autoPlanner) sparse() bool {
 	for _, s := range p.subs {
 		if s.dp.sparse() {
@@ -261,6 +306,9 @@ func (p *autoPlanner) topLevel() plan.Level { return p.lvl }
 func (p *autoPlanner) plan(c *driver.Ctx, in *planInput) error {
 	if len(p.subs) == 0 {
 		return fmt.Errorf("%w: auto planner without a header", plan.ErrInvalid)
+	}
+	for _, s := range p.all {
+		s.ran = false // this call's inputs are new
 	}
 	if len(p.subs) == 1 {
 		return p.subs[0].dp.plan(c, in)
@@ -328,6 +376,9 @@ func (p *autoPlanner) levels(c *driver.Ctx, in *planInput, rowStart, level drive
 // plans are.
 type composePlanner struct {
 	binary, pooled *subPlanner
+	// shared: the parts belong to an enclosing auto planner, which
+	// clears their ran flags once per plan call; else plan does.
+	shared bool
 }
 
 // composeLevels names the composed plan's positional levels in the
@@ -338,11 +389,19 @@ const composeLevels = "compose.lvl"
 // binary planner must list blocks in ascending order, as every method's
 // device planner does; a nested composition or a host plan is refused.
 func newComposePlanner(p composedPlanner) (devicePlanner, error) {
+	return newComposeFrom(p, func(part plan.Planner, side string) (*subPlanner, error) {
+		return newSubPlanner(part, "compose."+side, "the "+side+" planner")
+	})
+}
+
+// newComposeFrom is newComposePlanner with the parts' sub-planners from
+// sub (side "binary" or "pooled").
+func newComposeFrom(p composedPlanner, sub func(part plan.Planner, side string) (*subPlanner, error)) (*composePlanner, error) {
 	bin, pool := p.Parts()
 	if bin == nil || pool == nil {
 		return nil, fmt.Errorf("%w: a composition needs a binary and a pooled planner", plan.ErrInvalid)
 	}
-	b, err := newSubPlanner(bin, "compose.binary", "the binary planner")
+	b, err := sub(bin, "binary")
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +409,7 @@ func newComposePlanner(p composedPlanner) (devicePlanner, error) {
 	case *composePlanner, *autoPlanner, fixedPlanner:
 		return nil, fmt.Errorf("%w: a composition's binary planner %s does not list its blocks in ascending order on the device", ErrUnsupported, bin.Name())
 	}
-	q, err := newSubPlanner(pool, "compose.pooled", "the pooled planner")
+	q, err := sub(pool, "pooled")
 	if err != nil {
 		return nil, err
 	}
@@ -377,6 +436,9 @@ func (p *composePlanner) topLevel() plan.Level {
 
 // plan plans both and composes their rows.
 func (p *composePlanner) plan(c *driver.Ctx, in *planInput) error {
+	if !p.shared {
+		p.binary.ran, p.pooled.ran = false, false
+	}
 	br, err := p.binary.run(c, in)
 	if err != nil {
 		return err

@@ -189,3 +189,86 @@ func TestAutoPlanTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoShares checks that equal planners plan once per call: a psa
+// choice and the pooled side of two compositions share one sub-planner,
+// and so do a sparge choice and a composition's binary side at the same
+// knob; different knobs do not.
+func TestAutoShares(t *testing.T) {
+	tl := plan.Tiling{Geometry: tensor.Geometry{B: 1, Hq: 5, Hkv: 1, Nq: 256, Nk: 256, D: 64, Dv: 64}, Causal: true, BlockQ: 64, BlockK: 64}
+	heads := []auto.Head{{Method: "psa", Knob: 1}, {Method: "sparge+psa", Knob: 0.8}, {Method: "xattn+psa", Knob: 0.8}, {Method: "sparge", Knob: 0.8}, {Method: "sparge", Knob: 0.9}}
+	dp, err := devicePlannerFor(auto.Planner{Heads: heads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dp.header(tl); err != nil {
+		t.Fatal(err)
+	}
+	a := dp.(*autoPlanner)
+	var names []string
+	for _, s := range a.all {
+		names = append(names, s.name)
+	}
+	// psa, sparge 0.8, sparge+psa, xattn 0.8, xattn+psa, sparge 0.9.
+	want := []string{"psa", "sparge", "sparge+psa", "xattn", "xattn+psa", "sparge"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("sub-planners %v, want %v", names, want)
+	}
+	tags := map[string]bool{}
+	for _, s := range a.all {
+		if tags[s.tag] {
+			t.Errorf("tag %s names two sub-planners", s.tag)
+		}
+		tags[s.tag] = true
+	}
+	comp := a.subs[1].dp.(*composePlanner)
+	if comp.pooled != a.subs[0] || comp.binary != a.subs[3] || !comp.shared {
+		t.Error("sparge+psa does not share the psa choice and the sparge 0.8 choice")
+	}
+	if a.subs[2].dp.(*composePlanner).pooled != a.subs[0] {
+		t.Error("xattn+psa does not share the psa choice")
+	}
+}
+
+// TestAutoReplan checks on the device that a runner's auto planner plans
+// each call's inputs afresh (its sub-planners share plans within a call
+// only): planning inputs A, then B, then A again gives A's plan again,
+// where B's differs. It needs a GPU.
+func TestAutoReplan(t *testing.T) {
+	e := openOrSkip(t)
+	ctx := context.Background()
+	g := tensor.Geometry{B: 1, Hq: 8, Hkv: 2, Nq: 2048, Nk: 2048, D: 128, Dv: 128}
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
+	heads := []auto.Head{{Method: "psa", Knob: 1}, {Method: "sparge+psa", Knob: 0.8}, {Method: "xattn+psa", Knob: 0.8}, {Method: "sparge", Knob: 0.8}}
+	full := make([]auto.Head, g.Hq)
+	for h := range full {
+		full[h] = heads[h%len(heads)]
+	}
+	run, err := e.NewRunner(ctx, tl, tensor.BFloat16, auto.Planner{Heads: full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	x := uint64(0x2545f4914f6cdd1d)
+	inputs := func(offset float32) [3]*Tensor {
+		return [3]*Tensor{benchTensor(t, e, g.Hq, g.Nq, g.D, offset, &x), benchTensor(t, e, g.Hkv, g.Nk, g.D, offset, &x), benchTensor(t, e, g.Hkv, g.Nk, g.D, 0, &x)}
+	}
+	a, b := inputs(0), inputs(0.5)
+	var plans []*plan.Plan
+	for _, in := range [][3]*Tensor{a, b, a} {
+		if _, err := run.Plan(ctx, in[0], in[1], in[2]); err != nil {
+			t.Fatal(err)
+		}
+		p, err := run.DownloadPlan(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, p)
+	}
+	if reflect.DeepEqual(plans[0], plans[1]) {
+		t.Fatal("inputs A and B plan alike: the check below would be void")
+	}
+	if !reflect.DeepEqual(plans[0], plans[2]) {
+		t.Error("planning A after B does not give A's plan again")
+	}
+}
