@@ -51,6 +51,7 @@ func Cases() []Case {
 		{Name: "dense f16 D128 GQA", B: 1, Hq: 8, Hkv: 2, Nq: 640, Nk: 640, D: 128, Dv: 128, DType: f16, Layout: bhnd, BlockQ: 128, BlockK: 128, Density: 1},
 		{Name: "ragged N=1000 D96 GQA causal", B: 1, Hq: 6, Hkv: 2, Nq: 1000, Nk: 1000, D: 96, Dv: 96, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 1},
 		{Name: "Nq<Nk causal (chunked prefill)", B: 1, Hq: 4, Hkv: 4, Nq: 300, Nk: 1100, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 64, Density: 1},
+		{Name: "Nq<Nk causal, BlockQ 128 (warp-specialized)", B: 1, Hq: 4, Hkv: 4, Nq: 300, Nk: 1100, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 1, Sigma: 2},
 		{Name: "Nq>Nk causal (rows with no key)", B: 1, Hq: 2, Hkv: 1, Nq: 200, Nk: 90, D: 64, Dv: 64, DType: bf, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 64, Density: 1},
 		{Name: "decode Nq=1", B: 2, Hq: 8, Hkv: 2, Nq: 1, Nk: 777, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 128, Density: 1},
 		{Name: "tiny N=37 D32 Dv48", B: 1, Hq: 3, Hkv: 1, Nq: 37, Nk: 37, D: 32, Dv: 48, DType: bf, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 64, Density: 1},
@@ -64,6 +65,9 @@ func Cases() []Case {
 		{Name: "λ filter rows 64, ragged", B: 1, Hq: 2, Hkv: 1, Nq: 1000, Nk: 1000, D: 64, Dv: 64, DType: bf, Layout: bhnd, BlockQ: 128, BlockK: 128, Density: 0.6, Lambda: -1.5, RowGroup: 64, Sigma: 2},
 		{Name: "per-head λ, GQA", B: 1, Hq: 4, Hkv: 2, Nq: 700, Nk: 700, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 1,
 			HeadLambda: []float32{-1, float32(math.Inf(-1)), -3, -1.5}, RowGroup: 16, Sigma: 2},
+		{Name: "λ filter rows 64, causal GQA ragged (warp-specialized)", B: 1, Hq: 8, Hkv: 2, Nq: 1500, Nk: 1500, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 0.7, Lambda: -2, RowGroup: 64, Sigma: 2},
+		{Name: "per-head λ rows 64, f16 BNHD (warp-specialized)", B: 1, Hq: 4, Hkv: 2, Nq: 900, Nk: 900, D: 128, Dv: 128, DType: f16, Layout: bnhd, Causal: true, BlockQ: 128, BlockK: 128, Density: 1,
+			HeadLambda: []float32{-1, float32(math.Inf(-1)), -3, -1.5}, RowGroup: 64, Sigma: 2},
 		{Name: "λ filter rows 32, Q64", B: 1, Hq: 2, Hkv: 2, Nq: 900, Nk: 900, D: 128, Dv: 128, DType: f16, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 128, Density: 1, Lambda: -2, RowGroup: 32, Sigma: 2},
 	}
 }

@@ -123,13 +123,18 @@ func chooseVariant(p *plan.Plan, dt tensor.DType, kc kernelChoice) (variant, err
 	if p.Filter == nil && p.BlockK%tileK == 0 {
 		v.kt = tileK
 	}
-	if wgmma && kc.ws && !v.filter && p.BlockQ == 128 {
+	if wgmma && kc.ws && p.BlockQ == 128 && (!v.filter || p.Filter.RowGroup == 64) {
 		// Warp-specialized: two consumer warpgroups of 64 rows, tiles of
-		// 128 keys unless asked for 64 or the blocks are 64 wide.
+		// 128 keys unless asked for 64 or the blocks are 64 wide. A λ
+		// filter takes one decision per warpgroup, so its row group must
+		// be the warpgroup's 64 rows, and its tiles whole blocks.
 		v.ws, v.wgmma, v.stages = true, true, 2
 		v.kt = 128
 		if p.BlockK%128 != 0 || kc.wsTileK == 64 || kc.wsTileK == 32 {
 			v.kt = 64
+		}
+		if v.filter {
+			v.kt = p.BlockK
 		}
 		return v, nil
 	}

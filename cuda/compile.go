@@ -177,6 +177,7 @@ func (v variant) options(arch string) []string {
 			fmt.Sprintf("-DPINGPONG=%d", b2i(v.pingPong)),
 			fmt.Sprintf("-DDYNAMIC=%d", b2i(v.dynamic)),
 			fmt.Sprintf("-DTMA_OUT=%d", b2i(v.tmaOut)),
+			fmt.Sprintf("-DFILTER=%d", b2i(v.filter)),
 		}
 	}
 	return []string{

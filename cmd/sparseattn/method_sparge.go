@@ -62,7 +62,7 @@ func spargeMethod() *method {
 			fs.Float64Var(&topk, "sparge-topk", 0, fmt.Sprintf("sparge: fraction in (0,1] of each row's causally visible blocks kept in top-k mode (0: %v)", sparge.DefaultTopK))
 			fs.Float64Var(&theta, "sparge-theta", 0, fmt.Sprintf("sparge: self-similarity threshold θ in [-1,1] (0: %v; negative: no judge)", sparge.DefaultTheta))
 			fs.Float64Var(&lambda, "sparge-lambda", 0, "sparge: λ < 0 skips a row group's P̃V when max(m_local − m) < λ (0: off)")
-			fs.IntVar(&rowGroup, "sparge-row-group", 0, "sparge: query rows per λ decision, dividing --block-q (0: block-q/4)")
+			fs.IntVar(&rowGroup, "sparge-row-group", 0, "sparge: query rows per λ decision, dividing --block-q (0: block-q/4; 64 with --block-q 128 runs λ on the warp-specialized Hopper kernel)")
 			fs.BoolVar(&sink, "sparge-sink", false, "sparge: always keep key block 0 (attention sinks)")
 			fs.StringVar(&profile, "sparge-profile", "", "sparge: a profile written by \"sparseattn tune\"; its per-head τ, θ and λ replace --sparge-cdf/topk/theta/lambda (run with the --block-q/--block-k it was tuned with)")
 			fs.StringVar(&layer, "sparge-layer", "", "sparge: the profile's layer to use (empty: its only layer)")

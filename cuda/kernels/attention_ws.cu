@@ -42,6 +42,11 @@
 //   TMA_OUT   1 to stage each row's output in shared memory and store it
 //             with TMA (where WSParams.tma_out says the output's map is
 //             valid), so that the consumers go on to the next row at once
+//   FILTER    1 to apply the plan's λ filter (SpargeAttn §3.4) with one
+//             decision per consumer warpgroup, the plan's row group of 64
+//             rows, and tiles of one whole KV block (KT = BlockK): a
+//             warpgroup whose 64 rows all have max(m_local − m) < λ on a
+//             tile does not issue that tile's P̃·V MMA
 //
 // Shared memory holds Q (128 rows), STAGES K tiles and STAGES V tiles, each
 // in the 128-byte-swizzled layout that TMA writes and wgmma reads (rows of
@@ -64,6 +69,9 @@
 #endif
 #ifndef TMA_OUT
 #define TMA_OUT 0
+#endif
+#ifndef FILTER
+#define FILTER 0
 #endif
 #if OUT16
 #define OUT_BYTES 2
@@ -122,6 +130,20 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 	    "@!done bra WAIT;\n}\n" ::"r"(bar),
 	    "r"(parity)
 	    : "memory");
+}
+// bar_or returns whether pred holds for any of the n threads that meet at
+// named barrier id.
+__device__ __forceinline__ bool bar_or(int id, int n, bool pred) {
+	u32 r;
+	asm volatile(
+	    "{\n.reg .pred p, q;\n"
+	    "setp.ne.u32 p, %1, 0;\n"
+	    "bar.red.or.pred q, %2, %3, p;\n"
+	    "selp.u32 %0, 1, 0, q;\n}\n"
+	    : "=r"(r)
+	    : "r"((u32)pred), "r"(id), "r"(n)
+	    : "memory");
+	return r != 0;
 }
 // tma_load copies the box at (c0, c1, c2, c3) of map into shared memory at
 // dst, completing the bytes on bar.
@@ -289,6 +311,14 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 	float acc[HEAD_DIM / 8][4];
 	u32 n_qk = 0, n_pv = 0;
 	int last_entry = -1;
+#if FILTER
+	// λ of the current row's head (log2 units); whether the warpgroup's
+	// P̃ in pprev takes part in the next P̃·V; active groups of full query
+	// blocks and of a ragged last one (the CPU's per-group counts).
+	float lam = 0.f;
+	bool pv_on = true;
+	u32 n_grp[2] = {0, 0};
+#endif
 
 	u32 pprev[KT / 16][4] = {};
 	float s[KT / 8][4];
@@ -312,6 +342,11 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		wg_commit();
 	};
 	auto issue_pv = [&](int slot) {
+#if FILTER
+		// A skipped product still commits its (empty) group, so that the
+		// waits count groups as without the filter.
+		if (pv_on)
+#endif
 #pragma unroll
 		for (int kk = 0; kk < KT / 16; kk++) {
 			u64 db = wg_desc(sV + slot * (KT * RB) + kk * (16 * 128), KT * 128, 1024);
@@ -339,7 +374,22 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		const bool need_mask = (k0 + KT > p.Nk) || (p.causal && k0 + KT - 1 > q0 + wg * 64 + off);
 		float (&x)[KT / 8][4] = s;
 		if (need_mask) mask_tile(x, k0, q0 + wrow0, lane, p.Nk, p.causal, off);
+#if FILTER
+		float mloc[2];
+		const bool rescale = online_softmax(x, m, l, alphas, p.scale_log2, mloc);
+		// SpargeAttn §3.4: the warpgroup's 64 rows (one row group) skip
+		// this tile's P̃·V when max over them of (m_local − m) < λ; rows
+		// past Nq or with no visible key yet take no part.
+		float gap = NEG_INF;
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++)
+			if (q0 + wrow0 + (lane >> 2) + 8 * hf < p.Nq && m[hf] != NEG_INF) gap = fmax_(gap, mloc[hf] - m[hf]);
+		pv_on = bar_or(5 + wg, 128, !(gap < lam));
+		if (pv_on && (cw & 3) == 0 && lane == 0 && q0 + wg * 64 < p.Nq)
+			n_grp[(q0 / BLOCK_Q == p.q_blocks - 1) && (p.Nq % BLOCK_Q != 0)]++;
+#else
 		const bool rescale = online_softmax(x, m, l, alphas, p.scale_log2);
+#endif
 		if (entry != last_entry) {
 			n_qk++;
 			n_pv++;
@@ -431,6 +481,9 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		mbar_wait(bar_q, li & 1);
 		if (s_row[3] < 0) break;
 		b = s_row[0], h = s_row[1], q0 = s_row[2];
+#if FILTER
+		lam = p.head_lambda_log2 ? p.head_lambda_log2[h] : p.lambda_log2;
+#endif
 		if (s_row[3]) {
 			// The row's first tile: S only.
 			mbar_wait(FULL_K(jb % STAGES), (jb / STAGES) & 1);
@@ -510,4 +563,10 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const __grid_
 		atomic_add_u64(&p.counters[0], (u64)n_qk);
 		atomic_add_u64(&p.counters[1], (u64)n_pv);
 	}
+#if FILTER
+	if ((cw & 3) == 0 && lane == 0) {
+		if (n_grp[0]) atomic_add_u64(&p.counters[2], (u64)n_grp[0]);
+		if (n_grp[1]) atomic_add_u64(&p.counters[3], (u64)n_grp[1]);
+	}
+#endif
 }

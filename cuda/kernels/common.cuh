@@ -236,8 +236,10 @@ __device__ __forceinline__ void mask_tile(float (&s)[NJ][4], int k0, int row0, i
 // FlashAttention-2 recurrence (Dao 2023, Alg. 1). alphas are the factors
 // by which the rows' O must be rescaled; it returns whether any differs
 // from 1. A row with no visible key so far keeps m = −∞ and gets zeros.
+// mlocs receives each row's largest logit of the tile (log2 units), which
+// SpargeAttn's λ filter compares with the new maximum.
 template <int NJ>
-__device__ __forceinline__ bool online_softmax(float (&x)[NJ][4], float (&m)[2], float (&l)[2], float (&alphas)[2], float scale_log2) {
+__device__ __forceinline__ bool online_softmax(float (&x)[NJ][4], float (&m)[2], float (&l)[2], float (&alphas)[2], float scale_log2, float (&mlocs)[2]) {
 	bool rescale = false;
 #pragma unroll
 	for (int hf = 0; hf < 2; hf++) {
@@ -247,6 +249,7 @@ __device__ __forceinline__ bool online_softmax(float (&x)[NJ][4], float (&m)[2],
 		mloc = fmax_(mloc, shfl_xor(mloc, 1));
 		mloc = fmax_(mloc, shfl_xor(mloc, 2));
 		mloc *= scale_log2; // the scale is positive: max commutes with it
+		mlocs[hf] = mloc;
 		const float mnew = fmax_(m[hf], mloc);
 		const float muse = mnew == NEG_INF ? 0.f : mnew;
 		const float alpha = ex2(m[hf] - muse);
@@ -264,6 +267,11 @@ __device__ __forceinline__ bool online_softmax(float (&x)[NJ][4], float (&m)[2],
 		rescale |= alpha != 1.f;
 	}
 	return rescale;
+}
+template <int NJ>
+__device__ __forceinline__ bool online_softmax(float (&x)[NJ][4], float (&m)[2], float (&l)[2], float (&alphas)[2], float scale_log2) {
+	float mlocs[2];
+	return online_softmax(x, m, l, alphas, scale_log2, mlocs);
 }
 
 // pack_tile rounds a tile of probabilities (accumulator layout, NJ 8-key

@@ -132,7 +132,10 @@ type Planner struct {
 	// RowGroup is the number of query rows that share one λ decision, b_q/c_w
 	// in the paper; it must divide BlockQ. 0 means BlockQ/4 (4 warps per
 	// block, as the reference kernels use), or the largest divisor of BlockQ
-	// below that.
+	// below that. On Hopper GPUs a row group of 64 with BlockQ 128 (one
+	// consumer warpgroup) runs λ plans on the warp-specialized kernel,
+	// other row groups on the mma.sync kernel, about 1.5× slower at 32K
+	// (BENCHMARKS.md, "λ filter on the warp-specialized kernel").
 	RowGroup int
 	// Sink always keeps key block 0, the attention-sink tokens.
 	Sink bool
