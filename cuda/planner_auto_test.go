@@ -131,7 +131,6 @@ func TestAutoPlanTimes(t *testing.T) {
 		{"auto pooled mix", []auto.Head{{Method: "psa", Knob: 1}, {Method: "sparge+psa", Knob: 0.8}, {Method: "xattn", Knob: 0.9}, {Method: auto.Dense}, {Method: "window", Knob: 2048}, {Method: "flexprefill", Knob: 0.9}}},
 	}
 	for _, n := range benchSizes(t, "SPARSEATTN_AUTO_BENCH_N", []int{32768}) {
-		ctx := context.Background()
 		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
 		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
 		x := uint64(0x9e3779b97f4a7c15)
@@ -162,30 +161,11 @@ func TestAutoPlanTimes(t *testing.T) {
 		}
 		var denseMS float64
 		for _, rw := range rows {
-			run, err := e.NewRunner(ctx, tl, tensor.BFloat16, rw.p)
-			if err != nil {
-				t.Fatalf("%s: %v", rw.name, err)
-			}
-			var plans, runs []float64
-			var density float64
-			for i := range 6 {
-				out, rep, err := run.Run(ctx, q, k, v, nil)
-				if err != nil {
-					t.Fatalf("%s: %v", rw.name, err)
-				}
-				out.Free()
-				if i > 0 {
-					plans, runs = append(plans, rep.PlanMS), append(runs, rep.RunMS)
-				}
-				density = 1 - rep.Stats.Sparsity()
-			}
-			run.Close()
-			slices.Sort(plans)
-			slices.Sort(runs)
+			tm := timeRunner(t, e, tl, rw.p, q, k, v)
 			if rw.p == nil {
-				denseMS = runs[2]
+				denseMS = tm.run
 			}
-			t.Logf("N=%d causal %-28s plan %8.3f ms run %8.3f ms; plan/dense run %6.1f%%; density %.3f", n, rw.name, plans[2], runs[2], 100*plans[2]/denseMS, density)
+			t.Logf("N=%d causal %-28s plan %8.3f ms run %8.3f ms; plan/dense run %6.1f%%; density %.3f", n, rw.name, tm.plan, tm.run, 100*tm.plan/denseMS, tm.density)
 		}
 	}
 }

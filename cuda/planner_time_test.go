@@ -74,7 +74,6 @@ func TestPlannerTimes(t *testing.T) {
 
 // timePlanners is TestPlannerTimes at one length and masking.
 func timePlanners(t *testing.T, e *Engine, planners []plan.Planner, n int, causal bool) {
-	ctx := context.Background()
 	g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
 	tl := plan.Tiling{Geometry: g, Causal: causal, BlockQ: 128, BlockK: 64}
 	x := uint64(0x9e3779b97f4a7c15)
@@ -88,31 +87,47 @@ func timePlanners(t *testing.T, e *Engine, planners []plan.Planner, n int, causa
 		if s, ok := p.(s2o.Planner); ok {
 			name = fmt.Sprintf("s2o S=%d", s.Segment)
 		}
-		run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
+		tm := timeRunner(t, e, tl, p, q, k, v)
+		if p == nil {
+			denseMS = tm.run
+		}
+		t.Logf("N=%d causal=%v %-12s plan %.3f ms (min %.3f) run %.3f ms; plan/dense run %.1f%%; density %.3f", n, causal, name, tm.plan, tm.minPlan, tm.run, 100*tm.plan/denseMS, tm.density)
+	}
+}
+
+// runnerTimes are a runner's median plan and run times over five calls
+// after one warm-up, its fastest plan, and the density of its last call.
+type runnerTimes struct {
+	plan, minPlan, run, density float64
+}
+
+// timeRunner times planner p (nil: dense) through a Runner with tiling tl
+// on q, k and v.
+func timeRunner(t *testing.T, e *Engine, tl plan.Tiling, p plan.Planner, q, k, v *Tensor) runnerTimes {
+	t.Helper()
+	ctx := context.Background()
+	run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	var plans, runs []float64
+	var tm runnerTimes
+	for i := range 6 {
+		out, rep, err := run.Run(ctx, q, k, v, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var plans, runs []float64
-		var density float64
-		for i := range 6 {
-			out, rep, err := run.Run(ctx, q, k, v, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out.Free()
-			if i > 0 {
-				plans, runs = append(plans, rep.PlanMS), append(runs, rep.RunMS)
-			}
-			density = 1 - rep.Stats.Sparsity()
+		out.Free()
+		if i > 0 {
+			plans, runs = append(plans, rep.PlanMS), append(runs, rep.RunMS)
 		}
-		run.Close()
-		slices.Sort(plans)
-		slices.Sort(runs)
-		if p == nil {
-			denseMS = runs[2]
-		}
-		t.Logf("N=%d causal=%v %-12s plan %.3f ms (min %.3f) run %.3f ms; plan/dense run %.1f%%; density %.3f", n, causal, name, plans[2], plans[0], runs[2], 100*plans[2]/denseMS, density)
+		tm.density = 1 - rep.Stats.Sparsity()
 	}
+	slices.Sort(plans)
+	slices.Sort(runs)
+	tm.plan, tm.minPlan, tm.run = plans[2], plans[0], runs[2]
+	return tm
 }
 
 // benchSizes returns the sequence lengths listed in the environment

@@ -128,20 +128,6 @@ __device__ __forceinline__ bool mbar_try(u32 bar, u32 parity) {
 	    : "memory");
 	return ok != 0;
 }
-// bar_and is a named barrier over n threads that returns whether pred
-// holds in all of them.
-__device__ __forceinline__ bool bar_and(int id, int n, bool pred) {
-	u32 r;
-	asm volatile(
-	    "{\n.reg .pred p, q;\n"
-	    "setp.ne.u32 p, %1, 0;\n"
-	    "bar.red.and.pred q, %2, %3, p;\n"
-	    "selp.u32 %0, 1, 0, q;\n}\n"
-	    : "=r"(r)
-	    : "r"((u32)pred), "r"(id), "r"(n)
-	    : "memory");
-	return r != 0;
-}
 __device__ __forceinline__ int warp_max(int x) {
 	int r;
 	asm volatile("redux.sync.max.s32 %0, %1, 0xffffffff;\n" : "=r"(r) : "r"(x));

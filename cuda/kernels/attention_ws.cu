@@ -131,20 +131,6 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 	    "r"(parity)
 	    : "memory");
 }
-// bar_or returns whether pred holds for any of the n threads that meet at
-// named barrier id.
-__device__ __forceinline__ bool bar_or(int id, int n, bool pred) {
-	u32 r;
-	asm volatile(
-	    "{\n.reg .pred p, q;\n"
-	    "setp.ne.u32 p, %1, 0;\n"
-	    "bar.red.or.pred q, %2, %3, p;\n"
-	    "selp.u32 %0, 1, 0, q;\n}\n"
-	    : "=r"(r)
-	    : "r"((u32)pred), "r"(id), "r"(n)
-	    : "memory");
-	return r != 0;
-}
 // tma_load copies the box at (c0, c1, c2, c3) of map into shared memory at
 // dst, completing the bytes on bar.
 __device__ __forceinline__ void tma_load4(u32 dst, const TMap* map, u32 bar, int c0, int c1, int c2, int c3) {

@@ -80,6 +80,25 @@ __device__ __forceinline__ u32 pack2(float lo, float hi) {
 	return r;
 }
 
+// bar_and and bar_or are named barrier id over n threads (bar.red) that
+// return whether pred holds in all of them, or in any.
+#define BAR_RED(NAME, OP)                                                   \
+	__device__ __forceinline__ bool NAME(int id, int n, bool pred) {       \
+		u32 r;                                                             \
+		asm volatile(                                                      \
+		    "{\n.reg .pred p, q;\n"                                        \
+		    "setp.ne.u32 p, %1, 0;\n"                                      \
+		    "bar.red." OP ".pred q, %2, %3, p;\n"                          \
+		    "selp.u32 %0, 1, 0, q;\n}\n"                                    \
+		    : "=r"(r)                                                      \
+		    : "r"((u32)pred), "r"(id), "r"(n)                              \
+		    : "memory");                                                   \
+		return r != 0;                                                     \
+	}
+BAR_RED(bar_and, "and")
+BAR_RED(bar_or, "or")
+#undef BAR_RED
+
 __device__ __forceinline__ float ex2(float x) {
 	float y;
 	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
