@@ -31,8 +31,11 @@ var mixes = []Head{
 // TestPlannerMerge checks, on the awkward shapes (ragged N, GQA, causal
 // and not, Nq ≠ Nk), that the merged plan equals each method's own plan
 // on that method's heads (rows, levels and λ), that running it gives each
-// head the output its own method's plan gives (within 1e-6: the same
-// float32 kernels, only the grouping of heads differs), and that heads
+// head the output its own method's plan gives (within 4e-6 of the
+// output's scale: the same float32 kernels, but a merged plan that holds
+// another head's λ filter sends every head's P̃V through the row-group
+// path, and diagonal blocks then sum in another order than the unfiltered
+// plan's; a seed gave 1.07e-6 on unit-scale outputs), and that heads
 // with binary plans and no λ match the float64 reference with their mask
 // as weight within 1e-4 (float32 accumulation over at most 130 keys of
 // unit-variance values).
@@ -96,7 +99,8 @@ func TestPlannerMerge(t *testing.T) {
 				for b := range s.B {
 					for n := range s.Nq {
 						for d := range s.D {
-							if diff := math.Abs(float64(out.At(b, h, n, d) - ownOut.At(b, h, n, d))); diff > 1e-6 {
+							want := float64(ownOut.At(b, h, n, d))
+							if diff := math.Abs(float64(out.At(b, h, n, d)) - want); diff > 4e-6*max(1, math.Abs(want)) {
 								t.Fatalf("head %d (%s) [%d,%d,%d]: merged and own outputs differ by %g", h, hd.Method, b, n, d, diff)
 							}
 						}
