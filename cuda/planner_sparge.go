@@ -20,9 +20,10 @@ import (
 // error bound of θ (spargeSimTol in cuda/selftest): the pooled means,
 // logits, softmax and selection repeat the CPU's float64 operations in the
 // same order, the self-similarities are float32. Each head's
-// τ or top-k and θ come from sparge.Planner.HeadParams; the λ filter from
-// sparge.Planner.Header (a per-head λ gives a plan the attention kernel
-// does not take: NewRunner then fails with ErrUnsupported).
+// τ or top-k and θ come from sparge.Planner.HeadParams; the λ filter, one
+// λ or one per head, from sparge.Planner.Header, which the attention
+// kernels apply (row groups of 64 on the warp-specialized kernel, other
+// multiples of 16 on the mma.sync one).
 //
 // A runner owns its planner; the runner serializes its calls.
 type spargePlanner struct {
