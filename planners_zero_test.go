@@ -39,11 +39,7 @@ import (
 // more than float32 rounding).
 func TestPlannerZeroValues(t *testing.T) {
 	ctx := context.Background()
-	r := testutil.Rand(t)
-	const n, d = 200, 32
-	q := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 4, N: n, D: d}, 1.5)
-	k := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 2, N: n, D: d}, 1.5)
-	v := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 2, N: n, D: d}, 1)
+	q, k, v := zeroTestInputs(t)
 	for _, tc := range []struct {
 		zero plan.Planner
 		// spelled is the zero value with its defaults written out; nil
@@ -56,7 +52,7 @@ func TestPlannerZeroValues(t *testing.T) {
 		{minference.Planner{}, minference.Planner{LastQ: minference.DefaultLastQ, Budget: 1}, minference.Planner{LastQ: -1}},
 		{oracle.Planner{}, oracle.Planner{CDF: oracle.DefaultCDF}, oracle.Planner{CDF: 2}},
 		{psa.Planner{}, psa.Planner{Thresholds: psa.DefaultThresholds(), Scale: psa.DefaultScale}, psa.Planner{Scale: -1}},
-		{s2o.Planner{}, s2o.Planner{Segment: s2o.DefaultSegment(n, sparseattn.DefaultBlockQ), Tau: s2o.DefaultTau}, s2o.Planner{Tau: 2}},
+		{s2o.Planner{}, s2o.Planner{Segment: s2o.DefaultSegment(zeroTestN, sparseattn.DefaultBlockQ), Tau: s2o.DefaultTau}, s2o.Planner{Tau: 2}},
 		{sparge.Planner{}, sparge.Planner{Params: sparge.Params{CDF: sparge.DefaultCDF, Theta: sparge.DefaultTheta}}, sparge.Planner{Params: sparge.Params{TopK: -1}}},
 		{unisparse.Planner{}, unisparse.Planner{TopP: unisparse.DefaultTopP, CQ: unisparse.DefaultCQ, CK: unisparse.DefaultCK}, unisparse.Planner{TopP: 2}},
 		{window.Planner{}, nil, window.Planner{Sink: -1}},
@@ -120,11 +116,7 @@ func TestPlannerZeroValues(t *testing.T) {
 // capped at 1), so it never reads more than the default (PSA budget).
 func TestPlannerOffSettings(t *testing.T) {
 	ctx := context.Background()
-	r := testutil.Rand(t)
-	const n, d = 200, 32
-	q := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 4, N: n, D: d}, 1.5)
-	k := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 2, N: n, D: d}, 1.5)
-	v := testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 2, N: n, D: d}, 1)
+	q, k, v := zeroTestInputs(t)
 	g, err := tensor.Validate(q, k, v)
 	if err != nil {
 		t.Fatal(err)
@@ -198,4 +190,19 @@ func TestPlannerOffSettings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// zeroTestN is the zero-value tests' sequence length.
+const zeroTestN = 200
+
+// zeroTestInputs are the zero-value tests' fresh random GQA inputs: 4
+// query heads on 2 KV heads, N = 200 (ragged in 64-token blocks), D = 32.
+func zeroTestInputs(t *testing.T) (q, k, v *tensor.Tensor) {
+	t.Helper()
+	r := testutil.Rand(t)
+	const n, d = zeroTestN, 32
+	q = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 4, N: n, D: d}, 1.5)
+	k = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 2, N: n, D: d}, 1.5)
+	v = testutil.Gaussian(t, r, tensor.Float32, tensor.BHND, tensor.Shape{B: 1, H: 2, N: n, D: d}, 1)
+	return q, k, v
 }
