@@ -113,7 +113,6 @@ func runPlan(ctx context.Context, e *cuda.Engine, r *rand.Rand, c cuda.Case, bui
 	// Pooled entries count non-dyadic shares of a block (⌈n/pool⌉/n),
 	// summed tile by tile on the CPU and per level on the GPU: the sums may
 	// differ in their last bits, never by a whole entry's 1/(2·BlockK).
-	lambda := c.Lambda != 0 || c.HeadLambda != nil // a λ filter of any kind
 	slack := 0.0
 	if fractional {
 		slack = 1e-9 * cs.DenseBlocks
@@ -125,15 +124,17 @@ func runPlan(ctx context.Context, e *cuda.Engine, r *rand.Rand, c cuda.Case, bui
 		chk.Err = fmt.Errorf("rows stopped early: GPU %d, CPU %d", gs.Stopped, cs.Stopped)
 	case gs.DenseBlocks != cs.DenseBlocks || math.Abs(gs.QKBlocks-cs.QKBlocks) > slack:
 		chk.Err = fmt.Errorf("QK counters: GPU %v of %v, CPU %v of %v", gs.QKBlocks, gs.DenseBlocks, cs.QKBlocks, cs.DenseBlocks)
-	case !lambda && math.Abs(gs.PVBlocks-cs.PVBlocks) > slack:
+	case math.Abs(gs.PVBlocks-cs.PVBlocks) > slack:
+		// With a λ filter too: a decision could flip only where a gap lies
+		// within float32 rounding of λ, and a float64 model of the rule found
+		// no gap within 1e-3 of λ on the 64-row λ cases over 10 seeds
+		// (BENCHMARKS.md, "λ filter on the warp-specialized kernel"); every
+		// λ case of Cases matched exactly on the H100 in four runs.
 		chk.Err = fmt.Errorf("PV counters: GPU %v, CPU %v", gs.PVBlocks, cs.PVBlocks)
 	case fractional:
 		// The gathering kernel's plans run through a Runner too: the plan
 		// uploaded as plan.Fixed, the inputs as device tensors.
 		chk.Runner, chk.Err = runFixed(ctx, e, p, q, k, v, want, gs, chk.Tol)
-	case lambda && math.Abs(gs.PVBlocks-cs.PVBlocks) > 0.01*cs.DenseBlocks:
-		// A λ decision can flip where a gap rounds across the threshold.
-		chk.Err = fmt.Errorf("PV counters: GPU %v, CPU %v differ by more than 1%% of %v", gs.PVBlocks, cs.PVBlocks, cs.DenseBlocks)
 	}
 	return chk
 }
