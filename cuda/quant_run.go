@@ -38,30 +38,7 @@ func (e *Engine) RunQuantized(ctx context.Context, mode QuantMode, p *plan.Plan,
 	j.v.ws = false // no tensor maps: the quantized kernel reads its own operands
 	j.v.out16 = vr.out16
 	g := p.Geometry
-	want := tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.Dv}
-	if out != nil && out.Shape() != want {
-		return nil, plan.Stats{}, fmt.Errorf("%w: out is %v, want %v", ErrMismatch, out.Shape(), want)
-	}
-	n := g.B * g.Hq * g.Nq * g.Dv
-	var host []float32
-	var host16 []uint16
-	if vr.out16 {
-		host16 = make([]uint16, n)
-	} else {
-		host = make([]float32, n)
-	}
-	var stats plan.Stats
-	err = e.dev.Do(ctx, func(c *driver.Ctx) error {
-		if err := e.upload(c, j); err != nil {
-			return err
-		}
-		if err := c.Memset(e.bufs.counters.ptr, 0, counterBytes); err != nil {
-			return err
-		}
-		// Poison the output: an element the kernel fails to write is NaN.
-		if err := c.Memset(e.bufs.o.ptr, 0xff, int64(n)*j.v.outBytes()); err != nil {
-			return err
-		}
+	return e.runHost(ctx, j, out, func(c *driver.Ctx) error {
 		l := &q8Launch{
 			// The staged rows hold D (Dv) real columns, zero-padded.
 			q:      stagedView(j.params.q, j.q, j.dt, g.B, g.Hq, g.Nq, g.D),
@@ -70,46 +47,8 @@ func (e *Engine) RunQuantized(ctx context.Context, mode QuantMode, p *plan.Plan,
 			params: *j.params,
 			items:  g.B * g.Hq * p.QBlocks(),
 		}
-		if err := e.launchQ8(c, &e.bufs.q8, vr, l); err != nil {
-			return err
-		}
-		if err := c.Sync(); err != nil {
-			return err
-		}
-		var cerr error
-		if vr.out16 {
-			cerr = driver.CopyOut(c, host16, e.bufs.o.ptr)
-		} else {
-			cerr = driver.CopyOut(c, host, e.bufs.o.ptr)
-		}
-		if cerr != nil {
-			return cerr
-		}
-		stats, err = readStats(c, e.bufs.counters.ptr, p, p.DenseBlocks())
-		return err
+		return e.launchQ8(c, &e.bufs.q8, vr, l)
 	})
-	if err != nil {
-		return nil, plan.Stats{}, err
-	}
-	var res *tensor.Tensor
-	if vr.out16 {
-		res, err = tensor.FromBits16(j.dt, tensor.BHND, want, host16)
-	} else {
-		res, err = tensor.FromFloat32(tensor.BHND, want, host)
-	}
-	if err != nil || out == nil {
-		return res, stats, err
-	}
-	row := make([]float32, g.Dv)
-	for b := range g.B {
-		for h := range g.Hq {
-			for n := range g.Nq {
-				res.ReadRow(b, h, n, row)
-				out.WriteRow(b, h, n, row)
-			}
-		}
-	}
-	return out, stats, nil
 }
 
 // SetQuantized makes the runner's later calls use the quantized kernels

@@ -171,21 +171,31 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 	if err != nil {
 		return nil, plan.Stats{}, err
 	}
-	g := p.Geometry
+	return e.runHost(ctx, j, out, func(c *driver.Ctx) error { return e.launch(c, j) })
+}
+
+// runHost is the host-tensor path of Run and RunQuantized: it uploads j's
+// inputs, clears the counters, poisons the output, calls launch, then
+// downloads the output (16-bit under j.v.out16, else float32) and the
+// counters,
+// and copies the result into out when out is not nil.
+func (e *Engine) runHost(ctx context.Context, j *job, out *tensor.Tensor, launch func(c *driver.Ctx) error) (*tensor.Tensor, plan.Stats, error) {
+	g := j.p.Geometry
 	want := tensor.Shape{B: g.B, H: g.Hq, N: g.Nq, D: g.Dv}
 	if out != nil && out.Shape() != want {
 		return nil, plan.Stats{}, fmt.Errorf("%w: out is %v, want %v", ErrMismatch, out.Shape(), want)
 	}
+	out16 := j.v.out16
 	n := g.B * g.Hq * g.Nq * g.Dv
 	var host []float32
 	var host16 []uint16
-	if j.v.out16 {
+	if out16 {
 		host16 = make([]uint16, n)
 	} else {
 		host = make([]float32, n)
 	}
 	var stats plan.Stats
-	err = e.dev.Do(ctx, func(c *driver.Ctx) error {
+	err := e.dev.Do(ctx, func(c *driver.Ctx) error {
 		if err := e.upload(c, j); err != nil {
 			return err
 		}
@@ -197,14 +207,14 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 		if err := c.Memset(e.bufs.o.ptr, 0xff, int64(n)*j.v.outBytes()); err != nil {
 			return err
 		}
-		if err := e.launch(c, j); err != nil {
+		if err := launch(c); err != nil {
 			return err
 		}
 		if err := c.Sync(); err != nil {
 			return err
 		}
 		var cerr error
-		if j.v.out16 {
+		if out16 {
 			cerr = driver.CopyOut(c, host16, e.bufs.o.ptr)
 		} else {
 			cerr = driver.CopyOut(c, host, e.bufs.o.ptr)
@@ -212,6 +222,7 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 		if cerr != nil {
 			return cerr
 		}
+		var err error
 		stats, err = e.stats(c, j)
 		return err
 	})
@@ -219,7 +230,7 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, q, k, v, out *tensor.Ten
 		return nil, plan.Stats{}, err
 	}
 	var res *tensor.Tensor
-	if j.v.out16 {
+	if out16 {
 		res, err = tensor.FromBits16(j.dt, tensor.BHND, want, host16)
 	} else {
 		res, err = tensor.FromFloat32(tensor.BHND, want, host)
