@@ -18,8 +18,8 @@ import (
 // run on the device, B=1 Hq=32 Hkv=8 D=128 bf16 causal, at each N of the
 // comma-separated SPARSEATTN_GEN_BENCH (e.g. 16384,32768): dense plans
 // through identity token orders (the gather machinery with nothing
-// skipped), PSA level mixes at a budget b, and gathered plans at sparsity
-// s. It reports the times and the ratios the issue bounds (PSA ≤
+// skipped), gathered plans at sparsity s, the same with S2O's early stop
+// (sparsity from the stops), and PSA level mixes at a budget b. It reports the times and the ratios the issue bounds (PSA ≤
 // 1.2·b·dense, gathers ≤ 1.15·dense, S2O ≤ 1.2·(1−s)·dense); it fails
 // only if a run fails. Skipped unless the variable is set. With
 // SPARSEATTN_GEN_BENCH_ONLY set it times our dense kernel and only the
@@ -168,6 +168,16 @@ func genBench(t *testing.T, e, old *Engine, n int) {
 			t.Fatal(err)
 		}
 		report("gathered, "+strconv.FormatFloat(keep, 'g', 3, 64)+" of blocks", ident(p), 1.2)
+	}
+	// S2O's early stop (S2O §3.2) on the dense plan through identity
+	// orders: a row ends after the first block that every query of the
+	// block gained less than τ·ℓ from. On these random inputs a block's gain
+	// is about ℓ/k after k blocks, so rows stop after roughly 1.5/τ blocks
+	// and the shorter rows of the causal mask run to the end.
+	for _, tau := range []float32{0.05, 0.02} {
+		p := ident(dense)
+		p.Stop = &plan.StopRule{Tau: tau}
+		report("s2o stop, tau "+strconv.FormatFloat(float64(tau), 'g', 3, 32), p, 1.2)
 	}
 	// The levels kernel (PSA's) on level-1 entries only, the same kind of
 	// mask as the gathered plans: its slot tables and row set-up without

@@ -12,14 +12,16 @@
 //   - warpgroup 0 is the producer. It sets up each row on its own: the
 //     row's plan entries (and under LEVELS their slot offsets, a prefix sum
 //     over the entries' pooled widths) and its query rows (by the query
-//     order, S2O §3.2). Then it fills, per 64-key tile, a slot table: for
-//     each slot the K and V row to read (a token of the input, by the
-//     row's key order; or an entry of the pooled pyramid), the key's token
-//     for causal masking and a logit bias (PSA §3), and gathers the rows
-//     with cp.async into STAGES shared-memory slots, in the
-//     128-byte-swizzled layout wgmma reads, each completing on a full
-//     mbarrier and refilled once the consumers release it on its empty
-//     one. It runs ahead across rows: the next row's set-up, Q (once the
+//     order, S2O §3.2). Then, per 64-key tile, each producer thread works
+//     out the sources of its four K and V rows (a token of the input, by
+//     the row's key order, read a tile ahead; or an entry of the pooled
+//     pyramid), in registers, before it waits for the tile's stage itself;
+//     after the wait it only issues its cp.async copies (two 128-byte
+//     lines a row, eight threads a row) into STAGES shared-memory slots,
+//     in the 128-byte-swizzled layout wgmma reads, and publishes its slot's
+//     key token for causal masking and logit bias (PSA §3). Each stage
+//     completes on a full mbarrier and is refilled once the consumers
+//     release it on its empty one. It runs ahead across rows: the next row's set-up, Q (once the
 //     consumers release Q's slot after their last S MMA) and first tiles
 //     load while the consumers finish and store the current row.
 //   - warpgroups 1 and 2 are the consumers, 64 query rows each: S = Q·Kᵀ
@@ -30,13 +32,15 @@
 // The early stop (STOP) hands over through one shared word, s_ctl: the
 // row the producer loads (its sequence number mod 256, which tells it
 // from the next: the producer runs at most one row ahead of a stop vote),
-// the tiles of it issued so far, and a stop bit. The producer claims each tile by an
-// atomic increment once its stage is free, and issues it unless the stop
-// bit was set; the consumers, having voted to stop, set the bit by
-// compare-and-swap (if the producer still loads their row) and so learn
-// how many tiles were issued, then drain (release unread) those past the
-// stop. Nothing is loaded after the claim is refused, and the drain waits
-// only for tiles already claimed.
+// the tiles of it claimed so far, and a stop bit. The producer claims each
+// tile by an atomic increment before it waits for the tile's stage (so the
+// claim is off the path from a free stage to the copies), and issues it
+// unless the stop bit was set; the consumers, having voted to stop, set the
+// bit by compare-and-swap (if the producer still loads their row) and so
+// learn how many tiles were claimed, then drain (release unread) those past
+// the stop. A claimed tile is always issued: its stage is freed by the
+// consumers' last tile or their drain. Nothing is loaded after the claim is
+// refused, and the drain waits only for tiles already claimed.
 //
 // Compile-time configuration (set by the Go side with -D):
 //   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
@@ -81,7 +85,11 @@
 #define CONSUMER_THREADS 256
 #define CPR (HEAD_DIM / 8)                  // 16-byte chunks per row
 #define RB (HEAD_DIM * 2)                   // bytes per tile row
-#define ROWS_PER_PASS (PRODUCER_THREADS / CPR) // rows one producer pass copies
+#define ROWS_PER_PASS (PRODUCER_THREADS / CPR) // rows one producer pass copies (Q)
+#define CPASS (CPR / 8)                     // 128-byte lines per K/V row
+#define RSTEP (PRODUCER_THREADS / 8)        // rows between a producer thread's K/V rows
+#define RPT (KT / RSTEP)                    // K/V rows a producer thread copies a tile
+static_assert(RPT <= 8, "a producer thread publishes one slot of the tile");
 // Registers per thread after setmaxnreg (the launch gives 168 each: 65536
 // / 384 rounded down to a multiple of 8). The producer computes the slot
 // tables, so it keeps more than attention_ws.cu's.
@@ -114,19 +122,6 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 	    "@!done bra WAIT;\n}\n" ::"r"(bar),
 	    "r"(parity)
 	    : "memory");
-}
-// mbar_try reports whether the phase of bar with the given parity
-// completed, waiting a while (the hardware's time limit) if not.
-__device__ __forceinline__ bool mbar_try(u32 bar, u32 parity) {
-	u32 ok;
-	asm volatile(
-	    "{\n.reg .pred done;\n"
-	    "mbarrier.try_wait.parity.shared::cta.b64 done, [%1], %2;\n"
-	    "selp.u32 %0, 1, 0, done;\n}\n"
-	    : "=r"(ok)
-	    : "r"(bar), "r"(parity)
-	    : "memory");
-	return ok != 0;
 }
 __device__ __forceinline__ int warp_max(int x) {
 	int r;
@@ -208,15 +203,17 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	extern __shared__ __attribute__((aligned(128))) u16 smem[];
 	// Barriers: Q full, Q empty, then per stage full (K and V) and empty.
 	__shared__ __attribute__((aligned(8))) u64 bars[2 + 2 * STAGES];
-	// The producer's gather tables, and per stage what the consumers read:
-	// each slot's token and bias, and per producer warp (32 slots each)
-	// the largest token and whether any bias is non-zero.
-	__shared__ const u16* s_krow[STAGES][KT];
-	__shared__ const u16* s_vrow[STAGES][KT];
+	// Per stage what the consumers read: each slot's token and (LEVELS)
+	// bias, and per producer warp the largest token of the slots it
+	// covers (16 each, or under LEVELS 32 each for warps 0 and 1) and
+	// whether any bias is non-zero.
 	__shared__ __attribute__((aligned(16))) int s_tok[STAGES][KT]; // read in pairs
 	__shared__ __attribute__((aligned(16))) float s_bias[STAGES][KT];
-	__shared__ int s_tmax[STAGES][2];
-	__shared__ int s_anyb[STAGES][2];
+	__shared__ int s_tmax[STAGES][PRODUCER_THREADS / 32];
+	__shared__ int s_anyb[STAGES][PRODUCER_THREADS / 32];
+#if LEVELS
+	__shared__ u32 s_src[2][KT]; // the producer's: each slot's source, by tile parity
+#endif
 	__shared__ const u16* s_qrow[BLOCK_Q];
 	// Per row, by the parity of its sequence number (published with Q):
 	// its query tokens, and its batch·head, tiles (−1: no row is left) and
@@ -354,7 +351,24 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			gather_rows<BLOCK_Q>(sQ, s_qrow, gq, pt);
 			mbar_arrive_cp(bar_q);
 			mbar_arrive(bar_q);
-#if !LEVELS
+			// Each producer thread copies 16-byte chunks lc and lc + 8 (one
+			// 128-byte line each) of the tile's rows lr + 16k, k < RPT, of K
+			// and V: eight threads a row, four rows a warp a copy, whole lines.
+			// It works out its rows' sources before it waits for the stage
+			// (their tokens a tile ahead), so that only the copies follow the
+			// wait; lanes lc < RPT publish the token of slot lr + 16·lc
+			// (under LEVELS thread pt < KT the token and bias of slot pt).
+			const int lr = pt >> 3, lc = pt & 7;
+			const u32 dst0 = lr * 128 + ((lc ^ (lr & 7)) << 4);
+			const char* const kbase = reinterpret_cast<const char*>(gk) + lc * 16;
+			const char* const vbase = reinterpret_cast<const char*>(gv) + lc * 16;
+			const u32 ksb = (u32)p.k_sn * 2, vsb = (u32)p.v_sn * 2; // bytes a token
+#if LEVELS
+			const char* const pkb = reinterpret_cast<const char*>(g.pk) + lc * 16;
+			const char* const pvb = reinterpret_cast<const char*>(g.pv) + lc * 16;
+			const long long prow0 = (long long)(b * p.Hkv + kvh) * g.k_blocks;
+			int ent = 0; // the entry of this thread's slot in the last tile
+#else
 			// The row's key order (natural: the tokens themselves).
 			const int* korder = nullptr;
 			int klen = p.Nk;
@@ -364,96 +378,134 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				if (o >= 0) korder = g.kv_order + g.kv_start[o], klen = g.kv_start[o + 1] - g.kv_start[o];
 			}
 #endif
-			// tok_at is slot pt's key token in tile t, read a tile ahead so
-			// that the order's latency hides behind the wait for a free stage.
-			auto tok_at = [&](int t) -> int {
-				if (pt >= KT || t >= ntiles) return TOK_NONE;
-				const int pos = s_kv[t / sub] * p.block_k + (t % sub) * KT + pt;
-				if (pos >= klen) return TOK_NONE;
-				return korder ? korder[pos] : pos;
+			// fetch reads this thread's rows' key tokens of tile t, a tile
+			// ahead, so that the order's latency hides behind the wait.
+			auto fetch = [&](int t, int (&tk)[RPT]) {
+				const bool in = t < ntiles;
+				const int base = in ? s_kv[t / sub] * p.block_k + (t % sub) * KT + lr : 0;
+#pragma unroll
+				for (int k = 0; k < RPT; k++) {
+					const int pos = base + k * RSTEP;
+					tk[k] = (!in || pos >= klen) ? TOK_NONE : (korder ? korder[pos] : pos);
+				}
 			};
-			int tok_next = tok_at(0);
-#endif
-#if LEVELS
-			int ent = 0; // the entry of this thread's slot in the last tile
+			int tnext[RPT];
+			fetch(0, tnext);
 #endif
 			for (int t = 0; t < ntiles; t++, j++) {
 				const int s = j % STAGES;
 				const u32 ph = ((j / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
-				const u16* kr = nullptr;
-				const u16* vr = nullptr;
-				int tok = TOK_NONE;
-				float bias = 0.f;
+				// Per row: the source's index (a token, or under LEVELS a pooled
+				// row where bit k of pooled is set) and whether it has one.
+				u32 idx[RPT];
+				u32 valid = 0, pooled = 0;
+				int mytok = TOK_NONE, tmax = TOK_ANY;
+				float mybias = 0.f;
 #if LEVELS
-				const int sl = t * KT + pt;
-				if (pt < KT && sl < total) {
-					// The slot's entry: s_pref[lo] ≤ sl < s_pref[lo+1]. Slots move
-					// 64 a tile, so the entry is the last tile's or one of the next
-					// few (a level-1 to 4 entry is 8 to 64 slots wide): step, and
-					// bisect only beyond.
-					int lo = ent;
+				// The slot tables take a search per slot (and pooled rows their
+				// biases), so threads pt < KT work out one slot each, as a code
+				// (bit 31: a pooled row; ~0: none) in a table the copying threads
+				// read before the wait; the table alternates by tile.
+				{
+					const int sl = t * KT + pt;
+					u32 code = ~0u;
+					if (pt < KT && sl < total) {
+						// The slot's entry: s_pref[lo] ≤ sl < s_pref[lo+1]. Slots
+						// move 64 a tile, so the entry is the last tile's or one of
+						// the next few (a level-1 to 4 entry is 8 to 64 slots
+						// wide): step, and bisect only beyond.
+						int lo = ent;
 #pragma unroll
-					for (int k = 0; k < 3; k++)
-						if (s_pref[lo + 1] <= sl) lo++;
-					if (s_pref[lo + 1] <= sl) {
-						int hi = ne; // s_pref[lo] ≤ sl < s_pref[hi]
-						while (hi - lo > 1) {
-							const int mid = (lo + hi) >> 1;
-							if (s_pref[mid] <= sl) lo = mid;
-							else hi = mid;
+						for (int st = 0; st < 3; st++)
+							if (s_pref[lo + 1] <= sl) lo++;
+						if (s_pref[lo + 1] <= sl) {
+							int hi = ne; // s_pref[lo] ≤ sl < s_pref[hi]
+							while (hi - lo > 1) {
+								const int mid = (lo + hi) >> 1;
+								if (s_pref[mid] <= sl) lo = mid;
+								else hi = mid;
+							}
+						}
+						ent = lo;
+						const int o = sl - s_pref[lo], lv = s_lvl[lo], kb = s_kv[lo];
+						if (lv == 1) {
+							mytok = kb * p.block_k + o;
+							code = (u32)mytok;
+						} else {
+							code = (u32)(g.lvl_row[lv] + (prow0 + kb) * g.lvl_width[lv] + o) | 0x80000000u;
+							const int n = imin(p.block_k, p.Nk - kb * p.block_k);
+							const int cnt = imin(1 << (lv - 1), n - (o << (lv - 1)));
+							// PSA §3: a pooled key stands for cnt tokens, bias ln cnt
+							// (log2 cnt in the log2 units used here).
+							mybias = (cnt == (1 << (lv - 1))) ? (float)(lv - 1) : lg2((float)cnt);
+							mytok = TOK_ANY;
 						}
 					}
-					ent = lo;
-					const int o = sl - s_pref[lo], lv = s_lvl[lo], kb = s_kv[lo];
-					if (lv == 1) {
-						tok = kb * p.block_k + o;
-						kr = gk + (long long)tok * p.k_sn, vr = gv + (long long)tok * p.v_sn;
-					} else {
-						const long long row = g.lvl_row[lv] + ((long long)(b * p.Hkv + kvh) * g.k_blocks + kb) * g.lvl_width[lv] + o;
-						kr = g.pk + row * HEAD_DIM, vr = g.pv + row * HEAD_DIM;
-						const int n = imin(p.block_k, p.Nk - kb * p.block_k);
-						const int cnt = imin(1 << (lv - 1), n - (o << (lv - 1)));
-						// PSA §3: a pooled key stands for cnt tokens, bias ln cnt
-						// (log2 cnt in the log2 units used here).
-						bias = (cnt == (1 << (lv - 1))) ? (float)(lv - 1) : lg2((float)cnt);
-						tok = TOK_ANY;
+					if (pt < KT) s_src[t & 1][pt] = code;
+					else mytok = TOK_ANY; // no slot: neutral in the maximum
+					tmax = mytok;
+					bar_sync(BAR_PRODUCER, PRODUCER_THREADS);
+#pragma unroll
+					for (int k = 0; k < RPT; k++) {
+						const u32 c = s_src[t & 1][lr + k * RSTEP];
+						idx[k] = c & 0x7fffffffu;
+						valid |= (u32)(c != ~0u) << k;
+						pooled |= (c >> 31 & (u32)(c != ~0u)) << k;
 					}
 				}
 #else
-				tok = tok_next;
-				tok_next = tok_at(t + 1);
-				if (tok != TOK_NONE) kr = gk + (long long)tok * p.k_sn, vr = gv + (long long)tok * p.v_sn;
+#pragma unroll
+				for (int k = 0; k < RPT; k++) {
+					const int tok = tnext[k];
+					const bool v = tok != TOK_NONE;
+					idx[k] = v ? (u32)tok : 0u;
+					valid |= (u32)v << k;
+					if (k == lc) mytok = tok;
+					tmax = tok > tmax ? tok : tmax;
+				}
+				fetch(t + 1, tnext);
 #endif
-				if (pt < KT) s_krow[s][pt] = kr, s_vrow[s][pt] = vr;
-				// One thread waits for the stage and, under STOP, claims the
-				// tile (or learns that the consumers stopped this row); the
-				// vote tells the others and publishes the gather table.
-				bool go = true;
-				if (pt == 0) {
+				tmax = warp_max(tmax);
+#if LEVELS
+				const bool wb = any_sync(mybias != 0.f);
+#endif
 #if STOP
-					for (;;) {
-						if (mbar_try(EMPTY(s), ph)) {
-							go = !(atomicAdd(&s_ctl, 1u) & STOP_BIT);
-							break;
-						}
-						if (ld_volatile_u(&s_ctl) & STOP_BIT) {
-							go = false;
-							break;
-						}
-					}
+				// Claim the tile before waiting for its stage (or learn that the
+				// consumers stopped this row): a claimed tile is issued once its
+				// stage is free, and the consumers' drain frees it.
+				bool go = true;
+				if (pt == 0) go = !(atomicAdd(&s_ctl, 1u) & STOP_BIT);
+				if (!bar_and(BAR_PRODUCER, PRODUCER_THREADS, go)) break;
+#endif
+				mbar_wait(EMPTY(s), ph);
+				const u32 dk = sK + s * (KT * RB) + dst0, dv = sV + s * (KT * RB) + dst0;
+#pragma unroll
+				for (int k = 0; k < RPT; k++) {
+					const int bytes = (valid >> k) & 1 ? 16 : 0;
+#if LEVELS
+					const bool pl = (pooled >> k) & 1;
+					const char* kr = (pl ? pkb : kbase) + (unsigned long long)idx[k] * (pl ? (u32)(HEAD_DIM * 2) : ksb);
+					const char* vr = (pl ? pvb : vbase) + (unsigned long long)idx[k] * (pl ? (u32)(HEAD_DIM * 2) : vsb);
 #else
-					mbar_wait(EMPTY(s), ph);
+					const char* kr = kbase + (unsigned long long)idx[k] * ksb;
+					const char* vr = vbase + (unsigned long long)idx[k] * vsb;
+#endif
+#pragma unroll
+					for (int m = 0; m < CPASS; m++) cp_async16(dk + k * (RSTEP * 128) + m * (KT * 128), kr + m * 128, bytes);
+#pragma unroll
+					for (int m = 0; m < CPASS; m++) cp_async16(dv + k * (RSTEP * 128) + m * (KT * 128), vr + m * 128, bytes);
+				}
+#if LEVELS
+				if (pt < KT) s_tok[s][pt] = mytok, s_bias[s][pt] = mybias;
+#else
+				if (lc < RPT) s_tok[s][lr + lc * RSTEP] = mytok;
+#endif
+				if (lane == 0) {
+					s_tmax[s][warp] = tmax;
+#if LEVELS
+					s_anyb[s][warp] = wb;
 #endif
 				}
-				if (!bar_and(BAR_PRODUCER, PRODUCER_THREADS, go)) break;
-				if (pt < KT) {
-					s_tok[s][pt] = tok, s_bias[s][pt] = bias;
-					const int wmax = warp_max(tok);
-					const bool wb = any_sync(bias != 0.f);
-					if (lane == 0) s_tmax[s][warp] = wmax, s_anyb[s][warp] = wb;
-				}
-				gather_rows<KT>(sK + s * (KT * RB), s_krow[s], gk, pt);
-				gather_rows<KT>(sV + s * (KT * RB), s_vrow[s], gv, pt);
 				mbar_arrive_cp(FULL(s));
 				mbar_arrive(FULL(s)); // publishes the slot tokens and biases
 			}
@@ -529,16 +581,29 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	// returns whether O needs rescaling by alphas; sums are the tile's
 	// gains. Each thread's columns come in adjacent pairs, read at once.
 	auto softmax = [&](int slot, float (&alphas)[2], float (&sums)[2]) -> bool {
-		const int tmax = s_tmax[slot][0] > s_tmax[slot][1] ? s_tmax[slot][0] : s_tmax[slot][1];
+		int tmax = s_tmax[slot][0];
+#pragma unroll
+		for (int w = 1; w < PRODUCER_THREADS / 32; w++) tmax = s_tmax[slot][w] > tmax ? s_tmax[slot][w] : tmax;
 		const bool mask = tmax == TOK_NONE || tmax > qmin;
-		const bool biased = s_anyb[slot][0] | s_anyb[slot][1];
+#if LEVELS
+		bool biased = false;
+#pragma unroll
+		for (int w = 0; w < PRODUCER_THREADS / 32; w++) biased |= s_anyb[slot][w] != 0;
+#else
+		const bool biased = false; // no pooled slot, no bias
+#endif
 		float scale = p.scale_log2;
 		if (mask) {
 #pragma unroll
 			for (int j = 0; j < KT / 8; j++) {
 				const int c = j * 8 + 2 * (lane & 3);
 				const I2 kt = *reinterpret_cast<const I2*>(&s_tok[slot][c]);
+#if LEVELS
 				const F2 bias = *reinterpret_cast<const F2*>(&s_bias[slot][c]);
+#else
+				F2 bias;
+				bias.x = bias.y = 0.f;
+#endif
 #pragma unroll
 				for (int hf = 0; hf < 2; hf++) {
 					float& x0 = s[j][2 * hf];
@@ -548,7 +613,9 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				}
 			}
 			scale = 1.f;
-		} else if (biased) {
+		}
+#if LEVELS
+		else if (biased) {
 #pragma unroll
 			for (int j = 0; j < KT / 8; j++) {
 				const F2 bias = *reinterpret_cast<const F2*>(&s_bias[slot][j * 8 + 2 * (lane & 3)]);
@@ -560,6 +627,9 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			}
 			scale = 1.f;
 		}
+#else
+		(void)biased;
+#endif
 		return softmax_tile(s, m, l, alphas, sums, scale);
 	};
 	auto rescale_o = [&](bool rescale, const float (&alphas)[2]) {
