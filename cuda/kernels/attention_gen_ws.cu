@@ -102,26 +102,10 @@ static_assert(PRODUCER_REGS * PRODUCER_THREADS + CONSUMER_REGS * CONSUMER_THREAD
 #define BAR_PRODUCER 6
 #define STOP_BIT (1u << 23) // in s_ctl: the consumers stopped the row
 
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
 // mbar_arrive_cp makes bar's phase wait for this thread's cp.async copies
 // issued so far as well (one more pending arrival, made when they land).
 __device__ __forceinline__ void mbar_arrive_cp(u32 bar) {
 	asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-// mbar_wait returns once the phase of bar with the given parity completed.
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-	asm volatile(
-	    "{\n.reg .pred done;\n"
-	    "WAIT:\n"
-	    "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-	    "@!done bra WAIT;\n}\n" ::"r"(bar),
-	    "r"(parity)
-	    : "memory");
 }
 __device__ __forceinline__ int warp_max(int x) {
 	int r;

@@ -110,27 +110,6 @@ struct WSParams {
 	int tma_out;
 };
 
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// mbar_expect arrives on bar and adds bytes to the transaction count the
-// phase waits for.
-__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
-	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// mbar_wait returns once the phase of bar with the given parity completed.
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-	asm volatile(
-	    "{\n.reg .pred done;\n"
-	    "WAIT:\n"
-	    "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-	    "@!done bra WAIT;\n}\n" ::"r"(bar),
-	    "r"(parity)
-	    : "memory");
-}
 // tma_load copies the box at (c0, c1, c2, c3) of map into shared memory at
 // dst, completing the bytes on bar.
 __device__ __forceinline__ void tma_load4(u32 dst, const TMap* map, u32 bar, int c0, int c1, int c2, int c3) {

@@ -226,6 +226,29 @@ __device__ __forceinline__ void wgmma_rs_n128(float (&d)[16][4], const u32 (&a)[
 	             : WG_D64("+f", d)
 	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
+// mbarriers (sm_90): init, arrive, arrive with a transaction count, and
+// the wait for a phase's parity.
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// mbar_expect arrives on bar and adds bytes to the transaction count the
+// phase waits for.
+__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// mbar_wait returns once the phase of bar with the given parity completed.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+	asm volatile(
+	    "{\n.reg .pred done;\n"
+	    "WAIT:\n"
+	    "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+	    "@!done bra WAIT;\n}\n" ::"r"(bar),
+	    "r"(parity)
+	    : "memory");
+}
 #endif
 
 // mask_tile sets to −∞ the logits of a tile of keys starting at k0 that

@@ -1,29 +1,8 @@
-// Helpers of the quantized attention kernel (attention_q8.cu): mbarriers,
-// 1-D bulk copies, and the 8-bit warpgroup MMAs (sm_90a). common.cuh goes
+// Helpers of the quantized attention kernel (attention_q8.cu): 1-D bulk
+// copies, and the 8-bit warpgroup MMAs (sm_90a). common.cuh goes
 // in front (it defines the wgmma fences and the accumulator operand
 // macros).
 
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// mbar_expect arrives on bar and adds bytes to the transaction count the
-// phase waits for.
-__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
-	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// mbar_wait returns once the phase of bar with the given parity completed.
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-	asm volatile(
-	    "{\n.reg .pred done;\n"
-	    "WAIT:\n"
-	    "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-	    "@!done bra WAIT;\n}\n" ::"r"(bar),
-	    "r"(parity)
-	    : "memory");
-}
 // bulk_load copies bytes (a multiple of 16) from global src to shared dst
 // with the copy engine, completing them on bar.
 __device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
