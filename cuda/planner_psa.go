@@ -36,7 +36,7 @@ type psaArgs struct {
 	seed                                            uint64
 	est, rule, h, s, sq, sk                         int32
 	rq, cp, w, wp, un, nt                           int32
-	split, slots, heads                             int32
+	split, slots, heads, blocks                     int32
 	lscale                                          float32
 }
 
@@ -74,12 +74,15 @@ func newPsaPlanner(p psa.Planner) (devicePlanner, error) {
 
 // psaShape is the estimator's layout for one tiling: rows per query block
 // (a multiple of 16), columns per KV block (a power of two), the operand
-// width and its padding to a multiple of 64, and the logit scale.
+// width and its padding to a multiple of 64, and the logit scale; and
+// psa_score's work item and key pipeline.
 type psaShape struct {
 	s              psa.Settings
 	rq, cp, w, wp  int
 	units, tiles   int
 	heads          int // G: query heads of one KV head per work item of psa_score
+	blocks         int // P: query blocks per work item (rows: P·G·rq ≤ psaItemRows)
+	stages         int // key pipeline stages (PSA_NS)
 	split          bool
 	lscale         float32
 	qBlocks, kBlks int
@@ -93,7 +96,8 @@ func (sh psaShape) scoreDefines() []string {
 	if sh.split {
 		split = 1
 	}
-	return []string{"PSA_EST=" + strconv.Itoa(int(sh.s.Estimator)), "PSA_SPLIT=" + strconv.Itoa(split), "PSA_CPU=" + strconv.Itoa(min(sh.cp, 64))}
+	return []string{"PSA_EST=" + strconv.Itoa(int(sh.s.Estimator)), "PSA_SPLIT=" + strconv.Itoa(split), "PSA_CPU=" + strconv.Itoa(min(sh.cp, 64)),
+		"PSA_NS=" + strconv.Itoa(sh.stages)}
 }
 
 func (p psaPlanner) shape(t plan.Tiling, split bool) (psaShape, error) {
@@ -122,28 +126,60 @@ func (p psaPlanner) shape(t plan.Tiling, split bool) (psaShape, error) {
 	cols := sh.kBlks * sh.cp
 	sh.tiles = (cols + 63) / 64
 	sh.units = sh.tiles * 64 / min(sh.cp, 64)
-	// As many query heads of a KV head per work item as fit 128 rows and
-	// psaItemSmem of shared memory (each more one shares the key loads).
-	sh.heads = 1
-	for d := g.Hq / g.Hkv; d > 1; d-- {
-		if (g.Hq/g.Hkv)%d == 0 && d*sh.rq <= 128 {
-			if x := (psaShape{rq: sh.rq, wp: sh.wp, split: split, heads: d}); x.smem() <= psaItemSmem {
-				sh.heads = d
-				break
-			}
-		}
-	}
+	sh.heads, sh.blocks, sh.stages = sh.item(g.Hq / g.Hkv)
 	return sh, nil
 }
 
-// psaItemSmem bounds psa_score's shared memory when it stacks several
-// heads' rows: two CTAs per multiprocessor.
-const psaItemSmem = 100 << 10
+// item chooses psa_score's work item, G query heads of a KV head (G
+// divides hpi) by P query blocks, and its pipeline stages: the most rows
+// of tensor-core work per multiprocessor (R = P·G·rq ≤ psaItemRows rows a
+// CTA, two CTAs when the shared memory is at most psaItemSmem), then the
+// most stages, then the most heads (the rows of P blocks of a causal item
+// see different key ranges). Every row of an item shares its key tiles.
+func (sh psaShape) item(hpi int) (heads, blocks, stages int) {
+	heads, blocks, stages = 1, 1, 2
+	best := -1
+	for g := hpi; g >= 1; g-- {
+		if hpi%g != 0 || g*sh.rq > psaItemRows {
+			continue
+		}
+		for p := max(1, min(psaItemRows/(g*sh.rq), sh.qBlocks)); p >= 1; p-- {
+			for ns := psaMaxStages; ns >= 2; ns-- {
+				x := sh
+				x.heads, x.blocks, x.stages = g, p, ns
+				n := x.smem()
+				if n > psaMaxSmem {
+					continue
+				}
+				score := p * g * sh.rq
+				if n <= psaItemSmem {
+					score *= 2
+				}
+				if score > best {
+					best, heads, blocks, stages = score, g, p, ns
+				}
+			}
+		}
+	}
+	return heads, blocks, stages
+}
+
+const (
+	psaItemRows  = 128       // PSA_R: rows of a psa_score work item, at most
+	psaMaxStages = 3         // key pipeline stages, at most
+	psaItemSmem  = 100 << 10 // dynamic shared memory of a work item that leaves room for two CTAs a multiprocessor
+	psaMaxSmem   = 200 << 10 // psa_score's dynamic shared memory, at most
+	psaStatSmem  = 4 << 10   // psa_score's static shared memory and the driver's reserve per CTA, at least
+)
+
+// rows is R, the estimator rows of one psa_score work item.
+func (sh psaShape) rows() int { return max(sh.blocks, 1) * max(sh.heads, 1) * sh.rq }
 
 // smem is psa_score's dynamic shared memory: the query rows of a work
-// item and one key chunk, twice when split.
+// item and the key pipeline's stages (two 64-column tiles of 64 dims, at
+// a pitch of 72), twice when split.
 func (sh psaShape) smem() int {
-	n := max(sh.heads, 1)*sh.rq*(sh.wp+8)*2 + 64*72*2
+	n := sh.rows()*(sh.wp+8)*2 + max(sh.stages, 2)*128*72*2
 	if sh.split {
 		n *= 2
 	}
@@ -155,7 +191,7 @@ func (p psaPlanner) header(t plan.Tiling) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sh.smem() > 200<<10 {
+	if sh.smem() > psaMaxSmem {
 		return nil, fmt.Errorf("%w: psa estimator rows of %d × %d elements exceed the device's shared memory", ErrUnsupported, sh.rq, sh.wp)
 	}
 	return &plan.Plan{Tiling: t}, nil
@@ -172,7 +208,7 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 	s := sh.s
 	a := psaArgs{seed: s.Seed, est: int32(s.Estimator), rule: int32(s.Rule), h: int32(len(s.Cuts)), s: int32(s.Stride),
 		sq: int32(s.SampleQ), sk: int32(s.SampleK), rq: int32(sh.rq), cp: int32(sh.cp), w: int32(sh.w), wp: int32(sh.wp),
-		un: int32(sh.units), nt: int32(sh.tiles), slots: int32(slots), heads: int32(sh.heads), lscale: sh.lscale}
+		un: int32(sh.units), nt: int32(sh.tiles), slots: int32(slots), heads: int32(sh.heads), blocks: int32(sh.blocks), lscale: sh.lscale}
 	if sh.split {
 		a.split = 1
 	}
@@ -191,7 +227,7 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 		{"psa.qtok", qrows * 4, &a.qtok},
 		{"psa.ktok", kcols * 4, &a.ktok},
 		{"psa.imp", rows * int64(in.stride) * 8, &a.imp},
-		{"psa.work", int64(slots) * int64(sh.heads*sh.rq) * int64(sh.units+2*sh.tiles) * 4, &a.work},
+		{"psa.work", int64(slots) * int64(sh.rows()) * int64(sh.units+2*sh.tiles) * 4, &a.work},
 		{"psa.lvl", rows * int64(in.stride), &a.lvl},
 	}
 	if sh.split {
@@ -240,8 +276,9 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 		return err
 	}
 	rows := in.rows()
-	items := rows / sh.heads // query blocks of head groups
-	slots := max(min(items, 4*max(in.e.dev.SMs, 1)), 1)
+	items := rows / sh.heads / sh.qBlocks * ((sh.qBlocks + sh.blocks - 1) / sh.blocks) // P query blocks of G heads each
+	perSM := max(1, min(2, (in.e.dev.MaxSharedOptin+1024)/(sh.smem()+psaStatSmem)))    // two CTAs at most: 128 registers a thread
+	slots := max(min(items, perSM*max(in.e.dev.SMs, 1)), 1)
 	a, err := p.args(c, in, sh, slots)
 	if err != nil {
 		return err

@@ -11,41 +11,53 @@ import (
 )
 
 // TestPsaArgsLayout checks the Go mirror of struct PsaArgs
-// (kernels/plan_psa.cu): ten pointers, 15 doubles, the seed, 15 ints and
-// a float: 272 bytes.
+// (kernels/plan_psa.cu): ten pointers, 15 doubles, the seed, 16 ints and
+// a float, padded to 8 bytes: 280 bytes.
 func TestPsaArgsLayout(t *testing.T) {
 	var a psaArgs
-	if got := unsafe.Sizeof(a); got != 272 {
-		t.Errorf("psaArgs is %d bytes, PsaArgs 272", got)
+	if got := unsafe.Sizeof(a); got != 280 {
+		t.Errorf("psaArgs is %d bytes, PsaArgs 280", got)
 	}
 	if got := unsafe.Offsetof(a.seed); got != 200 {
 		t.Errorf("seed at %d, want 200", got)
 	}
-	if got := unsafe.Offsetof(a.lscale); got != 268 {
-		t.Errorf("lscale at %d, want 268", got)
+	if got := unsafe.Offsetof(a.blocks); got != 268 {
+		t.Errorf("blocks (P) at %d, want 268", got)
+	}
+	if got := unsafe.Offsetof(a.lscale); got != 272 {
+		t.Errorf("lscale at %d, want 272", got)
 	}
 }
 
 // TestPsaShape checks the estimator layouts the device planner derives:
 // rows padded to 16, columns per block to a power of two, widths to 64,
-// the tiles and units of the longest row, and the query heads per work
-// item (both of a KV head's two, within 128 rows and the shared memory).
+// the tiles and units of the longest row, and psa_score's work item
+// (query heads G, query blocks P, pipeline stages): the most rows per
+// multiprocessor within 128 rows a CTA, two CTAs when the shared memory
+// (rows·(wp+8)·2 + stages·18432 bytes) is at most 100 KiB, one up to
+// 200 KiB.
 func TestPsaShape(t *testing.T) {
 	g := tensor.Geometry{B: 1, Hq: 4, Hkv: 2, Nq: 1000, Nk: 1000, D: 96, Dv: 96}
 	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
 	for _, c := range []struct {
 		p                                  psa.Planner
 		rq, cp, w, wp, tiles, units, heads int
+		blocks, stages                     int
 	}{
 		// 32 sampled queries, 16 keys per block; 16 blocks of 16 columns.
-		{psa.Planner{}, 32, 16, 96, 128, 4, 16, 2},
-		// 13 → 16 rows, 5 → 8 columns: 128 columns, 8 per unit.
-		{psa.Planner{SampleQ: 13, SampleK: 5}, 16, 8, 96, 128, 2, 16, 2},
-		// Stride 8: 16 query groups, 8 key groups, width 8·96.
-		{psa.Planner{Estimator: psa.Antidiagonal}, 16, 8, 768, 768, 2, 16, 2},
+		// Both heads by 2 blocks: 128 rows, 90112 bytes, two CTAs.
+		{psa.Planner{}, 32, 16, 96, 128, 4, 16, 2, 2, 3},
+		// 13 → 16 rows, 5 → 8 columns: 128 columns, 8 per unit; 2 heads
+		// by 4 blocks.
+		{psa.Planner{SampleQ: 13, SampleK: 5}, 16, 8, 96, 128, 2, 16, 2, 4, 3},
+		// Stride 8: 16 query groups, 8 key groups, width 8·96. Rows of
+		// 776 elements: 96 rows (2 heads by 3 blocks) fill 204288 bytes,
+		// one CTA; 32 rows with 2 stages fit two CTAs (64), which is less.
+		{psa.Planner{Estimator: psa.Antidiagonal}, 16, 8, 768, 768, 2, 16, 2, 3, 3},
 		// Stride 3: 43 → 48 rows, 22 → 32 columns, width 288 → 320;
-		// 512 columns in 8 tiles, one unit per block.
-		{psa.Planner{Estimator: psa.Antidiagonal, Stride: 3}, 48, 32, 288, 320, 8, 16, 2},
+		// 512 columns in 8 tiles, one unit per block. 96 rows with 2
+		// stages (99840 bytes) fit two CTAs.
+		{psa.Planner{Estimator: psa.Antidiagonal, Stride: 3}, 48, 32, 288, 320, 8, 16, 2, 1, 2},
 	} {
 		dp, err := newPsaPlanner(c.p)
 		if err != nil {
@@ -55,8 +67,10 @@ func TestPsaShape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sh.rq != c.rq || sh.cp != c.cp || sh.w != c.w || sh.wp != c.wp || sh.tiles != c.tiles || sh.units != c.units || sh.heads != c.heads {
-			t.Errorf("%+v: shape rq %d cp %d w %d wp %d tiles %d units %d heads %d, want %d %d %d %d %d %d %d", c.p, sh.rq, sh.cp, sh.w, sh.wp, sh.tiles, sh.units, sh.heads, c.rq, c.cp, c.w, c.wp, c.tiles, c.units, c.heads)
+		if sh.rq != c.rq || sh.cp != c.cp || sh.w != c.w || sh.wp != c.wp || sh.tiles != c.tiles || sh.units != c.units || sh.heads != c.heads || sh.blocks != c.blocks || sh.stages != c.stages {
+			t.Errorf("%+v: shape rq %d cp %d w %d wp %d tiles %d units %d heads %d blocks %d stages %d, want %d %d %d %d %d %d %d %d %d", c.p,
+				sh.rq, sh.cp, sh.w, sh.wp, sh.tiles, sh.units, sh.heads, sh.blocks, sh.stages,
+				c.rq, c.cp, c.w, c.wp, c.tiles, c.units, c.heads, c.blocks, c.stages)
 		}
 	}
 }
@@ -71,9 +85,10 @@ func TestPsaScoreDefines(t *testing.T) {
 		split bool
 		want  []string
 	}{
-		{psa.Planner{}, false, []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16"}},
-		{psa.Planner{SampleQ: 13, SampleK: 5}, true, []string{"PSA_EST=0", "PSA_SPLIT=1", "PSA_CPU=8"}},
-		{psa.Planner{Estimator: psa.Antidiagonal}, false, []string{"PSA_EST=1", "PSA_SPLIT=0", "PSA_CPU=8"}}, // stride 8: 8 key groups a block
+		{psa.Planner{}, false, []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=3"}},
+		// Split: 96 rows (2 heads by 3 blocks) with 2 stages fit two CTAs.
+		{psa.Planner{SampleQ: 13, SampleK: 5}, true, []string{"PSA_EST=0", "PSA_SPLIT=1", "PSA_CPU=8", "PSA_NS=2"}},
+		{psa.Planner{Estimator: psa.Antidiagonal}, false, []string{"PSA_EST=1", "PSA_SPLIT=0", "PSA_CPU=8", "PSA_NS=3"}}, // stride 8: 8 key groups a block
 	} {
 		dp, err := devicePlannerFor(c.p)
 		if err != nil {

@@ -28,15 +28,17 @@
 //   psa_levels   the levels compacted into the CSR order, after csr_scan.
 
 #define PSA_T 256   // threads of psa_score and psa_assign
+#define PSA_R 128   // most rows of a psa_score work item
 #define PSA_TC 64   // columns of a logit tile
-#define PSA_KC 64   // k chunk of the staged key tile
-#define PSA_KP (PSA_KC + 8) // its pitch in elements: fragment loads hit distinct banks
+#define PSA_KC 64   // k chunk of a staged key tile
+#define PSA_KP (PSA_KC + 8) // its pitch in elements: ldmatrix rows hit distinct banks
 #define PSA_NEG_INF __int_as_float(0xff800000)
 
 // psa_score's compile-time shape (cuda.psaScoreDefines): the estimator
 // (0 Sampling, 1 Antidiagonal), whether operands come as bf16 high and low
-// halves, and the columns of a unit, min(CP, PSA_TC). The other kernels of
-// this file read the same values from PsaArgs at run time.
+// halves, the columns of a unit, min(CP, PSA_TC), and the stages of its key
+// pipeline. The other kernels of this file read the same values from
+// PsaArgs at run time.
 #ifndef PSA_EST
 #define PSA_EST 0
 #endif
@@ -45,6 +47,9 @@
 #endif
 #ifndef PSA_CPU
 #define PSA_CPU 16
+#endif
+#ifndef PSA_NS
+#define PSA_NS 3
 #endif
 
 // PsaArgs mirrors cuda.psaArgs on the Go side.
@@ -63,7 +68,7 @@ struct PsaArgs {
 	int sq, sk;         // Sampling's draws per block
 	int RQ, CP, W, Wp;  // rows per query block, columns per KV block (a power of two), width, padded width
 	int UN, NT;         // units and tiles of the longest row
-	int split, slots, G; // G: query heads per work item of psa_score
+	int split, slots, G, P; // G query heads and P query blocks per work item of psa_score
 	float lscale;       // logit = dot · lscale
 };
 
@@ -196,10 +201,31 @@ extern "C" __global__ void psa_gather(const PlanArgs a, const PsaArgs s, View x,
 	if (s.split) *reinterpret_cast<uint4*>((side == 0 ? s.ql : s.kl) + at) = make_uint4(lw[0], lw[1], lw[2], lw[3]);
 }
 
-__device__ __forceinline__ void psa_mma(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+__device__ __forceinline__ void psa_mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+	// Not volatile: a register-only operation the compiler may schedule.
 	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
 	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+	u32 r;
+	asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+	return r;
+}
+__device__ __forceinline__ void psa_cp16(u32 dst, const void* src) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void psa_cp4(u32 dst, const void* src) {
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void psa_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// psa_wait waits for all but the PSA_NS − 2 latest groups: the chunk
+// about to be computed has landed.
+__device__ __forceinline__ void psa_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PSA_NS - 2)); }
+__device__ __forceinline__ void psa_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+__device__ __forceinline__ void psa_ldsm4(u32 (&r)[4], u32 addr) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 
 __device__ __forceinline__ float psa_f(u16 x) { return __uint_as_float(((u32)x) << 16); }
@@ -229,229 +255,318 @@ __device__ float psa_partial(const PlanArgs& a, const PsaArgs& s, const u16* qsh
 	return any ? sum * s.lscale : PSA_NEG_INF;
 }
 
+// psa_tile finishes a warp's 16 rows of 64-column logit tile `tile` from
+// their float32 dot products acc: the logits with the masks (padding,
+// columns past the block's nc, causal tokens for Sampling, antidiagonal
+// pairs for Antidiagonal), then per row the tile's maximum (MT) and its
+// exp-sum relative to that maximum (ST), and per unit of PSA_CPU columns
+// the maximum logit (Sampling) or exp-sum (Antidiagonal) into E. r0 is the
+// thread's first row in the item (the other is r0 + 8), kts the tile's key
+// tokens, qsh the staged query rows (lo halves lo elements after), qhi
+// the rows' query bound, k0 the head's first key column.
+__device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, float (&acc)[8][4], const int* kts, const u16* qsh, int lo,
+                                         float* E, float* MT, float* ST, const int* sqt, int r0, int tile, int nc, int qhi, long long k0, int t) {
+	const int r1 = r0 + 8, c0 = tile * PSA_TC, off = a.Nk - a.Nq;
+	// The thread's columns' key tokens, -1 for padding and past nc.
+	int kt[8][2];
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		const int2 k2 = *reinterpret_cast<const int2*>(kts + j * 8 + 2 * t);
+		kt[j][0] = c0 + j * 8 + 2 * t < nc ? k2.x : -1;
+		kt[j][1] = c0 + j * 8 + 2 * t + 1 < nc ? k2.y : -1;
+	}
+#if PSA_EST == 0
+	// Sampling: a logit is masked when its key token is padding or past
+	// the row's last visible one, qlim (−1: the row is padding).
+	int qlim[2];
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		const int qt = sqt[hf ? r1 : r0];
+		qlim[hf] = qt < 0 ? -1 : (a.causal ? qt + off : 0x7ffffffe);
+	}
+#pragma unroll
+	for (int j = 0; j < 8; j++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const int k = kt[j][e] < 0 ? 0x7fffffff : kt[j][e];
+#pragma unroll
+			for (int hf = 0; hf < 2; hf++) {
+				const float l = __fmul_rn(acc[j][2 * hf + e], s.lscale);
+				acc[j][2 * hf + e] = k > qlim[hf] ? PSA_NEG_INF : l;
+			}
+		}
+#else
+	// Antidiagonal. A pair on the causal diagonal needs its partial sum
+	// (psa_partial): those entries are marked in diag (bit 4j + 2·hf + e)
+	// and summed after, at one call site, so that the unrolled loop holds
+	// no call.
+	unsigned diag = 0;
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		const int qt = sqt[hf ? r1 : r0];
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const int k = kt[j][e];
+				float l = __fmul_rn(acc[j][2 * hf + e], s.lscale);
+				if (qt < 0 || k < 0) {
+					l = PSA_NEG_INF;
+				} else {
+					const int khi = min((k / a.bk + 1) * a.bk, a.Nk);
+					const int qn = min(s.S, qhi - qt), kn = min(s.S, khi - k);
+					if (qn + kn <= s.S) l = PSA_NEG_INF;
+					else if (a.causal && k + s.S - 1 > qt + off) diag |= 1u << (4 * j + 2 * hf + e);
+				}
+				acc[j][2 * hf + e] = l;
+			}
+	}
+	while (diag) {
+		const int x = __ffs(diag) - 1, j = x >> 2, hf = (x >> 1) & 1, e = x & 1;
+		diag &= diag - 1;
+		const int r = hf ? r1 : r0, col = j * 8 + 2 * t + e, qt = sqt[r], k = c0 + col < nc ? kts[col] : -1, QP = s.Wp + 8;
+		const int khi = min((k / a.bk + 1) * a.bk, a.Nk);
+		const float l = psa_partial(a, s, qsh + r * QP, qsh + lo + r * QP, k0 + c0 + col, qt, k, qhi, khi);
+#pragma unroll
+		for (int y = 0; y < 32; y++)
+			if (y == x) acc[y >> 2][y & 3] = l;
+	}
+#endif
+	// Row maxima of the tile, and Sampling's unit maxima (a maximum in any
+	// order is the same number).
+	float mt[2];
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
+		float m = PSA_NEG_INF;
+		if (PSA_EST == 0 && PSA_CPU >= 8) {
+			constexpr int NJ = PSA_CPU >= 8 ? PSA_CPU / 8 : 1; // n-tiles per unit
+#pragma unroll
+			for (int u = 0; u < 8 / NJ; u++) {
+				float um = PSA_NEG_INF;
+#pragma unroll
+				for (int j = u * NJ; j < (u + 1) * NJ; j++) um = fmaxf(um, fmaxf(acc[j][2 * hf], acc[j][2 * hf + 1]));
+				um = fmaxf(um, __shfl_xor_sync(0xffffffffu, um, 1));
+				um = fmaxf(um, __shfl_xor_sync(0xffffffffu, um, 2));
+				if (t == 0) er[u] = um;
+				m = fmaxf(m, um);
+			}
+		} else {
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				const float v0 = acc[j][2 * hf], v1 = acc[j][2 * hf + 1];
+				float pm = fmaxf(v0, v1);
+				m = fmaxf(m, pm);
+				if (PSA_EST != 0) continue;
+				const int col = j * 8 + 2 * t; // within the tile
+				if (PSA_CPU == 1) {
+					er[col] = v0, er[col + 1] = v1;
+				} else if (PSA_CPU == 2) {
+					er[col / 2] = pm;
+				} else { // 4
+					pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, 1));
+					if ((t & 1) == 0) er[col / 4] = pm;
+				}
+			}
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+		}
+		mt[hf] = m;
+		if (t == 0) MT[(long long)(hf ? r1 : r0) * s.NT + tile] = m;
+	}
+	// Exp-sums relative to the tile maximum, and Antidiagonal's unit sums.
+	// A masked logit's term is exp(−∞) = 0 (no branch); a row masked
+	// throughout has maximum −∞, and its terms are taken relative to 0.
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
+		const float base = mt[hf] == PSA_NEG_INF ? 0.0f : mt[hf];
+		float sum = 0.0f, us = 0.0f;
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const float p0 = expf(acc[j][2 * hf] - base), p1 = expf(acc[j][2 * hf + 1] - base);
+			float ps = __fadd_rn(p0, p1); // never contracted with expf's last product
+			sum = __fadd_rn(sum, ps);
+			if (PSA_EST != 1) continue;
+			const int col = j * 8 + 2 * t;
+			if (PSA_CPU == 1) {
+				er[col] = p0, er[col + 1] = p1;
+			} else if (PSA_CPU == 2) {
+				er[col / 2] = ps;
+			} else {
+				ps += __shfl_xor_sync(0xffffffffu, ps, 1);
+				if (PSA_CPU == 4) {
+					if ((t & 1) == 0) er[col / 4] = ps;
+				} else {
+					ps += __shfl_xor_sync(0xffffffffu, ps, 2);
+					us += ps;
+					if (((j + 1) * 8) % PSA_CPU == 0) {
+						if (t == 0) er[j * 8 / PSA_CPU] = us;
+						us = 0.0f;
+					}
+				}
+			}
+		}
+		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+		if (t == 0) ST[(long long)(hf ? r1 : r0) * s.NT + tile] = sum;
+	}
+}
+
 // psa_score computes the block importance of plan rows. A work item is
-// one query block of G query heads that share a KV head (their rows
-// stacked, at most 128), a CTA per item at a time (heaviest first), with
-// its slot of s.work as scratch. Key chunks are fetched into registers
-// one chunk ahead, so that their loads overlap the tensor-core work and
-// the epilogue. Warp w owns rows w·16 … w·16 + 15 of the item (when w <
-// R/16) and every column of a 64-column tile: rows r0 and r0 + 8 of its
+// P query blocks of G query heads that share a KV head (their rows
+// stacked, R = P·G·RQ ≤ PSA_R, heaviest block first), a CTA per item at a
+// time, with its slot of s.work as scratch. Key tiles move through a
+// PSA_NS-stage cp.async pipeline, a stage being PSA_KC dims of two
+// 64-column tiles, with one barrier per stage. Warp w = 4·wc + wr owns
+// rows wr·32 … wr·32 + 31 (two 16-row m-tiles, x) of the item and every
+// column of tile 2·pair + wc: rows r0 and r0 + 8 of each m-tile's
 // fragments, columns j·8 + 2t + e of n-tile j; so a tile's row maxima,
-// sums and unit reductions stay within the warp (shuffles over t), with
-// no barrier and no shared table per tile.
-extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, const PsaArgs s) {
+// sums and unit reductions stay within the warp (shuffles over t), in the
+// order of a warp that owns the tile alone. Fragments come by ldmatrix.
+extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs a, const PsaArgs s) {
 	extern __shared__ __align__(16) unsigned char smem[];
-	__shared__ float smt[128], srs[128];
-	__shared__ int sqt[128], skt[PSA_TC];
-	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-	const int R = s.G * s.RQ; // rows of a work item
+	__shared__ float smt[PSA_R], srs[PSA_R];
+	__shared__ int sqt[PSA_R], snv[PSA_R / 16];
+	__shared__ __align__(16) int skt[PSA_NS][2 * PSA_TC]; // the key tokens of a stage's tiles, by pair % PSA_NS
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wr = warp & 3, wc = warp >> 2, g = lane >> 2, t = lane & 3;
+	const int GR = s.G * s.RQ, R = s.P * GR; // rows of a query block, of a work item
 	const int QP = s.Wp + 8;
-	u16* qsh = (u16*)smem;                     // [R][QP]
-	u16* qsl = qsh + R * QP;                   // split only
-	u16* ksh = qsh + (PSA_SPLIT ? 2 : 1) * R * QP; // [PSA_TC][PSA_KP]
-	u16* ksl = ksh + PSA_TC * PSA_KP;
-	const int KB = a.stride, QB = a.q_blocks, off = a.Nk - a.Nq;
-	const int na = R / 16;
+	u16* qsh = (u16*)smem;                         // [R][QP], then the lo halves likewise when split
+	u16* ksh = qsh + (PSA_SPLIT ? 2 : 1) * R * QP; // [PSA_NS][hi, lo when split][2·PSA_TC][PSA_KP]
+	const u32 kbase = smem_u32(ksh), qbase = smem_u32(qsh);
+	constexpr u32 STB = 2 * PSA_TC * PSA_KP * 2; // bytes of a stage's hi (or lo) halves
+	const int KB = a.stride, QB = a.q_blocks, kcols = KB * s.CP;
 	float* E = s.work + (long long)blockIdx.x * R * (s.UN + 2 * s.NT);
 	float* MT = E + (long long)R * s.UN;
 	float* ST = MT + (long long)R * s.NT;
 	const int hpi = a.Hq / a.Hkv, ng = hpi / s.G, sets = a.B * a.Hkv * ng;
+	const int items = sets * ((QB + s.P - 1) / s.P);
 	const int nchunk = s.Wp / PSA_KC;
-	const bool rows_on = warp < na;
-	const int r0 = warp * 16 + g, r1 = r0 + 8;
-	for (int w = blockIdx.x; w < sets * QB; w += gridDim.x) {
-		const int qb = QB - 1 - w / sets, set = w % sets;
+	// Work items come heaviest first; rounds alternate direction over the
+	// CTAs, so that a CTA with a heavy item in one round gets a light one
+	// in the next.
+	for (int round = 0; round * (int)gridDim.x < items; round++) {
+		const int w = round * gridDim.x + ((round & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+		if (w >= items) continue;
+		const int qb0 = QB - 1 - (w / sets) * s.P, set = w % sets; // block p of the item is qb0 − p
 		const int b = set / (a.Hkv * ng), kh = (set / ng) % a.Hkv, hg = set % ng;
 		const int h0 = kh * hpi + hg * s.G; // the item's first query head
-		const int nvis = visible_blocks(a, qb), ncols = nvis * s.CP, ntiles = (ncols + PSA_TC - 1) / PSA_TC;
-		const int qhi = min((qb + 1) * a.bq, a.Nq);
-		const long long k0 = (long long)(b * a.Hkv + kh) * KB * s.CP; // the head's first key column
+		const long long k0 = (long long)(b * a.Hkv + kh) * kcols; // the head's first key column
+		const int nvmax = visible_blocks(a, qb0); // the heaviest block's
+		const int npair = (nvmax * s.CP + 2 * PSA_TC - 1) / (2 * PSA_TC), total = npair * nchunk;
 		__syncthreads(); // the previous item is done with the shared tables
-		if (tid < R) sqt[tid] = s.qtok[((long long)(b * a.Hq + h0 + tid / s.RQ) * QB + qb) * s.RQ + tid % s.RQ];
-		// Stage the query rows, 16 bytes at a time.
+		if (tid < R) {
+			const int qb = qb0 - tid / GR;
+			sqt[tid] = qb < 0 ? -1 : s.qtok[((long long)(b * a.Hq + h0 + (tid / s.RQ) % s.G) * QB + qb) * s.RQ + tid % s.RQ];
+		}
+		if (tid < s.P) snv[tid] = qb0 - tid < 0 ? 0 : visible_blocks(a, qb0 - tid);
+		// Stage the query rows that exist, 16 bytes at a time.
 		const int ppr = s.Wp / 8;
 		for (int p = tid; p < R * ppr; p += PSA_T) {
-			const int r = p / ppr, c = (p % ppr) * 8;
-			const long long src = (((long long)(b * a.Hq + h0 + r / s.RQ) * QB + qb) * s.RQ + r % s.RQ) * s.Wp + c;
-			*reinterpret_cast<uint4*>(qsh + r * QP + c) = *reinterpret_cast<const uint4*>(s.qh + src);
-			if (PSA_SPLIT) *reinterpret_cast<uint4*>(qsl + r * QP + c) = *reinterpret_cast<const uint4*>(s.ql + src);
+			const int r = p / ppr, c = (p % ppr) * 8, qb = qb0 - r / GR;
+			if (qb < 0) continue;
+			const long long src = (((long long)(b * a.Hq + h0 + (r / s.RQ) % s.G) * QB + qb) * s.RQ + r % s.RQ) * s.Wp + c;
+			psa_cp16(qbase + (u32)(r * QP + c) * 2, s.qh + src);
+			if (PSA_SPLIT) psa_cp16(qbase + (u32)((R + r) * QP + c) * 2, s.ql + src);
 		}
-		// Key chunk i (tile i / nchunk, dims (i % nchunk)·PSA_KC) into
-		// registers: 512 pieces of 16 bytes, two per thread.
-		const int total = ntiles * nchunk;
-		uint4 pre[2], prel[2];
-		auto fetch = [&](int i) {
-			const int tl = i / nchunk, kc = (i % nchunk) * PSA_KC;
+		// Chunk i: dims (i % nchunk)·PSA_KC of tiles 2·(i / nchunk) and the
+		// next, into stage i % PSA_NS; columns past the head's last read
+		// its last (they are masked).
+		auto load = [&](int i) {
+			const int pr = i / nchunk, kc = (i % nchunk) * PSA_KC;
+			const u32 st = kbase + (u32)(i % PSA_NS) * STB * (PSA_SPLIT ? 2 : 1);
 #pragma unroll
-			for (int j = 0; j < 2; j++) {
+			for (int j = 0; j < 2 * PSA_TC * (PSA_KC / 8) / PSA_T; j++) {
 				const int p = tid + j * PSA_T, r = p / (PSA_KC / 8), c = (p % (PSA_KC / 8)) * 8;
-				const long long src = (k0 + min(tl * PSA_TC + r, KB * s.CP - 1)) * s.Wp + kc + c;
-				pre[j] = *reinterpret_cast<const uint4*>(s.kh + src);
-				if (PSA_SPLIT) prel[j] = *reinterpret_cast<const uint4*>(s.kl + src);
+				const long long src = (k0 + min(pr * 2 * PSA_TC + r, kcols - 1)) * s.Wp + kc + c;
+				psa_cp16(st + (u32)(r * PSA_KP + c) * 2, s.kh + src);
+				if (PSA_SPLIT) psa_cp16(st + STB + (u32)(r * PSA_KP + c) * 2, s.kl + src);
 			}
+			if (kc == 0 && tid < 2 * PSA_TC) psa_cp4(smem_u32(&skt[pr % PSA_NS][tid]), s.ktok + k0 + min(pr * 2 * PSA_TC + tid, kcols - 1));
 		};
-		if (total > 0) fetch(0);
-		float acc[8][4];
+#pragma unroll
+		for (int j = 0; j < PSA_NS - 1; j++) {
+			if (j < total) load(j);
+			psa_commit();
+		}
+		// Each m-tile's block: its columns, tiles and query bound.
+		int nc[2], nt[2], qhi[2];
+#pragma unroll
+		for (int x = 0; x < 2; x++) {
+			const int r = wr * 32 + x * 16, p = r / GR, qb = qb0 - p;
+			const int nv = r >= R || qb < 0 ? 0 : visible_blocks(a, qb);
+			nc[x] = nv * s.CP;
+			nt[x] = (nc[x] + PSA_TC - 1) / PSA_TC;
+			qhi[x] = min((qb + 1) * a.bq, a.Nq);
+		}
+		float acc[2][8][4];
 		for (int i = 0; i < total; i++) {
-			const int tile = i / nchunk, kc = (i % nchunk) * PSA_KC;
+			psa_wait();
+			__syncthreads(); // chunk i is in; every warp is done with chunk i − 1's stage
+			if (i + PSA_NS - 1 < total) load(i + PSA_NS - 1);
+			psa_commit();
+			const int pr = i / nchunk, kc = (i % nchunk) * PSA_KC, tile = 2 * pr + wc;
+			const bool on0 = tile < nt[0], on1 = tile < nt[1];
+			if (!on0) continue; // m-tile 1's block is never heavier than m-tile 0's
 			if (kc == 0) {
 #pragma unroll
-				for (int x = 0; x < 8; x++) acc[x][0] = acc[x][1] = acc[x][2] = acc[x][3] = 0.0f;
-			}
-			__syncthreads(); // every warp is done with the staged chunk (and the query rows are in)
+				for (int x = 0; x < 2; x++)
 #pragma unroll
-			for (int j = 0; j < 2; j++) {
-				const int p = tid + j * PSA_T, r = p / (PSA_KC / 8), c = (p % (PSA_KC / 8)) * 8;
-				*reinterpret_cast<uint4*>(ksh + r * PSA_KP + c) = pre[j];
-				if (PSA_SPLIT) *reinterpret_cast<uint4*>(ksl + r * PSA_KP + c) = prel[j];
+					for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
 			}
-			if (kc == 0 && tid < PSA_TC) {
-				const int col = tile * PSA_TC + tid;
-				skt[tid] = col < ncols ? s.ktok[k0 + col] : -1;
-			}
-			__syncthreads();
-			if (i + 1 < total) fetch(i + 1);
-			if (!rows_on) continue; // no barrier below before the next chunk's
+			const u32 st = kbase + (u32)(i % PSA_NS) * STB * (PSA_SPLIT ? 2 : 1);
 #pragma unroll
 			for (int kk = 0; kk < PSA_KC; kk += 16) {
-				const u16* qa = qsh + r0 * QP + kc + kk + 2 * t;
-				const u32 a0 = *reinterpret_cast<const u32*>(qa), a1 = *reinterpret_cast<const u32*>(qa + 8 * QP);
-				const u32 a2 = *reinterpret_cast<const u32*>(qa + 8), a3 = *reinterpret_cast<const u32*>(qa + 8 * QP + 8);
+				u32 af[2][4];
 #if PSA_SPLIT
-				const u16* ql = qsl + r0 * QP + kc + kk + 2 * t;
-				const u32 c0 = *reinterpret_cast<const u32*>(ql), c1 = *reinterpret_cast<const u32*>(ql + 8 * QP);
-				const u32 c2 = *reinterpret_cast<const u32*>(ql + 8), c3 = *reinterpret_cast<const u32*>(ql + 8 * QP + 8);
+				u32 al[2][4];
 #endif
 #pragma unroll
-				for (int j = 0; j < 8; j++) {
-					const u16* kp = ksh + (j * 8 + g) * PSA_KP + kk + 2 * t;
-					const u32 b0 = *reinterpret_cast<const u32*>(kp), b1 = *reinterpret_cast<const u32*>(kp + 8);
-					psa_mma(acc[j], a0, a1, a2, a3, b0, b1);
+				for (int x = 0; x < 2; x++) {
+					if (x == 1 && !on1) break;
+					const u32 ad = qbase + (u32)((wr * 32 + x * 16 + (lane & 15)) * QP + kc + kk + (lane >> 4) * 8) * 2;
+					psa_ldsm4(af[x], ad);
 #if PSA_SPLIT
-					const u16* kl = ksl + (j * 8 + g) * PSA_KP + kk + 2 * t;
-					psa_mma(acc[j], a0, a1, a2, a3, *reinterpret_cast<const u32*>(kl), *reinterpret_cast<const u32*>(kl + 8));
-					psa_mma(acc[j], c0, c1, c2, c3, b0, b1);
+					psa_ldsm4(al[x], ad + (u32)(R * QP) * 2);
 #endif
+				}
+#pragma unroll
+				for (int np = 0; np < 4; np++) {
+					const u32 bd = st + (u32)((wc * PSA_TC + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * PSA_KP + kk + ((lane >> 3) & 1) * 8) * 2;
+					u32 bf[4];
+					psa_ldsm4(bf, bd);
+#if PSA_SPLIT
+					u32 bl[4];
+					psa_ldsm4(bl, bd + STB);
+#endif
+#pragma unroll
+					for (int x = 0; x < 2; x++) {
+						if (x == 1 && !on1) break;
+#pragma unroll
+						for (int h = 0; h < 2; h++) {
+							psa_mma(acc[x][2 * np + h], af[x], bf[2 * h], bf[2 * h + 1]);
+#if PSA_SPLIT
+							psa_mma(acc[x][2 * np + h], af[x], bl[2 * h], bl[2 * h + 1]);
+							psa_mma(acc[x][2 * np + h], al[x], bf[2 * h], bf[2 * h + 1]);
+#endif
+						}
+					}
 				}
 			}
 			if (kc + PSA_KC < s.Wp) continue;
-			// The tile is complete. Logits with the masks: padding,
-			// invisible blocks, causal tokens (Sampling) or antidiagonal
-			// pairs (Antidiagonal). An antidiagonal pair on the causal
-			// diagonal needs its partial sum (psa_partial): those entries
-			// are marked in diag (bit 4j + 2·hf + e) and summed after, at
-			// one call site, so that the unrolled loop holds no call.
-			const int c0 = tile * PSA_TC;
-			unsigned diag = 0;
+			const int* kt_tile = skt[pr % PSA_NS] + wc * PSA_TC;
 #pragma unroll
-			for (int hf = 0; hf < 2; hf++) {
-				const int qt = sqt[hf ? r1 : r0];
-#pragma unroll
-				for (int j = 0; j < 8; j++)
-#pragma unroll
-					for (int e = 0; e < 2; e++) {
-						const int kt = skt[j * 8 + 2 * t + e];
-						float l = acc[j][2 * hf + e] * s.lscale;
-						if (qt < 0 || kt < 0) {
-							l = PSA_NEG_INF;
-						} else if (PSA_EST == 0) {
-							if (a.causal && kt > qt + off) l = PSA_NEG_INF;
-						} else {
-							const int khi = min((kt / a.bk + 1) * a.bk, a.Nk);
-							const int qn = min(s.S, qhi - qt), kn = min(s.S, khi - kt);
-							if (qn + kn <= s.S) l = PSA_NEG_INF;
-							else if (a.causal && kt + s.S - 1 > qt + off) diag |= 1u << (4 * j + 2 * hf + e);
-						}
-						acc[j][2 * hf + e] = l;
-					}
-			}
-			while (PSA_EST == 1 && diag) {
-				const int x = __ffs(diag) - 1, j = x >> 2, hf = (x >> 1) & 1, e = x & 1;
-				diag &= diag - 1;
-				const int r = hf ? r1 : r0, col = j * 8 + 2 * t + e, qt = sqt[r], kt = skt[col];
-				const int khi = min((kt / a.bk + 1) * a.bk, a.Nk);
-				const float l = psa_partial(a, s, qsh + r * QP, qsl + r * QP, k0 + c0 + col, qt, kt, qhi, khi);
-#pragma unroll
-				for (int y = 0; y < 32; y++)
-					if (y == x) acc[y >> 2][y & 3] = l;
-			}
-			// Row maxima of the tile, and Sampling's unit maxima.
-			float mt[2];
-#pragma unroll
-			for (int hf = 0; hf < 2; hf++) {
-				float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
-				float m = PSA_NEG_INF, um = PSA_NEG_INF;
-#pragma unroll
-				for (int j = 0; j < 8; j++) {
-					const float v0 = acc[j][2 * hf], v1 = acc[j][2 * hf + 1];
-					float pm = fmaxf(v0, v1);
-					m = fmaxf(m, pm);
-					if (PSA_EST != 0) continue;
-					const int col = j * 8 + 2 * t; // within the tile
-					if (PSA_CPU == 1) {
-						er[col] = v0, er[col + 1] = v1;
-					} else if (PSA_CPU == 2) {
-						er[col / 2] = pm;
-					} else {
-						pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, 1));
-						if (PSA_CPU == 4) {
-							if ((t & 1) == 0) er[col / 4] = pm;
-						} else {
-							pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, 2));
-							um = fmaxf(um, pm);
-							if (((j + 1) * 8) % PSA_CPU == 0) { // the unit's last n-tile
-								if (t == 0) er[j * 8 / PSA_CPU] = um;
-								um = PSA_NEG_INF;
-							}
-						}
-					}
-				}
-				m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-				m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-				mt[hf] = m;
-				if (t == 0) MT[(long long)(hf ? r1 : r0) * s.NT + tile] = m;
-			}
-			// Exp-sums relative to the tile maximum, and Antidiagonal's unit
-			// sums.
-#pragma unroll
-			for (int hf = 0; hf < 2; hf++) {
-				float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
-				float sum = 0.0f, us = 0.0f;
-#pragma unroll
-				for (int j = 0; j < 8; j++) {
-					const float v0 = acc[j][2 * hf], v1 = acc[j][2 * hf + 1];
-					const float p0 = v0 == PSA_NEG_INF ? 0.0f : expf(v0 - mt[hf]);
-					const float p1 = v1 == PSA_NEG_INF ? 0.0f : expf(v1 - mt[hf]);
-					float ps = p0 + p1;
-					sum += ps;
-					if (PSA_EST != 1) continue;
-					const int col = j * 8 + 2 * t;
-					if (PSA_CPU == 1) {
-						er[col] = p0, er[col + 1] = p1;
-					} else if (PSA_CPU == 2) {
-						er[col / 2] = ps;
-					} else {
-						ps += __shfl_xor_sync(0xffffffffu, ps, 1);
-						if (PSA_CPU == 4) {
-							if ((t & 1) == 0) er[col / 4] = ps;
-						} else {
-							ps += __shfl_xor_sync(0xffffffffu, ps, 2);
-							us += ps;
-							if (((j + 1) * 8) % PSA_CPU == 0) {
-								if (t == 0) er[j * 8 / PSA_CPU] = us;
-								us = 0.0f;
-							}
-						}
-					}
-				}
-				sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-				sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-				if (t == 0) ST[(long long)(hf ? r1 : r0) * s.NT + tile] = sum;
+			for (int x = 0; x < 2; x++) {
+				if (x == 1 && !on1) break;
+				psa_tile(a, s, acc[x], kt_tile, qsh, R * QP, E, MT, ST, sqt, wr * 32 + x * 16 + g, tile, nc[x], qhi[x], k0, t);
 			}
 		}
+		psa_wait_all(); // no copy of this item lands after the next item's
 		__syncthreads();
-		// Each row's maximum and sum over all tiles.
+		// Each row's maximum and sum over its block's tiles.
 		if (tid < R) {
+			const int ntiles = (snv[tid / GR] * s.CP + PSA_TC - 1) / PSA_TC;
 			float m = PSA_NEG_INF;
 			for (int x = 0; x < ntiles; x++) m = fmaxf(m, MT[(long long)tid * s.NT + x]);
 			float l = 0.0f;
@@ -464,14 +579,16 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 			srs[tid] = l;
 		}
 		__syncthreads();
-		// Block importance per head of the item: the largest weight
-		// (Sampling) or the summed weight (Antidiagonal) of the block's
-		// columns over the head's rows.
+		// Block importance per head and block of the item: the largest
+		// weight (Sampling) or the summed weight (Antidiagonal) of the
+		// block's columns over the head's rows.
 		const int upb = s.CP / PSA_CPU; // units per block
-		for (int idx = tid; idx < s.G * nvis; idx += PSA_T) {
-			const int hl = idx / nvis, kb = idx % nvis;
+		for (int idx = tid; idx < s.P * s.G * nvmax; idx += PSA_T) {
+			const int p = idx / (s.G * nvmax), hl = (idx / nvmax) % s.G, kb = idx % nvmax;
+			if (kb >= snv[p]) continue;
+			const int r0 = p * GR + hl * s.RQ;
 			double v = 0.0;
-			for (int r = hl * s.RQ; r < (hl + 1) * s.RQ; r++) {
+			for (int r = r0; r < r0 + s.RQ; r++) {
 				const float m = smt[r];
 				if (m == PSA_NEG_INF) continue;
 				const double sum = (double)srs[r];
@@ -484,7 +601,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_score(const PlanArgs a, 
 					}
 				}
 			}
-			s.imp[((long long)(b * a.Hq + h0 + hl) * QB + qb) * KB + kb] = v;
+			s.imp[((long long)(b * a.Hq + h0 + hl) * QB + qb0 - p) * KB + kb] = v;
 		}
 	}
 }
