@@ -168,8 +168,8 @@ const (
 	psaItemRows  = 128       // PSA_R: rows of a psa_score work item, at most
 	psaMaxStages = 3         // key pipeline stages, at most
 	psaItemSmem  = 100 << 10 // dynamic shared memory of a work item that leaves room for two CTAs a multiprocessor
-	psaMaxSmem   = 200 << 10 // psa_score's dynamic shared memory, at most
-	psaStatSmem  = 4 << 10   // psa_score's static shared memory and the driver's reserve per CTA, at least
+	psaMaxSmem   = 220 << 10 // psa_score's dynamic shared memory, at most (the H100 opts into 227 KiB a CTA)
+	psaStatSmem  = 6 << 10   // psa_score's static shared memory (4128 bytes) and the driver's reserve per CTA (1 KiB), at least
 )
 
 // rows is R, the estimator rows of one psa_score work item.

@@ -34,8 +34,8 @@ func TestPsaArgsLayout(t *testing.T) {
 // the tiles and units of the longest row, and psa_score's work item
 // (query heads G, query blocks P, pipeline stages): the most rows per
 // multiprocessor within 128 rows a CTA, two CTAs when the shared memory
-// (rows·(wp+8)·2 + stages·18432 bytes) is at most 100 KiB, one up to
-// 200 KiB.
+// (rows·(wp+8)·2 + stages·18432 bytes, twice when split) is at most
+// 100 KiB, one up to 220 KiB.
 func TestPsaShape(t *testing.T) {
 	g := tensor.Geometry{B: 1, Hq: 4, Hkv: 2, Nq: 1000, Nk: 1000, D: 96, Dv: 96}
 	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
@@ -51,9 +51,10 @@ func TestPsaShape(t *testing.T) {
 		// by 4 blocks.
 		{psa.Planner{SampleQ: 13, SampleK: 5}, 16, 8, 96, 128, 2, 16, 2, 4, 3},
 		// Stride 8: 16 query groups, 8 key groups, width 8·96. Rows of
-		// 776 elements: 96 rows (2 heads by 3 blocks) fill 204288 bytes,
-		// one CTA; 32 rows with 2 stages fit two CTAs (64), which is less.
-		{psa.Planner{Estimator: psa.Antidiagonal}, 16, 8, 768, 768, 2, 16, 2, 3, 3},
+		// 776 elements: 112 rows (1 head by 7 blocks) and 2 stages fill
+		// 210688 bytes, one CTA; 128 rows exceed 220 KiB, and 32 rows
+		// with 2 stages fit two CTAs (64 rows), which is less.
+		{psa.Planner{Estimator: psa.Antidiagonal}, 16, 8, 768, 768, 2, 16, 1, 7, 2},
 		// Stride 3: 43 → 48 rows, 22 → 32 columns, width 288 → 320;
 		// 512 columns in 8 tiles, one unit per block. 96 rows with 2
 		// stages (99840 bytes) fit two CTAs.

@@ -32,6 +32,8 @@
 #define PSA_TC 64   // columns of a logit tile
 #define PSA_KC 64   // k chunk of a staged key tile
 #define PSA_KP (PSA_KC + 8) // its pitch in elements: ldmatrix rows hit distinct banks
+#define PSA_RC 32   // tiles per staged chunk of psa_score's row sums
+#define PSA_UC 64   // units per staged chunk of psa_score's importance
 #define PSA_NEG_INF __int_as_float(0xff800000)
 
 // psa_score's compile-time shape (cuda.psaScoreDefines): the estimator
@@ -258,15 +260,47 @@ __device__ float psa_partial(const PlanArgs& a, const PsaArgs& s, const u16* qsh
 // psa_tile finishes a warp's 16 rows of 64-column logit tile `tile` from
 // their float32 dot products acc: the logits with the masks (padding,
 // columns past the block's nc, causal tokens for Sampling, antidiagonal
-// pairs for Antidiagonal), then per row the tile's maximum (MT) and its
-// exp-sum relative to that maximum (ST), and per unit of PSA_CPU columns
-// the maximum logit (Sampling) or exp-sum (Antidiagonal) into E. r0 is the
-// thread's first row in the item (the other is r0 + 8), kts the tile's key
-// tokens, qsh the staged query rows (lo halves lo elements after), qhi
-// the rows' query bound, k0 the head's first key column.
-__device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, float (&acc)[8][4], const int* kts, const u16* qsh, int lo,
-                                         float* E, float* MT, float* ST, const int* sqt, int r0, int tile, int nc, int qhi, long long k0, int t) {
+// pairs for Antidiagonal), then per row the tile's maximum (MT, and the
+// running maximum rmax) and its exp-sum relative to that maximum (ST), and
+// per unit of PSA_CPU columns the maximum logit (Sampling) or exp-sum
+// (Antidiagonal) into E. r0 is the thread's first row in the item (the
+// other is r0 + 8), kts the tile's key tokens, qsh the staged query rows
+// (lo halves lo elements after), qhi the rows' query bound, k0 the head's
+// first key column. inner (Sampling): no logit of the tile is masked.
+__device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, float (&acc)[8][4], float (&rmax)[2], const int* kts, const u16* qsh, int lo,
+                                         float* E, float* MT, float* ST, const int* sqt, int r0, int tile, int nc, int qhi, long long k0, int t, bool inner) {
 	const int r1 = r0 + 8, c0 = tile * PSA_TC, off = a.Nk - a.Nq;
+#if PSA_EST == 0
+	if (inner) {
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+#pragma unroll
+			for (int i = 0; i < 4; i++) acc[j][i] = __fmul_rn(acc[j][i], s.lscale);
+	} else {
+		// A logit is masked when its key token is padding (-1, or past nc)
+		// or past the row's last visible one, qlim (−1: the row is padding).
+		int qlim[2];
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			const int qt = sqt[hf ? r1 : r0];
+			qlim[hf] = qt < 0 ? -1 : (a.causal ? qt + off : 0x7ffffffe);
+		}
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const int2 k2 = *reinterpret_cast<const int2*>(kts + j * 8 + 2 * t);
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const int kt = e ? k2.y : k2.x;
+				const int k = kt < 0 || c0 + j * 8 + 2 * t + e >= nc ? 0x7fffffff : kt;
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					const float l = __fmul_rn(acc[j][2 * hf + e], s.lscale);
+					acc[j][2 * hf + e] = k > qlim[hf] ? PSA_NEG_INF : l;
+				}
+			}
+		}
+	}
+#else
 	// The thread's columns' key tokens, -1 for padding and past nc.
 	int kt[8][2];
 #pragma unroll
@@ -275,27 +309,6 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 		kt[j][0] = c0 + j * 8 + 2 * t < nc ? k2.x : -1;
 		kt[j][1] = c0 + j * 8 + 2 * t + 1 < nc ? k2.y : -1;
 	}
-#if PSA_EST == 0
-	// Sampling: a logit is masked when its key token is padding or past
-	// the row's last visible one, qlim (−1: the row is padding).
-	int qlim[2];
-#pragma unroll
-	for (int hf = 0; hf < 2; hf++) {
-		const int qt = sqt[hf ? r1 : r0];
-		qlim[hf] = qt < 0 ? -1 : (a.causal ? qt + off : 0x7ffffffe);
-	}
-#pragma unroll
-	for (int j = 0; j < 8; j++)
-#pragma unroll
-		for (int e = 0; e < 2; e++) {
-			const int k = kt[j][e] < 0 ? 0x7fffffff : kt[j][e];
-#pragma unroll
-			for (int hf = 0; hf < 2; hf++) {
-				const float l = __fmul_rn(acc[j][2 * hf + e], s.lscale);
-				acc[j][2 * hf + e] = k > qlim[hf] ? PSA_NEG_INF : l;
-			}
-		}
-#else
 	// Antidiagonal. A pair on the causal diagonal needs its partial sum
 	// (psa_partial): those entries are marked in diag (bit 4j + 2·hf + e)
 	// and summed after, at one call site, so that the unrolled loop holds
@@ -340,16 +353,36 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 		float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
 		float m = PSA_NEG_INF;
 		if (PSA_EST == 0 && PSA_CPU >= 8) {
+			// Every lane of a row's quad gets each unit's maximum; lane t
+			// stores units t·NU/4 … (t+1)·NU/4 − 1 with one store.
 			constexpr int NJ = PSA_CPU >= 8 ? PSA_CPU / 8 : 1; // n-tiles per unit
+			constexpr int NU = 8 / NJ;                          // units per tile
+			float um[NU];
 #pragma unroll
-			for (int u = 0; u < 8 / NJ; u++) {
-				float um = PSA_NEG_INF;
+			for (int u = 0; u < NU; u++) {
+				um[u] = PSA_NEG_INF;
 #pragma unroll
-				for (int j = u * NJ; j < (u + 1) * NJ; j++) um = fmaxf(um, fmaxf(acc[j][2 * hf], acc[j][2 * hf + 1]));
-				um = fmaxf(um, __shfl_xor_sync(0xffffffffu, um, 1));
-				um = fmaxf(um, __shfl_xor_sync(0xffffffffu, um, 2));
-				if (t == 0) er[u] = um;
-				m = fmaxf(m, um);
+				for (int j = u * NJ; j < (u + 1) * NJ; j++) um[u] = fmaxf(um[u], fmaxf(acc[j][2 * hf], acc[j][2 * hf + 1]));
+				um[u] = fmaxf(um[u], __shfl_xor_sync(0xffffffffu, um[u], 1));
+				um[u] = fmaxf(um[u], __shfl_xor_sync(0xffffffffu, um[u], 2));
+				m = fmaxf(m, um[u]);
+			}
+			if (NU == 8) {
+				float2 v = make_float2(um[0], um[1]);
+#pragma unroll
+				for (int q = 1; q < 4; q++)
+					if (t == q) v = make_float2(um[(2 * q) % NU], um[(2 * q + 1) % NU]);
+				*reinterpret_cast<float2*>(er + 2 * t) = v;
+			} else if (NU == 4) {
+				float v = um[0];
+#pragma unroll
+				for (int q = 1; q < 4; q++)
+					if (t == q) v = um[q % NU];
+				er[t] = v;
+			} else if (NU == 2) {
+				if (t < 2) er[t] = t ? um[1 % NU] : um[0];
+			} else if (t == 0) {
+				er[0] = um[0];
 			}
 		} else {
 #pragma unroll
@@ -372,6 +405,7 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
 		}
 		mt[hf] = m;
+		rmax[hf] = fmaxf(rmax[hf], m);
 		if (t == 0) MT[(long long)(hf ? r1 : r0) * s.NT + tile] = m;
 	}
 	// Exp-sums relative to the tile maximum, and Antidiagonal's unit sums.
@@ -426,7 +460,7 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 // order of a warp that owns the tile alone. Fragments come by ldmatrix.
 extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs a, const PsaArgs s) {
 	extern __shared__ __align__(16) unsigned char smem[];
-	__shared__ float smt[PSA_R], srs[PSA_R];
+	__shared__ float smt[PSA_R], srs[PSA_R], smx[2][PSA_R];
 	__shared__ int sqt[PSA_R], snv[PSA_R / 16];
 	__shared__ __align__(16) int skt[PSA_NS][2 * PSA_TC]; // the key tokens of a stage's tiles, by pair % PSA_NS
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wr = warp & 3, wc = warp >> 2, g = lane >> 2, t = lane & 3;
@@ -490,8 +524,13 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 			if (j < total) load(j);
 			psa_commit();
 		}
-		// Each m-tile's block: its columns, tiles and query bound.
-		int nc[2], nt[2], qhi[2];
+		__syncthreads(); // sqt is in
+		// Each m-tile's block: its columns, tiles and query bound, and
+		// (Sampling) its leading tiles in which no logit is masked: no row
+		// padding, no key padding (SampleK = CP, and not the ragged last
+		// block), every key before the block's first query.
+		int nc[2], nt[2], qhi[2], ni[2];
+		float rmax[2][2];
 #pragma unroll
 		for (int x = 0; x < 2; x++) {
 			const int r = wr * 32 + x * 16, p = r / GR, qb = qb0 - p;
@@ -499,6 +538,13 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 			nc[x] = nv * s.CP;
 			nt[x] = (nc[x] + PSA_TC - 1) / PSA_TC;
 			qhi[x] = min((qb + 1) * a.bq, a.Nq);
+			const bool rows = __all_sync(0xffffffffu, nv > 0 && sqt[r + g] >= 0 && sqt[r + g + 8] >= 0);
+			ni[x] = 0;
+			if (PSA_EST == 0 && rows && s.sk == s.CP) {
+				ni[x] = min(nc[x] / PSA_TC, (KB - 1) * s.CP / PSA_TC);
+				if (a.causal) ni[x] = min(ni[x], (qb * a.bq + a.Nk - a.Nq + 1) / a.bk * s.CP / PSA_TC);
+			}
+			rmax[x][0] = rmax[x][1] = PSA_NEG_INF;
 		}
 		float acc[2][8][4];
 		for (int i = 0; i < total; i++) {
@@ -559,49 +605,80 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 #pragma unroll
 			for (int x = 0; x < 2; x++) {
 				if (x == 1 && !on1) break;
-				psa_tile(a, s, acc[x], kt_tile, qsh, R * QP, E, MT, ST, sqt, wr * 32 + x * 16 + g, tile, nc[x], qhi[x], k0, t);
+				psa_tile(a, s, acc[x], rmax[x], kt_tile, qsh, R * QP, E, MT, ST, sqt, wr * 32 + x * 16 + g, tile, nc[x], qhi[x], k0, t, tile < ni[x]);
 			}
 		}
 		psa_wait_all(); // no copy of this item lands after the next item's
+		// Each row's maximum over its tiles (both column warps' running
+		// maxima), then its sum in tile order from MT and ST, staged in
+		// chunks of PSA_RC tiles in the key stages' shared memory.
+#pragma unroll
+		for (int x = 0; x < 2; x++)
+#pragma unroll
+			for (int hf = 0; hf < 2; hf++) {
+				const int r = wr * 32 + x * 16 + g + 8 * hf;
+				if (t == 0 && r < R) smx[wc][r] = rmax[x][hf];
+			}
 		__syncthreads();
-		// Each row's maximum and sum over its block's tiles.
-		if (tid < R) {
-			const int ntiles = (snv[tid / GR] * s.CP + PSA_TC - 1) / PSA_TC;
-			float m = PSA_NEG_INF;
-			for (int x = 0; x < ntiles; x++) m = fmaxf(m, MT[(long long)tid * s.NT + x]);
-			float l = 0.0f;
-			if (m != PSA_NEG_INF)
-				for (int x = 0; x < ntiles; x++) {
-					const float mx = MT[(long long)tid * s.NT + x];
-					if (mx != PSA_NEG_INF) l += ST[(long long)tid * s.NT + x] * expf(mx - m);
-				}
-			smt[tid] = m;
-			srs[tid] = l;
-		}
-		__syncthreads();
-		// Block importance per head and block of the item: the largest
-		// weight (Sampling) or the summed weight (Antidiagonal) of the
-		// block's columns over the head's rows.
-		const int upb = s.CP / PSA_CPU; // units per block
-		for (int idx = tid; idx < s.P * s.G * nvmax; idx += PSA_T) {
-			const int p = idx / (s.G * nvmax), hl = (idx / nvmax) % s.G, kb = idx % nvmax;
-			if (kb >= snv[p]) continue;
-			const int r0 = p * GR + hl * s.RQ;
-			double v = 0.0;
-			for (int r = r0; r < r0 + s.RQ; r++) {
-				const float m = smt[r];
-				if (m == PSA_NEG_INF) continue;
-				const double sum = (double)srs[r];
-				for (int u = kb * upb; u < (kb + 1) * upb; u++) {
-					const float x = E[(long long)r * s.UN + u];
-					if (PSA_EST == 0) {
-						if (x != PSA_NEG_INF) v = fmax(v, (double)expf(x - m) / sum);
-					} else if (x != 0.0f) {
-						v += (double)(x * expf(MT[(long long)r * s.NT + u * PSA_CPU / PSA_TC] - m)) / sum;
-					}
+		float* sA = (float*)ksh;               // [R][PSA_RC + 1]: MT; then [R][PSA_UC + 1]: E's units
+		float* sB = sA + PSA_R * (PSA_RC + 1); // [R][PSA_RC + 1]: ST
+		const int ntmax = (nvmax * s.CP + PSA_TC - 1) / PSA_TC;
+		const int ntr = tid < R ? (snv[tid / GR] * s.CP + PSA_TC - 1) / PSA_TC : 0; // the row's tiles
+		const float mr = tid < R ? fmaxf(smx[0][tid], smx[1][tid]) : 0.0f;
+		float l = 0.0f;
+		for (int x0 = 0; x0 < ntmax; x0 += PSA_RC) {
+			for (int i = tid; i < R * PSA_RC; i += PSA_T) {
+				const int r = i / PSA_RC, x = i % PSA_RC;
+				if (x0 + x < ntmax) {
+					sA[r * (PSA_RC + 1) + x] = MT[(long long)r * s.NT + x0 + x];
+					sB[r * (PSA_RC + 1) + x] = ST[(long long)r * s.NT + x0 + x];
 				}
 			}
-			s.imp[((long long)(b * a.Hq + h0 + hl) * QB + qb0 - p) * KB + kb] = v;
+			__syncthreads();
+			if (mr != PSA_NEG_INF)
+				for (int x = 0; x < min(PSA_RC, ntr - x0); x++) {
+					const float mx = sA[tid * (PSA_RC + 1) + x];
+					if (mx != PSA_NEG_INF) l += sB[tid * (PSA_RC + 1) + x] * expf(mx - mr);
+				}
+			__syncthreads();
+		}
+		if (tid < R) {
+			smt[tid] = mr;
+			srs[tid] = l;
+		}
+		// Block importance per head and block of the item: the largest
+		// weight (Sampling) or the summed weight (Antidiagonal) of the
+		// block's columns over the head's rows; E's units staged PSA_UC at a
+		// time.
+		const int upb = s.CP / PSA_CPU, nu = nvmax * upb; // units per block, of the item
+		for (int u0 = 0; u0 < nu; u0 += PSA_UC) {
+			for (int i = tid; i < R * PSA_UC; i += PSA_T) {
+				const int r = i / PSA_UC, u = i % PSA_UC;
+				if (u0 + u < nu) sA[r * (PSA_UC + 1) + u] = E[(long long)r * s.UN + u0 + u];
+			}
+			__syncthreads(); // (and smt, srs are in)
+			const int kb0 = u0 / upb, nkb = min(PSA_UC / upb, nvmax - kb0);
+			for (int idx = tid; idx < s.P * s.G * nkb; idx += PSA_T) {
+				const int p = idx / (s.G * nkb), hl = (idx / nkb) % s.G, kb = kb0 + idx % nkb;
+				if (kb >= snv[p]) continue;
+				const int r0 = p * GR + hl * s.RQ;
+				double v = 0.0;
+				for (int r = r0; r < r0 + s.RQ; r++) {
+					const float m = smt[r];
+					if (m == PSA_NEG_INF) continue;
+					const double sum = (double)srs[r];
+					for (int u = kb * upb; u < (kb + 1) * upb; u++) {
+						const float x = sA[r * (PSA_UC + 1) + u - u0];
+						if (PSA_EST == 0) {
+							if (x != PSA_NEG_INF) v = fmax(v, (double)expf(x - m) / sum);
+						} else if (x != 0.0f) {
+							v += (double)(x * expf(MT[(long long)r * s.NT + u * PSA_CPU / PSA_TC] - m)) / sum;
+						}
+					}
+				}
+				s.imp[((long long)(b * a.Hq + h0 + hl) * QB + qb0 - p) * KB + kb] = v;
+			}
+			__syncthreads();
 		}
 	}
 }
