@@ -40,8 +40,11 @@ type psaArgs struct {
 	lscale                                          float32
 }
 
-// psaThreads is PSA_T in kernels/plan_psa.cu.
-const psaThreads = 256
+// psaThreads is PSA_T in kernels/plan_psa.cu, psaAssignThreads PSA_AT.
+const (
+	psaThreads       = 256
+	psaAssignThreads = 64
+)
 
 // psaPlanner is psa.Planner on the device (kernels/plan_psa.cu). Sampling
 // draws the CPU's tokens bit for bit, the similarity cap and the level
@@ -325,7 +328,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	if err := c.SetMaxDynamicShared(fns["psa_assign"], assignSmem); err != nil {
 		return err
 	}
-	return c.Launch(fns["psa_assign"], driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, one, assignSmem, driver.Arg(&pa), driver.Arg(&a))
+	return c.Launch(fns["psa_assign"], driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: psaAssignThreads, Y: 1, Z: 1}, assignSmem, driver.Arg(&pa), driver.Arg(&a))
 }
 
 // levels copies each row's levels to the CSR entries.

@@ -27,7 +27,8 @@
 //                importance; writes the row's blocks and their levels.
 //   psa_levels   the levels compacted into the CSR order, after csr_scan.
 
-#define PSA_T 256   // threads of psa_score and psa_assign
+#define PSA_T 256   // threads of psa_score and psa_caps
+#define PSA_AT 64   // threads of psa_assign: many rows in flight, as its float64 sums run on one thread
 #define PSA_R 128   // most rows of a psa_score work item
 #define PSA_TC 64   // columns of a logit tile
 #define PSA_KC 64   // k chunk of a staged key tile
@@ -742,8 +743,10 @@ __device__ __forceinline__ bool psa_precedes(u64 ka, int ia, u64 kb, int ib) { r
 // and the causal rule of Planner.Plan) and writes its listed blocks and
 // their levels. The importance sits in shared memory; the two sums whose
 // order fixes their bits (the total in key order, the preceding mass in
-// sorted order) run on one thread, everything else on all of them.
-extern "C" __global__ void __launch_bounds__(PSA_T) psa_assign(const PlanArgs a, const PsaArgs s) {
+// sorted order) run on one thread, everything else on all of them; the CTA
+// is small (PSA_AT threads) so that a multiprocessor holds many rows' sums
+// at once.
+extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a, const PsaArgs s) {
 	extern __shared__ __align__(16) unsigned char smem[];
 	__shared__ double stot;
 	const int tid = threadIdx.x, lane = tid & 31;
@@ -758,7 +761,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_assign(const PlanArgs a,
 	int* sidx = (int*)(simp + n2);
 	unsigned char* lv = (unsigned char*)(sidx + n2);
 	const double* imp = s.imp + row * KB;
-	for (int i = tid; i < n2; i += PSA_T) {
+	for (int i = tid; i < n2; i += PSA_AT) {
 		const double x = i < n ? imp[i] : 0.0;
 		simp[i] = x;
 		skey[i] = i < n ? (u64)__double_as_longlong(x) : 0ull;
@@ -767,7 +770,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_assign(const PlanArgs a,
 	__syncthreads();
 	for (int kq = 2; kq <= n2; kq <<= 1) {
 		for (int j = kq >> 1; j > 0; j >>= 1) {
-			for (int i = tid; i < n2; i += PSA_T) {
+			for (int i = tid; i < n2; i += PSA_AT) {
 				const int ixj = i ^ j;
 				if (ixj > i) {
 					const bool up = (i & kq) == 0;
@@ -793,7 +796,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_assign(const PlanArgs a,
 		__syncthreads();
 		const double total = stot;
 		double* wsorted = (double*)skey;
-		for (int p = tid; p < n; p += PSA_T) wsorted[p] = total > 0.0 ? __ddiv_rn(simp[sidx[p]], total) : __ddiv_rn(1.0, (double)n);
+		for (int p = tid; p < n; p += PSA_AT) wsorted[p] = total > 0.0 ? __ddiv_rn(simp[sidx[p]], total) : __ddiv_rn(1.0, (double)n);
 		__syncthreads();
 		if (tid == 0) {
 			double before = 0.0;
@@ -804,7 +807,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_assign(const PlanArgs a,
 		}
 		__syncthreads();
 	}
-	for (int p = tid; p < n; p += PSA_T) {
+	for (int p = tid; p < n; p += PSA_AT) {
 		int l = 0;
 		for (int x = 0; x < s.H; x++) {
 			const bool in = s.rule == 0 ? (s.cuts[x] >= 1.0 || simp[p] < s.cuts[x])
@@ -818,7 +821,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T) psa_assign(const PlanArgs a,
 	}
 	__syncthreads();
 	const int off = a.Nk - a.Nq, qlo = qb * a.bq;
-	for (int kb = tid; kb < n; kb += PSA_T) {
+	for (int kb = tid; kb < n; kb += PSA_AT) {
 		int l = lv[kb];
 		if (l == 0) continue;
 		if (s.cap) l = min(l, (int)s.cap[(b * a.Hkv + kh) * KB + kb]);
