@@ -8,14 +8,16 @@ import (
 	"github.com/sparseattn/sparseattn/cuda/driver"
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
 )
 
 // spargePlanner is sparge.Planner on the device (kernels/plan_sparge.cu):
 // SpargeAttn's prediction (§3.2) in two launches, block pooling with
-// CosSim for Q and K (K once per KV head), then per plan row the compressed
-// logits, the θ judge, the compressed softmax, TopCdf or top-k (a bitonic
-// sort, or from spargeSearchMin key blocks a radix select of the last kept
-// block), the fix, diagonal and sink blocks. Its plans equal the CPU planner's row for row
+// CosSim for Q and K (K once per KV head; sparge_pool_vec where
+// spargeVecPool allows), then per plan row the compressed logits, the θ
+// judge, the compressed softmax, TopCdf or top-k (a bitonic sort, or from
+// spargeSearchMin key blocks a sort in registers or a radix select of the
+// last kept block), the fix, diagonal and sink blocks. Its plans equal the CPU planner's row for row
 // except where a block's self-similarity lies within the float32 CosSim's
 // error bound of θ (spargeSimTol in cuda/selftest): the pooled means,
 // logits, softmax and selection repeat the CPU's float64 operations in the
@@ -33,9 +35,12 @@ type spargePlanner struct {
 	// copied once per runner.
 	headsAt driver.Ptr
 	launch  spargeLaunch // reused from call to call
-	// searchMin overrides spargeSearchMin when positive, and maxRows caps
-	// the plan rows a rows block takes (timing tests).
-	searchMin, maxRows int
+	// searchMin overrides spargeSearchMin when positive, rows sets the
+	// plan rows of a rows block (1, 2, 4, or 8 for sparge_rows_search)
+	// when positive, and scalarPool keeps sparge_pool where
+	// sparge_pool_vec would run (timing and layout tests).
+	searchMin, rows int
+	scalarPool      bool
 }
 
 // spargeHead mirrors struct SpargeHead in kernels/plan_sparge.cu.
@@ -46,12 +51,37 @@ type spargeHead struct {
 // spargeThreads is the block size of sparge_rows (__launch_bounds__);
 // sparge_pool runs spargePoolWarps warps a block (POOL_WARPS), one block of
 // tokens a block.
-// sparge_rows_search runs spargeSearchThreads (SEARCH_THREADS).
 const (
-	spargeThreads       = 128
-	spargePoolWarps     = 4
-	spargeSearchThreads = 256
+	spargeThreads   = 128
+	spargePoolWarps = 4
 )
+
+// sparge_pool_vec (kernels/sparge_pool.cuh) runs spargeVecThreads threads a
+// block, with spargeVecStages blocks of at most spargeVecTokens tokens and
+// spargeVecStage bytes staged (VPOOL_THREADS, VPOOL_STAGES, VPOOL_TOK,
+// VPOOL_STAGE), and spargeVecBlocksPerSM blocks an SM (its
+// __launch_bounds__).
+const (
+	spargeVecThreads     = 256
+	spargeVecStage       = 32768
+	spargeVecStages      = 2
+	spargeVecTokens      = 256
+	spargeVecBlocksPerSM = 3
+)
+
+// spargeVecPool reports whether sparge_pool_vec can pool q and k: both
+// 16-bit, their rows 16-byte aligned (pointer and every stride a multiple
+// of 8 elements), a head dimension of 8 times a power of two up to 128,
+// and blocks of at most spargeVecTokens tokens and spargeVecStage bytes.
+func spargeVecPool(q, k view, d, bq, bk int) bool {
+	aligned := func(v view) bool {
+		dt := tensor.DType(v.dtype)
+		return (dt == tensor.BFloat16 || dt == tensor.Float16) && v.ptr%16 == 0 && v.sb%8 == 0 && v.sh%8 == 0 && v.sn%8 == 0
+	}
+	lanes := d / 8
+	return aligned(q) && aligned(k) && d%8 == 0 && lanes&(lanes-1) == 0 && d <= 128 &&
+		max(bq, bk) <= spargeVecTokens && max(bq, bk)*d*2 <= spargeVecStage
+}
 
 // spargeSearchMin is the row length, in key blocks, from which
 // sparge_rows_search replaces sparge_rows: its radix select of the last
@@ -64,6 +94,26 @@ const (
 // the sort's 37 causal, and 28 against 39 non-causal (H100, same shape,
 // TestSpargePlanTimes); shorter rows were not timed and keep the sort.
 const spargeSearchMin = 128
+
+// spargeSearchBlocksPerSM is the sparge_rows_search blocks an SM that
+// spargeSearchLayout aims for.
+const spargeSearchBlocksPerSM = 3
+
+// spargeSearchThreads is sparge_rows_search's block size (ST,
+// SEARCH_THREADS) for rows of nkb key blocks: 128 where a row is at most
+// spargeSortedMax key blocks (its search a sort in registers, its logits a
+// few passes), else 256, whose 8 warps share a block's logits.
+func spargeSearchThreads(nkb int) int {
+	if nkb <= spargeSortedMax {
+		return 128
+	}
+	return 256
+}
+
+// spargeSortedMax is the longest row whose last kept block
+// sparge_rows_search finds by a sort in registers (SORTED_MAX) rather than
+// the radix select.
+const spargeSortedMax = 128
 
 // spargeSearchRowBytes is sparge_rows_search's dynamic shared memory per
 // plan row besides its keys: select_last's mass (u64) and count (u16)
@@ -120,18 +170,30 @@ func spargeRowsLayout(nkb, d, maxShared int) (sr, pmax, dyn int, err error) {
 
 // spargeSearchLayout returns the plan rows per sparge_rows_search block
 // (SR, at most 8) and its dynamic shared bytes, one 8-byte key per row and
-// key block and spargeSearchRowBytes per row: the most rows that leave
-// room for two blocks an SM, else the most that fit at all. Rows per block
-// matter: each block reads its key blocks' float64 means once for all its
-// rows (at 128K, 1 MB a block on average, causal), and its select is one
-// warp per row.
-func spargeSearchLayout(nkb, maxShared int) (sr, dyn int, err error) {
+// key block and spargeSearchRowBytes per row, for rows of nkb key blocks,
+// per plan rows of each of nbkv KV heads, on sms SMs: the most rows that
+// leave room for two blocks an SM and still make spargeSearchBlocksPerSM
+// blocks an SM, else the fewest that leave that room (the most blocks),
+// else the most that fit at all. Rows per block matter: each block reads
+// its key blocks' float64 means once for all its rows (at 128K, 1 MB a
+// block on average, causal), and its select is one warp per row; but the
+// blocks run in one wave at 8K (256 of 8 rows, B=1, Hkv=8), where fewer
+// rows a block spread the work more evenly over the SMs.
+func spargeSearchLayout(nkb, per, nbkv, sms, maxShared int) (sr, dyn int, err error) {
 	const static = 1024 // the per-row scalars, with room to spare
 	for _, budget := range []int{maxShared / 2, maxShared} {
+		fit := 0
 		for sr = 8; sr >= 1; sr /= 2 {
-			if dyn = sr * (nkb*8 + spargeSearchRowBytes); dyn+static <= budget {
-				return sr, dyn, nil
+			if sr*(nkb*8+spargeSearchRowBytes)+static > budget {
+				continue
 			}
+			fit = sr
+			if nbkv*((per+sr-1)/sr) >= spargeSearchBlocksPerSM*max(sms, 1) {
+				break
+			}
+		}
+		if fit > 0 {
+			return fit, fit * (nkb*8 + spargeSearchRowBytes), nil
 		}
 	}
 	return 0, 0, fmt.Errorf("%w: %d key blocks need %d bytes of shared memory per plan row in the sparge device planner, the device allows %d", ErrUnsupported, nkb, nkb*8+spargeSearchRowBytes+1024, maxShared)
@@ -161,6 +223,14 @@ type spargeLaunch struct {
 	// spargeSearchMin), whose last argument is KBlocks, not pmax.
 	search  bool
 	kBlocks int32
+	// threads is sparge_rows_search's block size, sms the SMs its block
+	// order is for.
+	threads int
+	sms     int32
+	// vec: the pool kernel is sparge_pool_vec (spargeVecPool), run on
+	// poolGrid blocks.
+	vec      bool
+	poolGrid int64
 }
 
 // prepare gets the scratch buffers (grown once, then reused), copies the
@@ -177,17 +247,22 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 	}
 	l.search, l.kBlocks = nkb >= searchMin, int32(nkb)
 	if l.search {
-		l.sr, l.dyn, err = spargeSearchLayout(nkb, in.e.dev.MaxSharedOptin)
+		l.sr, l.dyn, err = spargeSearchLayout(nkb, nqb*g.Group(), g.B*g.Hkv, in.e.dev.SMs, in.e.dev.MaxSharedOptin)
 	} else {
 		l.sr, l.pmax, l.dyn, err = spargeRowsLayout(nkb, g.D, in.e.dev.MaxSharedOptin)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if s.maxRows > 0 && l.sr > s.maxRows {
-		l.dyn = l.dyn / l.sr * s.maxRows // both layouts' bytes are per row
-		l.sr = s.maxRows
+	if s.rows > 0 {
+		// Both layouts' bytes are per row; sparge_rows takes up to 4 rows.
+		if l.dyn = l.dyn / l.sr * s.rows; l.dyn+1024+s.rows*g.D*8 > in.e.dev.MaxSharedOptin || (!l.search && s.rows > 4) {
+			return nil, fmt.Errorf("%w: %d rows of %d key blocks a sparge rows block", ErrUnsupported, s.rows, nkb)
+		}
+		l.sr = s.rows
 	}
+	l.threads = spargeSearchThreads(nkb)
+	l.sms = int32(in.e.dev.SMs)
 	l.qRows = int64(g.B) * int64(g.Hq) * int64(nqb)
 	l.kRows = int64(g.B) * int64(g.Hkv) * int64(nkb)
 	var ptr [5]driver.Ptr
@@ -212,8 +287,14 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 		}
 		s.headsAt = ptr[4]
 	}
-	defs := []string{"SD=" + strconv.Itoa(g.D), "SR=" + strconv.Itoa(l.sr)}
-	if l.pool, err = in.e.auxFunction(c, "plan_sparge.cu", "sparge_pool", defs...); err != nil {
+	defs := []string{"SD=" + strconv.Itoa(g.D), "SR=" + strconv.Itoa(l.sr), "ST=" + strconv.Itoa(l.threads)}
+	l.vec = !s.scalarPool && spargeVecPool(in.q, in.k, g.D, t.BlockQ, t.BlockK)
+	pool := "sparge_pool"
+	if l.vec {
+		pool = "sparge_pool_vec"
+		l.poolGrid = min(l.qRows+l.kRows, int64(max(in.e.dev.SMs, 1))*spargeVecBlocksPerSM)
+	}
+	if l.pool, err = in.e.auxFunction(c, "plan_sparge.cu", pool, defs...); err != nil {
 		return nil, err
 	}
 	rows := "sparge_rows"
@@ -234,8 +315,14 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 
 // launchPool pools and judges every query and key block.
 func (l *spargeLaunch) launchPool(c *driver.Ctx) error {
-	blocks := l.qRows + l.kRows
-	return c.Launch(l.pool, driver.Dim3{X: uint32(blocks), Y: 1, Z: 1}, driver.Dim3{X: 32 * spargePoolWarps, Y: 1, Z: 1}, 0,
+	blocks, threads, dyn := l.qRows+l.kRows, uint32(32*spargePoolWarps), 0
+	if l.vec {
+		blocks, threads, dyn = l.poolGrid, spargeVecThreads, spargeVecStages*spargeVecStage
+		if err := c.SetMaxDynamicShared(l.pool, dyn); err != nil {
+			return err
+		}
+	}
+	return c.Launch(l.pool, driver.Dim3{X: uint32(blocks), Y: 1, Z: 1}, driver.Dim3{X: threads, Y: 1, Z: 1}, dyn,
 		driver.Arg(&l.a), driver.Arg(&l.q), driver.Arg(&l.k), driver.Arg(&l.qm), driver.Arg(&l.qsim), driver.Arg(&l.kmt), driver.Arg(&l.ksim))
 }
 
@@ -250,10 +337,12 @@ func (l *spargeLaunch) launchRows(c *driver.Ctx) error {
 	}
 	per := int(l.a.qBlocks) * int(l.a.hq/l.a.hkv)
 	grid := driver.Dim3{X: uint32(int(l.a.b) * int(l.a.hkv) * ((per + l.sr - 1) / l.sr)), Y: 1, Z: 1}
-	last, threads := int32(l.pmax), uint32(spargeThreads)
 	if l.search {
-		last, threads = l.kBlocks, spargeSearchThreads
+		return c.Launch(l.rows, grid, driver.Dim3{X: uint32(l.threads), Y: 1, Z: 1}, l.dyn,
+			driver.Arg(&l.a), driver.Arg(&l.qm), driver.Arg(&l.qsim), driver.Arg(&l.kmt), driver.Arg(&l.ksim), driver.Arg(&l.headsPtr), driver.Arg(&l.sink),
+			driver.Arg(&l.kBlocks), driver.Arg(&l.sms))
 	}
-	return c.Launch(l.rows, grid, driver.Dim3{X: threads, Y: 1, Z: 1}, l.dyn,
-		driver.Arg(&l.a), driver.Arg(&l.qm), driver.Arg(&l.qsim), driver.Arg(&l.kmt), driver.Arg(&l.ksim), driver.Arg(&l.headsPtr), driver.Arg(&l.sink), driver.Arg(&last))
+	pmax := int32(l.pmax)
+	return c.Launch(l.rows, grid, driver.Dim3{X: spargeThreads, Y: 1, Z: 1}, l.dyn,
+		driver.Arg(&l.a), driver.Arg(&l.qm), driver.Arg(&l.qsim), driver.Arg(&l.kmt), driver.Arg(&l.ksim), driver.Arg(&l.headsPtr), driver.Arg(&l.sink), driver.Arg(&pmax))
 }

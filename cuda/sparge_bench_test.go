@@ -11,17 +11,20 @@ import (
 	"github.com/sparseattn/sparseattn/method/sparge"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
+	"github.com/sparseattn/sparseattn/workload"
 )
 
 // TestSpargePlanTimes times the sparge device planner against the dense
 // kernel at B=1, Hq=32, Hkv=8, D=128, bf16, causal and non-causal, on
 // pseudo-random inputs, for N in SPARSEATTN_SPARGE_BENCH_N (default
-// 8192,32768,131072): the median PlanMS of seven Plan calls after a warm-up, in top-k mode
-// (top-k 0.5, θ 0.3) and in CDF mode (τ 0.95, the default; and with sparge_rows_search,
-// the radix select, at every row width), the device time of each of
-// its two kernels and of the whole plan step (spargeStages), and the
-// median RunMS of three dense runs. It runs only when
-// SPARSEATTN_SPARGE_BENCH is set.
+// 8192,32768,131072): the median PlanMS of seven Plan calls after a
+// warm-up, in top-k mode (top-k 0.5, θ 0.3) and in CDF mode (τ 0.95, the
+// default; with sparge_pool in place of sparge_pool_vec; with sparge_rows
+// or sparge_rows_search at every row width, the latter with 8 or 2 rows a
+// block), the device time of each of its two kernels and of the whole
+// plan step (spargeStages), and the median RunMS of three dense runs. It runs only when
+// SPARSEATTN_SPARGE_BENCH is set. With SPARSEATTN_SPARGE_BENCH_WORKLOAD=llm
+// the inputs are the calibrated llm workload (seed 1, causal only) instead.
 func TestSpargePlanTimes(t *testing.T) {
 	if os.Getenv("SPARSEATTN_SPARGE_BENCH") == "" {
 		t.Skip("set SPARSEATTN_SPARGE_BENCH=1 to time the sparge device planner")
@@ -38,6 +41,25 @@ func TestSpargePlanTimes(t *testing.T) {
 			t.Fatal(err)
 		}
 		offset = float32(f)
+	}
+	if os.Getenv("SPARSEATTN_SPARGE_BENCH_WORKLOAD") == "llm" {
+		for _, n := range sizes {
+			w, err := workload.Generate(context.Background(), workload.Config{Kind: workload.LLM, Seed: 1, B: 1, Hq: 32, Hkv: 8, N: n, D: 128,
+				DType: tensor.BFloat16, Layout: tensor.BHND})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var dev [3]*Tensor
+			for i, h := range []*tensor.Tensor{w.Q, w.K, w.V} {
+				if dev[i], err = e.Upload(context.Background(), h); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { dev[i].Free() })
+			}
+			t.Logf("N=%d: the llm workload (seed 1)", n)
+			spargeTimes(t, e, n, true, dev[0], dev[1], dev[2])
+		}
+		return
 	}
 	for _, n := range sizes {
 		x := uint64(0x9e3779b97f4a7c15)
@@ -80,25 +102,25 @@ func spargeTimes(t *testing.T, e *Engine, n int, causal bool, q, k, v *Tensor) {
 		t.Logf("N=%d causal=%v dense run %.3f ms, dense plan %.4f ms", n, causal, denseMS, median(dplan))
 		cdf := sparge.Planner{Params: sparge.Params{CDF: 0.95}}
 		for _, c := range []struct {
-			name      string
-			p         sparge.Planner
-			searchMin int
-			maxRows   int
+			name            string
+			p               sparge.Planner
+			searchMin, rows int
+			scalarPool      bool
 		}{
-			{"top-k 0.5, θ 0.3", sparge.Planner{Params: sparge.Params{TopK: sparge.DefaultTopK}}, 0, 0},
-			{"CDF τ=0.95 (θ 0.3, the CLI's default)", cdf, 0, 0},
-			{"CDF τ=0.95, sort, 2 rows a block", cdf, 0, 2},
-			{"CDF τ=0.95, sort, 1 row a block", cdf, 0, 1},
-			{"CDF τ=0.95, radix select at every width", cdf, 1, 0},
-			{"CDF τ=0.95, radix select at every width, 2 rows a block", cdf, 1, 2},
-			{"CDF τ=0.95, radix select at every width, 1 row a block", cdf, 1, 1},
+			{name: "top-k 0.5, θ 0.3", p: sparge.Planner{Params: sparge.Params{TopK: sparge.DefaultTopK}}},
+			{name: "CDF τ=0.95 (θ 0.3, the CLI's default)", p: cdf},
+			{name: "CDF τ=0.95, sparge_pool instead of sparge_pool_vec", p: cdf, scalarPool: true},
+			{name: "CDF τ=0.95, sparge_rows (bitonic sort in shared memory)", p: cdf, searchMin: 1 << 30},
+			{name: "CDF τ=0.95, sparge_rows_search at every width", p: cdf, searchMin: 1},
+			{name: "CDF τ=0.95, sparge_rows_search at every width, 8 rows a block", p: cdf, searchMin: 1, rows: 8},
+			{name: "CDF τ=0.95, sparge_rows_search at every width, 2 rows a block", p: cdf, searchMin: 1, rows: 2},
 		} {
 			run, err := e.NewRunner(ctx, tl, tensor.BFloat16, c.p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			run.planner.(*spargePlanner).searchMin = c.searchMin
-			run.planner.(*spargePlanner).maxRows = c.maxRows
+			sp := run.planner.(*spargePlanner)
+			sp.searchMin, sp.rows, sp.scalarPool = c.searchMin, c.rows, c.scalarPool
 			if _, err := run.Plan(ctx, q, k, v); err != nil {
 				t.Fatal(err)
 			}

@@ -6,7 +6,9 @@
 //                (b, h, qb) and per key block (b, kvh, kb), the key side
 //                once per KV head (GQA): the block's mean token and its
 //                self-similarity CosSim, from its tokens staged in shared
-//                memory.
+//                memory. sparge_pool_vec, for aligned 16-bit inputs, does
+//                the same with a persistent grid, the next block's tokens
+//                loading while this one's are pooled.
 //   sparge_rows  one block per SR plan rows of one KV head (query heads of
 //                the group fastest, then query blocks): the compressed
 //                logits scale·q̄·k̄ᵀ, the θ judge, the compressed softmax,
@@ -29,12 +31,13 @@
 //
 // Rows of spargeSearchMin key blocks or more go to sparge_rows_search
 // (sparge_search.cuh, included at the end) instead of sparge_rows: the
-// same rows, the kept blocks found by a radix select of the last one
-// (select_last) rather than a sort.
+// same rows, the last kept block found by a sort in registers
+// (select_sorted, rows of at most 128 blocks) or a radix select
+// (select_last) rather than a sort in shared memory.
 //
 // Compile-time defines: SD, the head dimension (at most 128); SR, the plan
 // rows of one sparge_rows block (1, 2 or 4) or sparge_rows_search block
-// (1, 2, 4 or 8).
+// (1, 2, 4 or 8); ST, sparge_rows_search's threads (128 or 256).
 
 #ifndef SD
 #define SD 128
@@ -54,7 +57,10 @@ struct SpargeHead {
 	double topk;  // the top-k fraction
 };
 
-#define SEARCH_THREADS 256 // sparge_rows_search's block size: cuda.spargeSearchThreads
+#ifndef ST
+#define ST 256
+#endif
+#define SEARCH_THREADS ST // sparge_rows_search's block size, 128 or 256: cuda.spargeSearchThreads
 
 #include "sparge_pool.cuh"
 

@@ -313,3 +313,221 @@ extern "C" __global__ void __launch_bounds__(32 * POOL_WARPS)
 	}
 }
 
+
+// ---------------------------------------------------------------------------
+// sparge_pool_vec: sparge_pool for 16-bit inputs whose rows are 16-byte
+// aligned and whose head dimension is 8 × a power of two, at most 128
+// (cuda.spargeVecPool chooses it). A persistent grid: each block walks
+// tasks blockIdx.x, blockIdx.x + gridDim.x, ..., the next task's tokens
+// loading by 16-byte cp.async while this one's are pooled, so that memory
+// stays busy. The arithmetic is sparge_pool's, with fewer instructions:
+// every thread takes a whole token (or half of one) for 1/|x|, reading it
+// by 16-byte chunks in a rotated order that keeps shared memory free of
+// bank conflicts, and thread d then sums column d in token order: Σ_n x[n,
+// d] in float64, the CPU's bits, and Σ_n x̂[n, d] in float32 (within
+// spargeSimTol, as sparge_pool's).
+
+#if SD % 8 == 0 && SD <= 128 && ((SD / 8) & (SD / 8 - 1)) == 0 // else only sparge_pool is compiled
+
+#define VPOOL_THREADS 256 // cuda.spargeVecThreads
+#define VPOOL_STAGE 32768 // bytes of one staged block of tokens: cuda.spargeVecStage
+#define VPOOL_STAGES 2    // cuda.spargeVecStages
+#define VPOOL_TOK 256     // the most tokens a task: cuda.spargeVecTokens
+
+// pool_task_range decodes a pooling task: query block (b, h, qb) for task <
+// nq, else key block (b, kvh, kb); tokens [lo, hi).
+__device__ __forceinline__ bool pool_task_range(const PlanArgs& a, long long task, long long nq, int nkb, int& b, int& h, int& lo, int& hi) {
+	if (task < nq) {
+		b = (int)(task / ((long long)a.Hq * a.q_blocks));
+		h = (int)(task / a.q_blocks % a.Hq);
+		int qb = (int)(task % a.q_blocks);
+		lo = qb * a.bq, hi = min(lo + a.bq, a.Nq);
+		return true;
+	}
+	long long t = task - nq;
+	b = (int)(t / ((long long)a.Hkv * nkb));
+	h = (int)(t / nkb % a.Hkv);
+	int kb = (int)(t % nkb);
+	lo = kb * a.bk, hi = min(lo + a.bk, a.Nk);
+	return false;
+}
+
+// vpool_issue starts the 16-byte copies of task's tokens into tile
+// (token-major, SD elements a token); the caller commits the group. Thread
+// tid copies chunk tid % LPT of tokens tid / LPT, + TPS, + 2·TPS, ...
+__device__ __forceinline__ void vpool_issue(const PlanArgs& a, const View& q, const View& k, long long task, long long nq, int nkb, u16* tile) {
+	constexpr int LPT = SD / 8, TPS = VPOOL_THREADS / LPT;
+	int b, h, lo, hi;
+	bool isq = pool_task_range(a, task, nq, nkb, b, h, lo, hi);
+	// Fields by value: a reference to q or k chosen at run time would
+	// copy both parameters to local memory.
+	const u16* x = (const u16*)(isq ? q.ptr : k.ptr);
+	long long sb = isq ? q.sb : k.sb, sh = isq ? q.sh : k.sh, sn = isq ? q.sn : k.sn;
+	int t = threadIdx.x / LPT, c = threadIdx.x % LPT;
+	const u16* src = x + (long long)b * sb + (long long)h * sh + (long long)(lo + t) * sn + c * 8;
+	u32 dst = (u32)__cvta_generic_to_shared(tile + t * SD + c * 8);
+	for (int n = hi - lo; t < n; t += TPS, src += TPS * sn, dst += TPS * SD * 2)
+		asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+
+// VpoolShared is sparge_pool_vec's static shared memory: each staged
+// token's 1/|x| (inv; NaN marks a token whose float32 |x|² left [2^-100,
+// 2^100], whose 1/|x| is inv64, in float64, 0 for a zero token) and the
+// per-warp CosSim partials.
+struct VpoolShared {
+	__align__(16) float inv[VPOOL_TOK];
+	double inv64[VPOOL_TOK];
+	double sim[VPOOL_THREADS / 32];
+};
+
+// pair32 converts the two 16-bit elements of word w (DT bfloat16 or
+// float16) to float32, exactly: the low one to f0.
+template <int DT> __device__ __forceinline__ void pair32(u32 w, float& f0, float& f1) {
+	if constexpr (DT == DT_BF16) {
+		f0 = __uint_as_float(w << 16), f1 = __uint_as_float(w & 0xffff0000u);
+	} else {
+		f0 = f16_to_f32((u16)w), f1 = f16_to_f32((u16)(w >> 16));
+	}
+}
+
+// vpool_task pools one staged block of tokens [lo, hi) of type DT (see
+// sparge_pool_vec); isq: a query block.
+template <int DT>
+__device__ __forceinline__ void vpool_task(const PlanArgs& a, long long task, long long nq, bool isq, int lo, int hi, const u16* tile,
+                                           VpoolShared& sh, double* qm, double* qsim, double* kmt, double* ksim) {
+	constexpr int LPT = SD / 8, CPT = LPT < 8 ? LPT : 8, P = LPT / CPT; // chunks a token, a thread; threads a token
+	const unsigned full = 0xffffffffu;
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	int cnt = hi - lo;
+	// 1/|x|: thread i takes part i % P (CPT chunks) of token i / P; the
+	// chunk order is rotated by token and part, so that the 8 threads of a
+	// shared-memory wavefront read 8 different 16-byte bank groups.
+	bool odd = false;
+	for (int i0 = 0; i0 < cnt * P; i0 += VPOOL_THREADS) { // uniform: the shuffles below take every lane
+		int i = i0 + tid, t = i / P, p = i % P;
+		bool valid = i < cnt * P;
+		const u16* row = tile + (valid ? t : 0) * SD + p * CPT * 8;
+		int rot = t + p * (CPT / 2);
+		float n2 = 0;
+#pragma unroll
+		for (int s = 0; s < CPT; s++) {
+			uint4 w4 = *(const uint4*)(row + ((s + rot) % CPT) * 8);
+			u32 w[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				float f0, f1;
+				pair32<DT>(w[j], f0, f1);
+				n2 = fmaf(f0, f0, n2), n2 = fmaf(f1, f1, n2);
+			}
+		}
+		if (P == 2) n2 += __shfl_xor_sync(full, n2, 1); // the same sum in both lanes of the token
+		bool bad = valid && !(n2 >= 0x1p-100f && n2 <= 0x1p100f);
+		if (__any_sync(full, bad)) { // rare: |x|² in float64
+			double p64 = 0;
+#pragma unroll
+			for (int s = 0; s < CPT; s++) {
+				uint4 w4 = *(const uint4*)(row + s * 8);
+				u32 w[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					float f0, f1;
+					pair32<DT>(w[j], f0, f1);
+					p64 = add64(p64, mul64(f0, f0)), p64 = add64(p64, mul64(f1, f1));
+				}
+			}
+			if (P == 2) p64 = add64(p64, __shfl_xor_sync(full, p64, 1));
+			if (bad && p == 0) sh.inv64[t] = p64 != 0 ? 1.0 / sqrt(p64) : 0.0;
+		}
+		if (valid && p == 0) sh.inv[t] = bad ? __int_as_float(0x7fc00000) : rsqrtf(n2);
+		odd = odd || bad;
+	}
+	odd = __syncthreads_or(odd); // the barrier before the columns read inv
+	// Column d: the float64 sum in token order, the CPU's, and the unit sum.
+	double msum = 0;
+	float usum = 0;
+	if (tid < SD) {
+		const u16* col = tile + tid;
+		int t = 0;
+		if (!odd)
+			for (; t + 8 <= cnt; t += 8) {
+				float v[8], iv[8];
+				*(float4*)iv = *(const float4*)(sh.inv + t);
+				*(float4*)(iv + 4) = *(const float4*)(sh.inv + t + 4);
+#pragma unroll
+				for (int u = 0; u < 8; u++) v[u] = raw32<DT>(col[(t + u) * SD]);
+#pragma unroll
+				for (int u = 0; u < 8; u++) {
+					msum = add64(msum, (double)v[u]);
+					usum = fmaf(v[u], iv[u], usum);
+				}
+			}
+		for (; t < cnt; t++) {
+			float v = raw32<DT>(col[t * SD]), iv = sh.inv[t];
+			msum = add64(msum, (double)v);
+			if (iv == iv) usum = fmaf(v, iv, usum);
+			else usum += (float)mul64((double)v, sh.inv64[t]);
+		}
+	}
+	if (warp < (SD + 31) / 32) {
+		double s = tid < SD ? (double)usum * (double)usum : 0; // products of floats are exact in float64
+		s = warp_sum(s);
+		if (lane == 0) sh.sim[warp] = s;
+	}
+	__syncthreads(); // also: inv and this tile are read before the next task writes them
+	double n = cnt;
+	if (isq) {
+		if (tid < SD) qm[task * SD + tid] = mul64(msum / n, (double)a.scale);
+	} else {
+		if (tid < SD) kmt[(task - nq) * SD + tid] = msum / n;
+	}
+	if (tid == 0) {
+		double sim = 0;
+#pragma unroll
+		for (int w = 0; w < (SD + 31) / 32; w++) sim += sh.sim[w];
+		sim /= n * n;
+		if (isq)
+			qsim[task] = sim;
+		else
+			ksim[task - nq] = sim;
+	}
+}
+
+// sparge_pool_vec writes what sparge_pool writes (see there), for 16-bit
+// q and k whose rows start 16-byte aligned, SD = 8·2^i ≤ 128, and blocks
+// of at most VPOOL_TOK tokens and VPOOL_STAGE bytes. Dynamic shared memory:
+// VPOOL_STAGES × VPOOL_STAGE bytes. Grid: any size; each block takes tasks
+// blockIdx.x + i·gridDim.x.
+extern "C" __global__ void __launch_bounds__(VPOOL_THREADS, 3)
+    sparge_pool_vec(PlanArgs a, View q, View k, double* qm, double* qsim, double* kmt, double* ksim) {
+	extern __shared__ __align__(16) unsigned char vdyn[];
+	__shared__ VpoolShared sh;
+	int nkb = (a.Nk + a.bk - 1) / a.bk;
+	long long nq = (long long)a.B * a.Hq * a.q_blocks, ntask = nq + (long long)a.B * a.Hkv * nkb;
+	u16* tiles = (u16*)vdyn;
+	constexpr int STAGE = VPOOL_STAGE / 2; // elements
+#pragma unroll
+	for (int s = 0; s < VPOOL_STAGES - 1; s++) {
+		long long t = blockIdx.x + (long long)s * gridDim.x;
+		if (t < ntask) vpool_issue(a, q, k, t, nq, nkb, tiles + s * STAGE);
+		asm volatile("cp.async.commit_group;\n" ::);
+	}
+	for (int i = 0;; i++) {
+		long long task = blockIdx.x + (long long)i * gridDim.x;
+		if (task >= ntask) break;
+		long long next = task + (long long)(VPOOL_STAGES - 1) * gridDim.x;
+		if (next < ntask) vpool_issue(a, q, k, next, nq, nkb, tiles + (i + VPOOL_STAGES - 1) % VPOOL_STAGES * STAGE);
+		asm volatile("cp.async.commit_group;\n" ::);
+		asm volatile("cp.async.wait_group %0;\n" ::"n"(VPOOL_STAGES - 1) : "memory");
+		__syncthreads(); // every thread's copies of this task are in
+		int b, h, lo, hi;
+		bool isq = pool_task_range(a, task, nq, nkb, b, h, lo, hi);
+		const u16* tile = tiles + i % VPOOL_STAGES * STAGE;
+		if ((isq ? q.dtype : k.dtype) == DT_BF16)
+			vpool_task<DT_BF16>(a, task, nq, isq, lo, hi, tile, sh, qm, qsim, kmt, ksim);
+		else
+			vpool_task<DT_F16>(a, task, nq, isq, lo, hi, tile, sh, qm, qsim, kmt, ksim);
+	}
+	asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+#endif // SD is 8 times a power of two

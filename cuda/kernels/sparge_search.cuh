@@ -44,6 +44,9 @@ __device__ __forceinline__ u64 mass_of_key(u64 key) {
 
 #define HP 33 // a digit's column stride in select_last's histograms (banks)
 
+// KEY_ONE is the sort key of probability 1, e^0: the row's largest key.
+#define KEY_ONE 0x3ff0000000000001ULL
+
 // select_last returns kstar, the key of the row's last kept entry: the
 // largest x whose keys ≥ x reach the quota, TopCdf's mass thr when
 // by_mass (compared as __ull2double_rn of the exact fixed-point sum, as
@@ -55,14 +58,18 @@ __device__ __forceinline__ u64 mass_of_key(u64 key) {
 // prefix, still reach the quota. The criterion is monotone in x and the
 // sums are exact integers, so kstar is the binary search's (and the
 // CPU's crossing entry's) key. A digit that holds one entry ends the
-// search with that entry's key. On return *mgt and *cgt are the mass and
-// count of the keys > kstar. hm and hc are this warp's 16·HP entries.
-__device__ u64 select_last(const u64* key, int n, bool by_mass, double thr, int quota, u64* hm, u16* hc, u64* mgt, int* cgt) {
+// search with that entry's key. The search starts at the digit of the
+// highest bit in which some key differs from KEY_ONE (diff: the OR of key ^
+// KEY_ONE over the keys), every higher digit being KEY_ONE's in all of them.
+// On return *mgt and *cgt are the mass and count of the keys > kstar. hm
+// and hc are this warp's 16·HP entries.
+__device__ u64 select_last(const u64* key, int n, bool by_mass, double thr, int quota, u64 diff, u64* hm, u16* hc, u64* mgt, int* cgt) {
 	const unsigned full = 0xffffffffu;
 	int lane = threadIdx.x & 31;
-	u64 prefix = 0, am = 0; // am, ac: the keys above the prefix's range
+	int top = diff ? (63 - __clzll(diff)) & ~3 : 0;
+	u64 prefix = top == 60 ? 0 : KEY_ONE & (~0ULL << (top + 4)), am = 0; // am, ac: the keys above the prefix's range
 	int ac = 0;
-	for (int shift = 60; shift >= 0; shift -= 4) {
+	for (int shift = top; shift >= 0; shift -= 4) {
 #pragma unroll
 		for (int q = 0; q < 16; q++) hm[q * HP + lane] = 0, hc[q * HP + lane] = 0;
 		u64 high = shift == 60 ? 0 : ~0ULL << (shift + 4); // the prefix's bits
@@ -113,6 +120,99 @@ __device__ u64 select_last(const u64* key, int n, bool by_mass, double thr, int 
 	return prefix;
 }
 
+// SORTED_MAX is the longest row select_sorted takes: 4 entries a lane.
+#define SORTED_MAX 128
+
+// before: entry (ka, ia) comes before (kb, ib) in the row's order, key
+// descending, ties by block index ascending.
+__device__ __forceinline__ bool before(u64 ka, int ia, u64 kb, int ib) { return ka > kb || (ka == kb && ia < ib); }
+
+// select_sorted is select_last for rows of at most SORTED_MAX entries: the
+// row's (key, index) pairs are sorted in registers by a bitonic network
+// (position p = 4·lane + r; partners 4 apart or more are in other lanes and
+// exchanged by shuffles), then the cumulative masses (or counts) of the
+// sorted entries give the crossing position c, the first whose cumulative
+// mass reaches thr (top-k: c = quota − 1), as sparge.Mask finds it; kstar
+// is its key, *cgt the position of kstar's first entry (the count of keys
+// > kstar) and *mgt the mass ahead of it. The same kstar, *mgt and *cgt as
+// select_last (see there): the last kept key is the crossing entry's.
+__device__ u64 select_sorted(const u64* key, int n, bool by_mass, double thr, int quota, u64* mgt, int* cgt) {
+	const unsigned full = 0xffffffffu;
+	int lane = threadIdx.x & 31;
+	u64 kk[4];
+	int ii[4];
+#pragma unroll
+	for (int r = 0; r < 4; r++) {
+		int p = 4 * lane + r;
+		kk[r] = p < n ? key[p] : 0, ii[r] = p;
+	}
+#pragma unroll
+	for (int k = 2; k <= SORTED_MAX; k <<= 1) {
+#pragma unroll
+		for (int j = k >> 1; j > 0; j >>= 1) {
+			if (j >= 4) { // partner lane ^ j/4, same r
+				bool lo = (lane & (j >> 2)) == 0;
+#pragma unroll
+				for (int r = 0; r < 4; r++) {
+					u64 ko = __shfl_xor_sync(full, kk[r], j >> 2);
+					int io = __shfl_xor_sync(full, ii[r], j >> 2);
+					bool dir = ((4 * lane + r) & k) == 0; // this pair's block runs in the row's order
+					bool b = before(kk[r], ii[r], ko, io);
+					if (b != (lo == dir)) kk[r] = ko, ii[r] = io; // the lower position keeps the earlier entry when dir
+				}
+			} else { // partners r and r ^ j in this lane
+#pragma unroll
+				for (int r = 0; r < 4; r++) {
+					if (r & j) continue;
+					int h = r | j;
+					bool dir = ((4 * lane + r) & k) == 0;
+					if (dir ? before(kk[h], ii[h], kk[r], ii[r]) : before(kk[r], ii[r], kk[h], ii[h])) {
+						u64 tk = kk[r];
+						int ti = ii[r];
+						kk[r] = kk[h], ii[r] = ii[h], kk[h] = tk, ii[h] = ti;
+					}
+				}
+			}
+		}
+	}
+	// Cumulative masses (exact integers) in the sorted order.
+	u64 cum[4], run = 0;
+#pragma unroll
+	for (int r = 0; r < 4; r++) {
+		run += by_mass && kk[r] ? mass_of_key(kk[r]) : 0;
+		cum[r] = run;
+	}
+	u64 incl = run;
+#pragma unroll
+	for (int o = 1; o < 32; o <<= 1) {
+		u64 y = __shfl_up_sync(full, incl, o);
+		if (lane >= o) incl += y;
+	}
+	u64 base = incl - run;
+	int c = 0x7fffffff;
+#pragma unroll
+	for (int r = 3; r >= 0; r--) {
+		int p = 4 * lane + r;
+		bool hit = by_mass ? kk[r] != 0 && __ull2double_rn(base + cum[r]) >= thr : p == quota - 1;
+		if (hit) c = p;
+	}
+	c = (int)__reduce_min_sync(full, (unsigned)c);
+	if (c == 0x7fffffff) c = 0; // unreachable: the whole mass reaches τ·total < total, and 1 ≤ quota ≤ candidates
+	int cr = c & 3;
+	u64 mine = cr == 0 ? kk[0] : cr == 1 ? kk[1] : cr == 2 ? kk[2] : kk[3];
+	u64 kstar = __shfl_sync(full, mine, c >> 2);
+	int f = 0x7fffffff;
+#pragma unroll
+	for (int r = 3; r >= 0; r--)
+		if (kk[r] == kstar) f = 4 * lane + r;
+	f = (int)__reduce_min_sync(full, (unsigned)f);
+	int fr = f & 3;
+	u64 ahead = base + (fr == 1 ? cum[0] : fr == 2 ? cum[1] : fr == 3 ? cum[2] : 0); // the mass at positions < f, from f's lane
+	*mgt = by_mass ? __shfl_sync(full, ahead, f >> 2) : 0;
+	*cgt = f;
+	return kstar;
+}
+
 // sparge_rows_search is sparge_rows for long rows (cuda.spargeSearchMin
 // key blocks and more), where the bitonic sort's log² steps cost most:
 // the kept blocks are found by a radix select of the key of the last kept
@@ -121,11 +221,20 @@ __device__ u64 select_last(const u64* key, int n, bool by_mass, double thr, int 
 // (u64: the compressed logits as bits, then the sort keys), kpad =
 // KBlocks, then select_last's histograms, hist[SR][16·HP] (u64) and
 // cnts[SR][16·HP] (u16): cuda.spargeSearchRowBytes a row with the keys.
-// SEARCH_THREADS threads: in the logits, a warp takes 16/SR key blocks at
-// a time against all SR rows (SR up to 8); then a warp per row.
+// SEARCH_THREADS threads (cuda.spargeSearchThreads: 128 for rows of at
+// most SORTED_MAX key blocks, else 256): in the logits, a warp takes 16/SR
+// key blocks at a time against all SR rows (SR up to 8); then a warp per
+// row.
+//
+// Block order: blocks run in one wave at 8K, so each SM's share decides
+// the time. Ranked by work, heaviest (latest causal rows) first, ranks go
+// to blocks in rounds of sms (the device's SMs), every other round
+// reversed: if the hardware places block i on SM i mod sms, each SM gets
+// ranks r and 2·sms − 1 − r, heavy with light. Any order gives the same
+// plan.
 extern "C" __global__ void __launch_bounds__(SEARCH_THREADS)
     sparge_rows_search(PlanArgs a, const double* qm, const double* qsim, const double* kmt, const double* ksim, const SpargeHead* heads,
-                int sink, int kpad) {
+                int sink, int kpad, int sms) {
 	extern __shared__ __align__(16) unsigned char dyn[];
 	__shared__ int s_row[SR], s_vis[SR], s_diag[SR], s_qj[SR], s_judge[SR], s_sel[SR], s_h[SR];
 	__shared__ double s_theta[SR];
@@ -136,8 +245,11 @@ extern "C" __global__ void __launch_bounds__(SEARCH_THREADS)
 	u16* cnts = (u16*)(hist + SR * 16 * HP);
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	int G = a.Hq / a.Hkv, per = a.q_blocks * G, nblk = (per + SR - 1) / SR;
-	int bkv = blockIdx.x / nblk;            // b·Hkv + kvh
-	int blk = nblk - 1 - blockIdx.x % nblk; // late (long) causal rows first
+	int nbkv = a.B * a.Hkv, S = sms > 0 ? sms : gridDim.x;
+	int rnd = blockIdx.x / S, pos = blockIdx.x % S, len = min(S, (int)gridDim.x - rnd * S);
+	int rank = rnd * S + (rnd & 1 ? len - 1 - pos : pos);
+	int bkv = rank % nbkv;                // b·Hkv + kvh
+	int blk = nblk - 1 - rank / nbkv;     // late (long) causal rows first
 	int b = bkv / a.Hkv, kvh = bkv % a.Hkv;
 
 	// Phase A: the rows' geometry and judge.
@@ -234,6 +346,7 @@ extern "C" __global__ void __launch_bounds__(SEARCH_THREADS)
 		if (vis > 0 && !qj) {
 			double top = -__longlong_as_double(0x7ff0000000000000LL);
 			int nc = 0;
+#pragma unroll 4
 			for (int j = lane; j < vis; j += 32) {
 				bool fix = judge && ks[j] < theta; // Eq. 5: a non-self-similar key column is always computed
 				if (!fix) {
@@ -244,7 +357,8 @@ extern "C" __global__ void __launch_bounds__(SEARCH_THREADS)
 #pragma unroll
 			for (int o = 16; o > 0; o >>= 1) top = fmax(top, __shfl_xor_sync(0xffffffffu, top, o));
 			int ncand = __reduce_add_sync(0xffffffffu, nc);
-			u64 tot = 0;
+			u64 tot = 0, diff = 0; // diff: the bits in which some key differs from KEY_ONE
+#pragma unroll 4
 			for (int j = lane; j < vis; j += 32) {
 				bool fix = judge && ks[j] < theta;
 				u64 kv = 0;
@@ -252,10 +366,12 @@ extern "C" __global__ void __launch_bounds__(SEARCH_THREADS)
 					double pr = exp64_canon(add64(__longlong_as_double((long long)key[j]), -top));
 					tot += mass(pr);
 					kv = (u64)__double_as_longlong(pr) + 1;
+					diff |= kv ^ KEY_ONE;
 				}
 				key[j] = kv;
 			}
 			u64 total = warp_sum_mass(tot);
+			diff = (u64)__reduce_or_sync(0xffffffffu, (u32)(diff >> 32)) << 32 | __reduce_or_sync(0xffffffffu, (u32)diff);
 			__syncwarp();
 			const SpargeHead hp = heads[s_h[m]];
 			cdf = hp.cdf;
@@ -271,7 +387,10 @@ extern "C" __global__ void __launch_bounds__(SEARCH_THREADS)
 				else
 					n = max(1, min(ncand, (int)ceil(mul64(hp.topk, (double)vis))));
 				int cgt;
-				kstar = select_last(key, vis, cdf > 0, thr, n, hist + m * 16 * HP, cnts + m * 16 * HP, &mgt, &cgt);
+				if (vis <= SORTED_MAX)
+					kstar = select_sorted(key, vis, cdf > 0, thr, n, &mgt, &cgt);
+				else
+					kstar = select_last(key, vis, cdf > 0, thr, n, diff, hist + m * 16 * HP, cnts + m * 16 * HP, &mgt, &cgt);
 				quota = n - cgt;
 				mstar = mass_of_key(kstar);
 			}
