@@ -176,6 +176,27 @@ extern "C" __global__ void psa_gather(const PlanArgs a, const PsaArgs s, View x,
 	const int t = (side == 0 ? s.qtok : s.ktok)[r];
 	const int bs = side == 0 ? a.bq : a.bk, N = side == 0 ? a.Nq : a.Nk;
 	const int bhi = min((blk + 1) * bs, N);
+	const long long at = r * s.Wp + e0;
+	if (x.dtype == DT_BF16 && !s.split && a.D % 8 == 0 && e0 + 8 <= s.W) {
+		// bf16 rows: the piece is 8 consecutive elements of one token, moved
+		// as they are (the path below rounds each exact value to itself).
+		uint4 v = make_uint4(0u, 0u, 0u, 0u);
+		const int slot = e0 / a.D, d = e0 - slot * a.D;
+		const int tok = s.est == 0 ? t : (side == 0 ? t + slot : t + s.S - 1 - slot);
+		if (t >= 0 && tok < bhi) {
+			const u16* src = (const u16*)x.ptr + (long long)b * x.sb + (long long)h * x.sh + (long long)tok * x.sn + d;
+			if (((unsigned long long)src & 15) == 0) {
+				v = *reinterpret_cast<const uint4*>(src);
+			} else {
+				u32 w[4];
+#pragma unroll
+				for (int k = 0; k < 4; k++) w[k] = (u32)src[2 * k] | ((u32)src[2 * k + 1] << 16);
+				v = make_uint4(w[0], w[1], w[2], w[3]);
+			}
+		}
+		*reinterpret_cast<uint4*>((side == 0 ? s.qh : s.kh) + at) = v;
+		return;
+	}
 	u32 hw[4], lw[4];
 #pragma unroll
 	for (int k = 0; k < 8; k += 2) {
@@ -199,7 +220,6 @@ extern "C" __global__ void psa_gather(const PlanArgs a, const PsaArgs s, View x,
 			lw[k / 2] = lb;
 		}
 	}
-	const long long at = r * s.Wp + e0;
 	*reinterpret_cast<uint4*>((side == 0 ? s.qh : s.kh) + at) = make_uint4(hw[0], hw[1], hw[2], hw[3]);
 	if (s.split) *reinterpret_cast<uint4*>((side == 0 ? s.ql : s.kl) + at) = make_uint4(lw[0], lw[1], lw[2], lw[3]);
 }
@@ -262,13 +282,14 @@ __device__ float psa_partial(const PlanArgs& a, const PsaArgs& s, const u16* qsh
 // their float32 dot products acc: the logits with the masks (padding,
 // columns past the block's nc, causal tokens for Sampling, antidiagonal
 // pairs for Antidiagonal), then per row the tile's maximum (MT, and the
-// running maximum rmax) and its exp-sum relative to that maximum (ST), and
+// running maximum rm[row], kept by lane t = 0) and its exp-sum relative to
+// that maximum (ST), and
 // per unit of PSA_CPU columns the maximum logit (Sampling) or exp-sum
 // (Antidiagonal) into E. r0 is the thread's first row in the item (the
 // other is r0 + 8), kts the tile's key tokens, qsh the staged query rows
 // (lo halves lo elements after), qhi the rows' query bound, k0 the head's
 // first key column. inner (Sampling): no logit of the tile is masked.
-__device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, float (&acc)[8][4], float (&rmax)[2], const int* kts, const u16* qsh, int lo,
+__device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, float (&acc)[8][4], float* rm, const int* kts, const u16* qsh, int lo,
                                          float* E, float* MT, float* ST, const int* sqt, int r0, int tile, int nc, int qhi, long long k0, int t, bool inner) {
 	const int r1 = r0 + 8, c0 = tile * PSA_TC, off = a.Nk - a.Nq;
 #if PSA_EST == 0
@@ -406,12 +427,38 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
 		}
 		mt[hf] = m;
-		rmax[hf] = fmaxf(rmax[hf], m);
-		if (t == 0) MT[(long long)(hf ? r1 : r0) * s.NT + tile] = m;
+		if (t == 0) {
+			const int r = hf ? r1 : r0;
+			rm[r] = fmaxf(rm[r], m);
+			MT[(long long)r * s.NT + tile] = m;
+		}
 	}
 	// Exp-sums relative to the tile maximum, and Antidiagonal's unit sums.
 	// A masked logit's term is exp(−∞) = 0 (no branch); a row masked
 	// throughout has maximum −∞, and its terms are taken relative to 0.
+#if PSA_EST == 0
+	{
+		// Both rows at once: four independent exponentials a step, each
+		// row's sum in its own order.
+		const float b0 = mt[0] == PSA_NEG_INF ? 0.0f : mt[0], b1 = mt[1] == PSA_NEG_INF ? 0.0f : mt[1];
+		float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const float p00 = expf(acc[j][0] - b0), p01 = expf(acc[j][1] - b0);
+			const float p10 = expf(acc[j][2] - b1), p11 = expf(acc[j][3] - b1);
+			s0 = __fadd_rn(s0, __fadd_rn(p00, p01)); // never contracted with expf's last product
+			s1 = __fadd_rn(s1, __fadd_rn(p10, p11));
+		}
+		s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+		s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+		s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+		s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+		if (t == 0) {
+			ST[(long long)r0 * s.NT + tile] = s0;
+			ST[(long long)r1 * s.NT + tile] = s1;
+		}
+	}
+#else
 #pragma unroll
 	for (int hf = 0; hf < 2; hf++) {
 		float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
@@ -422,7 +469,6 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 			const float p0 = expf(acc[j][2 * hf] - base), p1 = expf(acc[j][2 * hf + 1] - base);
 			float ps = __fadd_rn(p0, p1); // never contracted with expf's last product
 			sum = __fadd_rn(sum, ps);
-			if (PSA_EST != 1) continue;
 			const int col = j * 8 + 2 * t;
 			if (PSA_CPU == 1) {
 				er[col] = p0, er[col + 1] = p1;
@@ -446,6 +492,7 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
 		if (t == 0) ST[(long long)(hf ? r1 : r0) * s.NT + tile] = sum;
 	}
+#endif
 }
 
 // psa_score computes the block importance of plan rows. A work item is
@@ -465,6 +512,8 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 	__shared__ int sqt[PSA_R], snv[PSA_R / 16];
 	__shared__ __align__(16) int skt[PSA_NS][2 * PSA_TC]; // the key tokens of a stage's tiles, by pair % PSA_NS
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wr = warp & 3, wc = warp >> 2, g = lane >> 2, t = lane & 3;
+	const int lr = tid / (PSA_KC / 8), lc = (tid % (PSA_KC / 8)) * 8; // the thread's first staged key row, its dims
+	const u32 ldst = (u32)(lr * PSA_KP + lc) * 2;
 	const int GR = s.G * s.RQ, R = s.P * GR; // rows of a query block, of a work item
 	const int QP = s.Wp + 8;
 	u16* qsh = (u16*)smem;                         // [R][QP], then the lo halves likewise when split
@@ -505,24 +554,32 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 			psa_cp16(qbase + (u32)(r * QP + c) * 2, s.qh + src);
 			if (PSA_SPLIT) psa_cp16(qbase + (u32)((R + r) * QP + c) * 2, s.ql + src);
 		}
-		// Chunk i: dims (i % nchunk)·PSA_KC of tiles 2·(i / nchunk) and the
-		// next, into stage i % PSA_NS; columns past the head's last read
-		// its last (they are masked).
-		auto load = [&](int i) {
-			const int pr = i / nchunk, kc = (i % nchunk) * PSA_KC;
-			const u32 st = kbase + (u32)(i % PSA_NS) * STB * (PSA_SPLIT ? 2 : 1);
+		// The chunks in order: dims lkc … lkc + PSA_KC − 1 of tiles 2·lpr and
+		// 2·lpr + 1, into stage lst; columns past the head's last read its
+		// last (they are masked). A thread copies rows lr + 32j, dims lc …
+		// lc + 7 of each.
+		const u16* khh = s.kh + k0 * s.Wp;
+		const u16* klh = PSA_SPLIT ? s.kl + k0 * s.Wp : nullptr;
+		const int* kth = s.ktok + k0;
+		int lpr = 0, lkc = 0, lst = 0, loaded = 0;
+		auto load = [&]() {
+			const u32 st = kbase + (u32)lst * STB * (PSA_SPLIT ? 2 : 1) + ldst;
+			const int row0 = lpr * 2 * PSA_TC + lr;
 #pragma unroll
 			for (int j = 0; j < 2 * PSA_TC * (PSA_KC / 8) / PSA_T; j++) {
-				const int p = tid + j * PSA_T, r = p / (PSA_KC / 8), c = (p % (PSA_KC / 8)) * 8;
-				const long long src = (k0 + min(pr * 2 * PSA_TC + r, kcols - 1)) * s.Wp + kc + c;
-				psa_cp16(st + (u32)(r * PSA_KP + c) * 2, s.kh + src);
-				if (PSA_SPLIT) psa_cp16(st + STB + (u32)(r * PSA_KP + c) * 2, s.kl + src);
+				const int off = min(row0 + j * (PSA_T / (PSA_KC / 8)), kcols - 1) * s.Wp + lkc + lc;
+				psa_cp16(st + j * (PSA_T / (PSA_KC / 8)) * PSA_KP * 2, khh + off);
+				if (PSA_SPLIT) psa_cp16(st + STB + j * (PSA_T / (PSA_KC / 8)) * PSA_KP * 2, klh + off);
 			}
-			if (kc == 0 && tid < 2 * PSA_TC) psa_cp4(smem_u32(&skt[pr % PSA_NS][tid]), s.ktok + k0 + min(pr * 2 * PSA_TC + tid, kcols - 1));
+			if (lkc == 0 && tid < 2 * PSA_TC) psa_cp4(smem_u32(&skt[lpr % PSA_NS][tid]), kth + min(lpr * 2 * PSA_TC + tid, kcols - 1));
+			lkc += PSA_KC;
+			if (lkc == s.Wp) lkc = 0, lpr++;
+			lst = lst == PSA_NS - 1 ? 0 : lst + 1;
+			loaded++;
 		};
 #pragma unroll
 		for (int j = 0; j < PSA_NS - 1; j++) {
-			if (j < total) load(j);
+			if (loaded < total) load();
 			psa_commit();
 		}
 		__syncthreads(); // sqt is in
@@ -531,7 +588,6 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 		// padding, no key padding (SampleK = CP, and not the ragged last
 		// block), every key before the block's first query.
 		int nc[2], nt[2], qhi[2], ni[2];
-		float rmax[2][2];
 #pragma unroll
 		for (int x = 0; x < 2; x++) {
 			const int r = wr * 32 + x * 16, p = r / GR, qb = qb0 - p;
@@ -545,24 +601,28 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 				ni[x] = min(nc[x] / PSA_TC, (KB - 1) * s.CP / PSA_TC);
 				if (a.causal) ni[x] = min(ni[x], (qb * a.bq + a.Nk - a.Nq + 1) / a.bk * s.CP / PSA_TC);
 			}
-			rmax[x][0] = rmax[x][1] = PSA_NEG_INF;
+#pragma unroll
+			for (int hf = 0; hf < 2; hf++)
+				if (t == 0 && r + g + 8 * hf < R) smx[wc][r + g + 8 * hf] = PSA_NEG_INF; // the rows' running maxima
 		}
-		float acc[2][8][4];
+		float acc[2][8][4]; // zero at each tile's first chunk
+#pragma unroll
+		for (int x = 0; x < 2; x++)
+#pragma unroll
+			for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
+		int pr = 0, kc = 0, cst = 0; // the chunk computed: dims kc … of pair pr, in stage cst
 		for (int i = 0; i < total; i++) {
 			psa_wait();
 			__syncthreads(); // chunk i is in; every warp is done with chunk i − 1's stage
-			if (i + PSA_NS - 1 < total) load(i + PSA_NS - 1);
+			if (loaded < total) load();
 			psa_commit();
-			const int pr = i / nchunk, kc = (i % nchunk) * PSA_KC, tile = 2 * pr + wc;
+			const int cpr = pr, tile = 2 * pr + wc, kcc = kc, stc = cst;
+			kc += PSA_KC;
+			if (kc == s.Wp) kc = 0, pr++;
+			cst = cst == PSA_NS - 1 ? 0 : cst + 1;
 			const bool on0 = tile < nt[0], on1 = tile < nt[1];
 			if (!on0) continue; // m-tile 1's block is never heavier than m-tile 0's
-			if (kc == 0) {
-#pragma unroll
-				for (int x = 0; x < 2; x++)
-#pragma unroll
-					for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
-			}
-			const u32 st = kbase + (u32)(i % PSA_NS) * STB * (PSA_SPLIT ? 2 : 1);
+			const u32 st = kbase + (u32)stc * STB * (PSA_SPLIT ? 2 : 1);
 #pragma unroll
 			for (int kk = 0; kk < PSA_KC; kk += 16) {
 				u32 af[2][4];
@@ -572,7 +632,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 #pragma unroll
 				for (int x = 0; x < 2; x++) {
 					if (x == 1 && !on1) break;
-					const u32 ad = qbase + (u32)((wr * 32 + x * 16 + (lane & 15)) * QP + kc + kk + (lane >> 4) * 8) * 2;
+					const u32 ad = qbase + (u32)((wr * 32 + x * 16 + (lane & 15)) * QP + kcc + kk + (lane >> 4) * 8) * 2;
 					psa_ldsm4(af[x], ad);
 #if PSA_SPLIT
 					psa_ldsm4(al[x], ad + (u32)(R * QP) * 2);
@@ -601,25 +661,22 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 					}
 				}
 			}
-			if (kc + PSA_KC < s.Wp) continue;
-			const int* kt_tile = skt[pr % PSA_NS] + wc * PSA_TC;
+			if (kcc + PSA_KC < s.Wp) continue;
+			const int* kt_tile = skt[cpr % PSA_NS] + wc * PSA_TC;
 #pragma unroll
 			for (int x = 0; x < 2; x++) {
 				if (x == 1 && !on1) break;
-				psa_tile(a, s, acc[x], rmax[x], kt_tile, qsh, R * QP, E, MT, ST, sqt, wr * 32 + x * 16 + g, tile, nc[x], qhi[x], k0, t, tile < ni[x]);
+				psa_tile(a, s, acc[x], smx[wc], kt_tile, qsh, R * QP, E, MT, ST, sqt, wr * 32 + x * 16 + g, tile, nc[x], qhi[x], k0, t, tile < ni[x]);
 			}
+#pragma unroll
+			for (int x = 0; x < 2; x++)
+#pragma unroll
+				for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
 		}
 		psa_wait_all(); // no copy of this item lands after the next item's
 		// Each row's maximum over its tiles (both column warps' running
 		// maxima), then its sum in tile order from MT and ST, staged in
 		// chunks of PSA_RC tiles in the key stages' shared memory.
-#pragma unroll
-		for (int x = 0; x < 2; x++)
-#pragma unroll
-			for (int hf = 0; hf < 2; hf++) {
-				const int r = wr * 32 + x * 16 + g + 8 * hf;
-				if (t == 0 && r < R) smx[wc][r] = rmax[x][hf];
-			}
 		__syncthreads();
 		float* sA = (float*)ksh;               // [R][PSA_RC + 1]: MT; then [R][PSA_UC + 1]: E's units
 		float* sB = sA + PSA_R * (PSA_RC + 1); // [R][PSA_RC + 1]: ST
