@@ -721,19 +721,36 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 				if (kb >= snv[p]) continue;
 				const int r0 = p * GR + hl * s.RQ;
 				double v = 0.0;
+#if PSA_EST == 0
+				// The largest weight e/l, as the largest of the rounded
+				// quotients: rounding is monotone, so it is the rounded
+				// largest quotient. e and l are floats, so e_a·l_b against
+				// e_b·l_a compares the quotients exactly in float64, and one
+				// division remains.
+				float be = 0.0f, bl = 1.0f;
+				for (int r = r0; r < r0 + s.RQ; r++) {
+					const float m = smt[r];
+					if (m == PSA_NEG_INF) continue;
+					const float l = srs[r];
+					for (int u = kb * upb; u < (kb + 1) * upb; u++) {
+						const float x = sA[r * (PSA_UC + 1) + u - u0];
+						if (x == PSA_NEG_INF) continue;
+						const float e = expf(x - m);
+						if (__dmul_rn((double)e, (double)bl) > __dmul_rn((double)be, (double)l)) be = e, bl = l;
+					}
+				}
+				v = __ddiv_rn((double)be, (double)bl);
+#else
 				for (int r = r0; r < r0 + s.RQ; r++) {
 					const float m = smt[r];
 					if (m == PSA_NEG_INF) continue;
 					const double sum = (double)srs[r];
 					for (int u = kb * upb; u < (kb + 1) * upb; u++) {
 						const float x = sA[r * (PSA_UC + 1) + u - u0];
-						if (PSA_EST == 0) {
-							if (x != PSA_NEG_INF) v = fmax(v, (double)expf(x - m) / sum);
-						} else if (x != 0.0f) {
-							v += (double)(x * expf(MT[(long long)r * s.NT + u * PSA_CPU / PSA_TC] - m)) / sum;
-						}
+						if (x != 0.0f) v += (double)(x * expf(MT[(long long)r * s.NT + u * PSA_CPU / PSA_TC] - m)) / sum;
 					}
 				}
+#endif
 				s.imp[((long long)(b * a.Hq + h0 + hl) * QB + qb0 - p) * KB + kb] = v;
 			}
 			__syncthreads();
@@ -847,7 +864,8 @@ extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a
 	if (s.rule == 0) {
 		if (tid == 0) {
 			double total = 0.0;
-			for (int i = 0; i < n; i++) total = add64(total, simp[i]);
+#pragma unroll 8
+			for (int i = 0; i < n; i++) total = add64(total, simp[i]); // (unrolled: the loads run ahead of the chain)
 			stot = total;
 		}
 		__syncthreads();
@@ -857,6 +875,7 @@ extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a
 		__syncthreads();
 		if (tid == 0) {
 			double before = 0.0;
+#pragma unroll 8
 			for (int p = 0; p < n; p++) {
 				simp[p] = before;
 				before = add64(before, wsorted[p]);
