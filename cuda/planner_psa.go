@@ -28,7 +28,7 @@ type levelPlanner interface {
 // levelsScratch names the runner's scratch buffer of per-entry levels.
 const levelsScratch = "levels"
 
-// psaArgs mirrors struct PsaArgs in kernels/plan_psa.cu.
+// psaArgs mirrors struct PsaArgs in kernels/psa.cuh.
 type psaArgs struct {
 	qh, ql, kh, kl, qtok, ktok, imp, work, cap, lvl uint64
 	cuts                                            [8]float64
@@ -40,13 +40,14 @@ type psaArgs struct {
 	lscale                                          float32
 }
 
-// psaThreads is PSA_T in kernels/plan_psa.cu, psaAssignThreads PSA_AT.
+// psaThreads is PSA_T in kernels/psa.cuh, psaAssignThreads PSA_AT.
 const (
 	psaThreads       = 256
 	psaAssignThreads = 64
 )
 
-// psaPlanner is psa.Planner on the device (kernels/plan_psa.cu). Sampling
+// psaPlanner is psa.Planner on the device (kernels/plan_psa.cu and
+// plan_psa_score.cu). Sampling
 // draws the CPU's tokens bit for bit, the similarity cap and the level
 // rules are the CPU's float64 arithmetic, and the logits are float32
 // tensor-core sums where the CPU's are float32 kernel.MatMul sums: a
@@ -92,7 +93,7 @@ type psaShape struct {
 }
 
 // scoreDefines are psa_score's compile-time settings (PSA_EST, PSA_SPLIT,
-// PSA_CPU in kernels/plan_psa.cu): with the estimator, the operand split
+// PSA_CPU in kernels/plan_psa_score.cu): with the estimator, the operand split
 // and the unit width fixed, the kernel keeps only the code its plan runs.
 func (sh psaShape) scoreDefines() []string {
 	split := 0
@@ -275,7 +276,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 			return err
 		}
 	}
-	if fns["psa_score"], err = in.e.auxFunction(c, file, "psa_score", sh.scoreDefines()...); err != nil {
+	if fns["psa_score"], err = in.e.auxFunction(c, "plan_psa_score.cu", "psa_score", sh.scoreDefines()...); err != nil {
 		return err
 	}
 	rows := in.rows()

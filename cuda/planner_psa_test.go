@@ -11,7 +11,7 @@ import (
 )
 
 // TestPsaArgsLayout checks the Go mirror of struct PsaArgs
-// (kernels/plan_psa.cu): ten pointers, 15 doubles, the seed, 16 ints and
+// (kernels/psa.cuh): ten pointers, 15 doubles, the seed, 16 ints and
 // a float, padded to 8 bytes: 280 bytes.
 func TestPsaArgsLayout(t *testing.T) {
 	var a psaArgs

@@ -1,0 +1,557 @@
+// psa_score, the PSA planner's block importance on the tensor cores
+// (psa.cuh describes the steps around it).
+
+#include "psa.cuh"
+
+// psa_score's compile-time shape (cuda.psaScoreDefines): the estimator
+// (0 Sampling, 1 Antidiagonal), whether operands come as bf16 high and low
+// halves, the columns of a unit, min(CP, PSA_TC), and the stages of its key
+// pipeline. The other PSA kernels (plan_psa.cu) read the same values
+// from PsaArgs at run time.
+#ifndef PSA_EST
+#define PSA_EST 0
+#endif
+#ifndef PSA_SPLIT
+#define PSA_SPLIT 0
+#endif
+#ifndef PSA_CPU
+#define PSA_CPU 16
+#endif
+#ifndef PSA_NS
+#define PSA_NS 3
+#endif
+
+
+__device__ __forceinline__ void psa_mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+	// Not volatile: a register-only operation the compiler may schedule.
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+	u32 r;
+	asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+	return r;
+}
+__device__ __forceinline__ void psa_cp16(u32 dst, const void* src) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void psa_cp4(u32 dst, const void* src) {
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void psa_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// psa_wait waits for all but the PSA_NS − 2 latest groups: the chunk
+// about to be computed has landed.
+__device__ __forceinline__ void psa_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PSA_NS - 2)); }
+__device__ __forceinline__ void psa_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+__device__ __forceinline__ void psa_ldsm4(u32 (&r)[4], u32 addr) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+__device__ __forceinline__ float psa_f(u16 x) { return __uint_as_float(((u32)x) << 16); }
+
+// psa_partial is the logit of a query group and a key group on the causal
+// diagonal: the sum over the antidiagonal pairs that are visible
+// (estimator.antidiagonal), -inf when none is. qs is the query row in
+// shared memory (pitch Wp + 8, hi then lo), kc the key column's index.
+__device__ float psa_partial(const PlanArgs& a, const PsaArgs& s, const u16* qsh, const u16* qsl, long long kc, int qt, int kt, int qhi, int khi) {
+	const int off = a.Nk - a.Nq;
+	float sum = 0.0f;
+	bool any = false;
+	for (int k = 0; k < min(s.S, qhi - qt); k++) {
+		const int j = kt + s.S - 1 - k;
+		if (j >= khi || j > qt + k + off) continue;
+		any = true;
+		const u16* kh = s.kh + kc * s.Wp + k * a.D;
+		for (int d = 0; d < a.D; d++) {
+			float qv = psa_f(qsh[k * a.D + d]), kv = psa_f(kh[d]);
+			sum += qv * kv;
+			if (s.split) {
+				const u16* kl = s.kl + kc * s.Wp + k * a.D;
+				sum += qv * psa_f(kl[d]) + psa_f(qsl[k * a.D + d]) * kv;
+			}
+		}
+	}
+	return any ? sum * s.lscale : PSA_NEG_INF;
+}
+
+// psa_tile finishes a warp's 16 rows of 64-column logit tile `tile` from
+// their float32 dot products acc: the logits with the masks (padding,
+// columns past the block's nc, causal tokens for Sampling, antidiagonal
+// pairs for Antidiagonal), then per row the tile's maximum (MT, and the
+// running maximum rm[row], kept by lane t = 0) and its exp-sum relative to
+// that maximum (ST), and
+// per unit of PSA_CPU columns the maximum logit (Sampling) or exp-sum
+// (Antidiagonal) into E. r0 is the thread's first row in the item (the
+// other is r0 + 8), kts the tile's key tokens, qsh the staged query rows
+// (lo halves lo elements after), qhi the rows' query bound, k0 the head's
+// first key column. inner (Sampling): no logit of the tile is masked.
+__device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, float (&acc)[8][4], float* rm, const int* kts, const u16* qsh, int lo,
+                                         float* E, float* MT, float* ST, const int* sqt, int r0, int tile, int nc, int qhi, long long k0, int t, bool inner) {
+	const int r1 = r0 + 8, c0 = tile * PSA_TC, off = a.Nk - a.Nq;
+#if PSA_EST == 0
+	if (inner) {
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+#pragma unroll
+			for (int i = 0; i < 4; i++) acc[j][i] = __fmul_rn(acc[j][i], s.lscale);
+	} else {
+		// A logit is masked when its key token is padding (-1, or past nc)
+		// or past the row's last visible one, qlim (−1: the row is padding).
+		int qlim[2];
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			const int qt = sqt[hf ? r1 : r0];
+			qlim[hf] = qt < 0 ? -1 : (a.causal ? qt + off : 0x7ffffffe);
+		}
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const int2 k2 = *reinterpret_cast<const int2*>(kts + j * 8 + 2 * t);
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const int kt = e ? k2.y : k2.x;
+				const int k = kt < 0 || c0 + j * 8 + 2 * t + e >= nc ? 0x7fffffff : kt;
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					const float l = __fmul_rn(acc[j][2 * hf + e], s.lscale);
+					acc[j][2 * hf + e] = k > qlim[hf] ? PSA_NEG_INF : l;
+				}
+			}
+		}
+	}
+#else
+	// The thread's columns' key tokens, -1 for padding and past nc.
+	int kt[8][2];
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		const int2 k2 = *reinterpret_cast<const int2*>(kts + j * 8 + 2 * t);
+		kt[j][0] = c0 + j * 8 + 2 * t < nc ? k2.x : -1;
+		kt[j][1] = c0 + j * 8 + 2 * t + 1 < nc ? k2.y : -1;
+	}
+	// Antidiagonal. A pair on the causal diagonal needs its partial sum
+	// (psa_partial): those entries are marked in diag (bit 4j + 2·hf + e)
+	// and summed after, at one call site, so that the unrolled loop holds
+	// no call.
+	unsigned diag = 0;
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		const int qt = sqt[hf ? r1 : r0];
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const int k = kt[j][e];
+				float l = __fmul_rn(acc[j][2 * hf + e], s.lscale);
+				if (qt < 0 || k < 0) {
+					l = PSA_NEG_INF;
+				} else {
+					const int khi = min((k / a.bk + 1) * a.bk, a.Nk);
+					const int qn = min(s.S, qhi - qt), kn = min(s.S, khi - k);
+					if (qn + kn <= s.S) l = PSA_NEG_INF;
+					else if (a.causal && k + s.S - 1 > qt + off) diag |= 1u << (4 * j + 2 * hf + e);
+				}
+				acc[j][2 * hf + e] = l;
+			}
+	}
+	while (diag) {
+		const int x = __ffs(diag) - 1, j = x >> 2, hf = (x >> 1) & 1, e = x & 1;
+		diag &= diag - 1;
+		const int r = hf ? r1 : r0, col = j * 8 + 2 * t + e, qt = sqt[r], k = c0 + col < nc ? kts[col] : -1, QP = s.Wp + 8;
+		const int khi = min((k / a.bk + 1) * a.bk, a.Nk);
+		const float l = psa_partial(a, s, qsh + r * QP, qsh + lo + r * QP, k0 + c0 + col, qt, k, qhi, khi);
+#pragma unroll
+		for (int y = 0; y < 32; y++)
+			if (y == x) acc[y >> 2][y & 3] = l;
+	}
+#endif
+	// Row maxima of the tile, and Sampling's unit maxima (a maximum in any
+	// order is the same number).
+	float mt[2];
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
+		float m = PSA_NEG_INF;
+		if (PSA_EST == 0 && PSA_CPU >= 8) {
+			// Every lane of a row's quad gets each unit's maximum; lane t
+			// stores units t·NU/4 … (t+1)·NU/4 − 1 with one store.
+			constexpr int NJ = PSA_CPU >= 8 ? PSA_CPU / 8 : 1; // n-tiles per unit
+			constexpr int NU = 8 / NJ;                          // units per tile
+			float um[NU];
+#pragma unroll
+			for (int u = 0; u < NU; u++) {
+				um[u] = PSA_NEG_INF;
+#pragma unroll
+				for (int j = u * NJ; j < (u + 1) * NJ; j++) um[u] = fmaxf(um[u], fmaxf(acc[j][2 * hf], acc[j][2 * hf + 1]));
+				um[u] = fmaxf(um[u], __shfl_xor_sync(0xffffffffu, um[u], 1));
+				um[u] = fmaxf(um[u], __shfl_xor_sync(0xffffffffu, um[u], 2));
+				m = fmaxf(m, um[u]);
+			}
+			if (NU == 8) {
+				float2 v = make_float2(um[0], um[1]);
+#pragma unroll
+				for (int q = 1; q < 4; q++)
+					if (t == q) v = make_float2(um[(2 * q) % NU], um[(2 * q + 1) % NU]);
+				*reinterpret_cast<float2*>(er + 2 * t) = v;
+			} else if (NU == 4) {
+				float v = um[0];
+#pragma unroll
+				for (int q = 1; q < 4; q++)
+					if (t == q) v = um[q % NU];
+				er[t] = v;
+			} else if (NU == 2) {
+				if (t < 2) er[t] = t ? um[1 % NU] : um[0];
+			} else if (t == 0) {
+				er[0] = um[0];
+			}
+		} else {
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				const float v0 = acc[j][2 * hf], v1 = acc[j][2 * hf + 1];
+				float pm = fmaxf(v0, v1);
+				m = fmaxf(m, pm);
+				if (PSA_EST != 0) continue;
+				const int col = j * 8 + 2 * t; // within the tile
+				if (PSA_CPU == 1) {
+					er[col] = v0, er[col + 1] = v1;
+				} else if (PSA_CPU == 2) {
+					er[col / 2] = pm;
+				} else { // 4
+					pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, 1));
+					if ((t & 1) == 0) er[col / 4] = pm;
+				}
+			}
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+		}
+		mt[hf] = m;
+		if (t == 0) {
+			const int r = hf ? r1 : r0;
+			rm[r] = fmaxf(rm[r], m);
+			MT[(long long)r * s.NT + tile] = m;
+		}
+	}
+	// Exp-sums relative to the tile maximum, and Antidiagonal's unit sums.
+	// A masked logit's term is exp(−∞) = 0 (no branch); a row masked
+	// throughout has maximum −∞, and its terms are taken relative to 0.
+#if PSA_EST == 0
+	{
+		// Both rows at once: four independent exponentials a step, each
+		// row's sum in its own order.
+		const float b0 = mt[0] == PSA_NEG_INF ? 0.0f : mt[0], b1 = mt[1] == PSA_NEG_INF ? 0.0f : mt[1];
+		float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const float p00 = expf(acc[j][0] - b0), p01 = expf(acc[j][1] - b0);
+			const float p10 = expf(acc[j][2] - b1), p11 = expf(acc[j][3] - b1);
+			s0 = __fadd_rn(s0, __fadd_rn(p00, p01)); // never contracted with expf's last product
+			s1 = __fadd_rn(s1, __fadd_rn(p10, p11));
+		}
+		s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+		s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+		s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+		s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+		if (t == 0) {
+			ST[(long long)r0 * s.NT + tile] = s0;
+			ST[(long long)r1 * s.NT + tile] = s1;
+		}
+	}
+#else
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
+		const float base = mt[hf] == PSA_NEG_INF ? 0.0f : mt[hf];
+		float sum = 0.0f, us = 0.0f;
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const float p0 = expf(acc[j][2 * hf] - base), p1 = expf(acc[j][2 * hf + 1] - base);
+			float ps = __fadd_rn(p0, p1); // never contracted with expf's last product
+			sum = __fadd_rn(sum, ps);
+			const int col = j * 8 + 2 * t;
+			if (PSA_CPU == 1) {
+				er[col] = p0, er[col + 1] = p1;
+			} else if (PSA_CPU == 2) {
+				er[col / 2] = ps;
+			} else {
+				ps += __shfl_xor_sync(0xffffffffu, ps, 1);
+				if (PSA_CPU == 4) {
+					if ((t & 1) == 0) er[col / 4] = ps;
+				} else {
+					ps += __shfl_xor_sync(0xffffffffu, ps, 2);
+					us += ps;
+					if (((j + 1) * 8) % PSA_CPU == 0) {
+						if (t == 0) er[j * 8 / PSA_CPU] = us;
+						us = 0.0f;
+					}
+				}
+			}
+		}
+		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+		if (t == 0) ST[(long long)(hf ? r1 : r0) * s.NT + tile] = sum;
+	}
+#endif
+}
+
+// psa_score computes the block importance of plan rows. A work item is
+// P query blocks of G query heads that share a KV head (their rows
+// stacked, R = P·G·RQ ≤ PSA_R, heaviest block first), a CTA per item at a
+// time, with its slot of s.work as scratch. Key tiles move through a
+// PSA_NS-stage cp.async pipeline, a stage being PSA_KC dims of two
+// 64-column tiles, with one barrier per stage. Warp w = 4·wc + wr owns
+// rows wr·32 … wr·32 + 31 (two 16-row m-tiles, x) of the item and every
+// column of tile 2·pair + wc: rows r0 and r0 + 8 of each m-tile's
+// fragments, columns j·8 + 2t + e of n-tile j; so a tile's row maxima,
+// sums and unit reductions stay within the warp (shuffles over t), in the
+// order of a warp that owns the tile alone. Fragments come by ldmatrix.
+extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs a, const PsaArgs s) {
+	extern __shared__ __align__(16) unsigned char smem[];
+	__shared__ float smt[PSA_R], srs[PSA_R], smx[2][PSA_R];
+	__shared__ int sqt[PSA_R], snv[PSA_R / 16];
+	__shared__ __align__(16) int skt[PSA_NS][2 * PSA_TC]; // the key tokens of a stage's tiles, by pair % PSA_NS
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wr = warp & 3, wc = warp >> 2, g = lane >> 2, t = lane & 3;
+	const int lr = tid / (PSA_KC / 8), lc = (tid % (PSA_KC / 8)) * 8; // the thread's first staged key row, its dims
+	const u32 ldst = (u32)(lr * PSA_KP + lc) * 2;
+	const int GR = s.G * s.RQ, R = s.P * GR; // rows of a query block, of a work item
+	const int QP = s.Wp + 8;
+	u16* qsh = (u16*)smem;                         // [R][QP], then the lo halves likewise when split
+	u16* ksh = qsh + (PSA_SPLIT ? 2 : 1) * R * QP; // [PSA_NS][hi, lo when split][2·PSA_TC][PSA_KP]
+	const u32 kbase = smem_u32(ksh), qbase = smem_u32(qsh);
+	constexpr u32 STB = 2 * PSA_TC * PSA_KP * 2; // bytes of a stage's hi (or lo) halves
+	const int KB = a.stride, QB = a.q_blocks, kcols = KB * s.CP;
+	float* E = s.work + (long long)blockIdx.x * R * (s.UN + 2 * s.NT);
+	float* MT = E + (long long)R * s.UN;
+	float* ST = MT + (long long)R * s.NT;
+	const int hpi = a.Hq / a.Hkv, ng = hpi / s.G, sets = a.B * a.Hkv * ng;
+	const int items = sets * ((QB + s.P - 1) / s.P);
+	const int nchunk = s.Wp / PSA_KC;
+	// Work items come heaviest first; rounds alternate direction over the
+	// CTAs, so that a CTA with a heavy item in one round gets a light one
+	// in the next.
+	for (int round = 0; round * (int)gridDim.x < items; round++) {
+		const int w = round * gridDim.x + ((round & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+		if (w >= items) continue;
+		const int qb0 = QB - 1 - (w / sets) * s.P, set = w % sets; // block p of the item is qb0 − p
+		const int b = set / (a.Hkv * ng), kh = (set / ng) % a.Hkv, hg = set % ng;
+		const int h0 = kh * hpi + hg * s.G; // the item's first query head
+		const long long k0 = (long long)(b * a.Hkv + kh) * kcols; // the head's first key column
+		const int nvmax = visible_blocks(a, qb0); // the heaviest block's
+		const int npair = (nvmax * s.CP + 2 * PSA_TC - 1) / (2 * PSA_TC), total = npair * nchunk;
+		__syncthreads(); // the previous item is done with the shared tables
+		if (tid < R) {
+			const int qb = qb0 - tid / GR;
+			sqt[tid] = qb < 0 ? -1 : s.qtok[((long long)(b * a.Hq + h0 + (tid / s.RQ) % s.G) * QB + qb) * s.RQ + tid % s.RQ];
+		}
+		if (tid < s.P) snv[tid] = qb0 - tid < 0 ? 0 : visible_blocks(a, qb0 - tid);
+		// Stage the query rows that exist, 16 bytes at a time.
+		const int ppr = s.Wp / 8;
+		for (int p = tid; p < R * ppr; p += PSA_T) {
+			const int r = p / ppr, c = (p % ppr) * 8, qb = qb0 - r / GR;
+			if (qb < 0) continue;
+			const long long src = (((long long)(b * a.Hq + h0 + (r / s.RQ) % s.G) * QB + qb) * s.RQ + r % s.RQ) * s.Wp + c;
+			psa_cp16(qbase + (u32)(r * QP + c) * 2, s.qh + src);
+			if (PSA_SPLIT) psa_cp16(qbase + (u32)((R + r) * QP + c) * 2, s.ql + src);
+		}
+		// The chunks in order: dims lkc … lkc + PSA_KC − 1 of tiles 2·lpr and
+		// 2·lpr + 1, into stage lst; columns past the head's last read its
+		// last (they are masked). A thread copies rows lr + 32j, dims lc …
+		// lc + 7 of each.
+		const u16* khh = s.kh + k0 * s.Wp;
+		const u16* klh = PSA_SPLIT ? s.kl + k0 * s.Wp : nullptr;
+		const int* kth = s.ktok + k0;
+		int lpr = 0, lkc = 0, lst = 0, loaded = 0;
+		auto load = [&]() {
+			const u32 st = kbase + (u32)lst * STB * (PSA_SPLIT ? 2 : 1) + ldst;
+			const int row0 = lpr * 2 * PSA_TC + lr;
+#pragma unroll
+			for (int j = 0; j < 2 * PSA_TC * (PSA_KC / 8) / PSA_T; j++) {
+				const int off = min(row0 + j * (PSA_T / (PSA_KC / 8)), kcols - 1) * s.Wp + lkc + lc;
+				psa_cp16(st + j * (PSA_T / (PSA_KC / 8)) * PSA_KP * 2, khh + off);
+				if (PSA_SPLIT) psa_cp16(st + STB + j * (PSA_T / (PSA_KC / 8)) * PSA_KP * 2, klh + off);
+			}
+			if (lkc == 0 && tid < 2 * PSA_TC) psa_cp4(smem_u32(&skt[lpr % PSA_NS][tid]), kth + min(lpr * 2 * PSA_TC + tid, kcols - 1));
+			lkc += PSA_KC;
+			if (lkc == s.Wp) lkc = 0, lpr++;
+			lst = lst == PSA_NS - 1 ? 0 : lst + 1;
+			loaded++;
+		};
+#pragma unroll
+		for (int j = 0; j < PSA_NS - 1; j++) {
+			if (loaded < total) load();
+			psa_commit();
+		}
+		__syncthreads(); // sqt is in
+		// Each m-tile's block: its columns, tiles and query bound, and
+		// (Sampling) its leading tiles in which no logit is masked: no row
+		// padding, no key padding (SampleK = CP, and not the ragged last
+		// block), every key before the block's first query.
+		int nc[2], nt[2], qhi[2], ni[2];
+#pragma unroll
+		for (int x = 0; x < 2; x++) {
+			const int r = wr * 32 + x * 16, p = r / GR, qb = qb0 - p;
+			const int nv = r >= R || qb < 0 ? 0 : visible_blocks(a, qb);
+			nc[x] = nv * s.CP;
+			nt[x] = (nc[x] + PSA_TC - 1) / PSA_TC;
+			qhi[x] = min((qb + 1) * a.bq, a.Nq);
+			const bool rows = __all_sync(0xffffffffu, nv > 0 && sqt[r + g] >= 0 && sqt[r + g + 8] >= 0);
+			ni[x] = 0;
+			if (PSA_EST == 0 && rows && s.sk == s.CP) {
+				ni[x] = min(nc[x] / PSA_TC, (KB - 1) * s.CP / PSA_TC);
+				if (a.causal) ni[x] = min(ni[x], (qb * a.bq + a.Nk - a.Nq + 1) / a.bk * s.CP / PSA_TC);
+			}
+#pragma unroll
+			for (int hf = 0; hf < 2; hf++)
+				if (t == 0 && r + g + 8 * hf < R) smx[wc][r + g + 8 * hf] = PSA_NEG_INF; // the rows' running maxima
+		}
+		float acc[2][8][4]; // zero at each tile's first chunk
+#pragma unroll
+		for (int x = 0; x < 2; x++)
+#pragma unroll
+			for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
+		int pr = 0, kc = 0, cst = 0; // the chunk computed: dims kc … of pair pr, in stage cst
+		for (int i = 0; i < total; i++) {
+			psa_wait();
+			__syncthreads(); // chunk i is in; every warp is done with chunk i − 1's stage
+			if (loaded < total) load();
+			psa_commit();
+			const int cpr = pr, tile = 2 * pr + wc, kcc = kc, stc = cst;
+			kc += PSA_KC;
+			if (kc == s.Wp) kc = 0, pr++;
+			cst = cst == PSA_NS - 1 ? 0 : cst + 1;
+			const bool on0 = tile < nt[0], on1 = tile < nt[1];
+			if (!on0) continue; // m-tile 1's block is never heavier than m-tile 0's
+			const u32 st = kbase + (u32)stc * STB * (PSA_SPLIT ? 2 : 1);
+#pragma unroll
+			for (int kk = 0; kk < PSA_KC; kk += 16) {
+				u32 af[2][4];
+#if PSA_SPLIT
+				u32 al[2][4];
+#endif
+#pragma unroll
+				for (int x = 0; x < 2; x++) {
+					if (x == 1 && !on1) break;
+					const u32 ad = qbase + (u32)((wr * 32 + x * 16 + (lane & 15)) * QP + kcc + kk + (lane >> 4) * 8) * 2;
+					psa_ldsm4(af[x], ad);
+#if PSA_SPLIT
+					psa_ldsm4(al[x], ad + (u32)(R * QP) * 2);
+#endif
+				}
+#pragma unroll
+				for (int np = 0; np < 4; np++) {
+					const u32 bd = st + (u32)((wc * PSA_TC + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * PSA_KP + kk + ((lane >> 3) & 1) * 8) * 2;
+					u32 bf[4];
+					psa_ldsm4(bf, bd);
+#if PSA_SPLIT
+					u32 bl[4];
+					psa_ldsm4(bl, bd + STB);
+#endif
+#pragma unroll
+					for (int x = 0; x < 2; x++) {
+						if (x == 1 && !on1) break;
+#pragma unroll
+						for (int h = 0; h < 2; h++) {
+							psa_mma(acc[x][2 * np + h], af[x], bf[2 * h], bf[2 * h + 1]);
+#if PSA_SPLIT
+							psa_mma(acc[x][2 * np + h], af[x], bl[2 * h], bl[2 * h + 1]);
+							psa_mma(acc[x][2 * np + h], al[x], bf[2 * h], bf[2 * h + 1]);
+#endif
+						}
+					}
+				}
+			}
+			if (kcc + PSA_KC < s.Wp) continue;
+			const int* kt_tile = skt[cpr % PSA_NS] + wc * PSA_TC;
+#pragma unroll
+			for (int x = 0; x < 2; x++) {
+				if (x == 1 && !on1) break;
+				psa_tile(a, s, acc[x], smx[wc], kt_tile, qsh, R * QP, E, MT, ST, sqt, wr * 32 + x * 16 + g, tile, nc[x], qhi[x], k0, t, tile < ni[x]);
+			}
+#pragma unroll
+			for (int x = 0; x < 2; x++)
+#pragma unroll
+				for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
+		}
+		psa_wait_all(); // no copy of this item lands after the next item's
+		// Each row's maximum over its tiles (both column warps' running
+		// maxima), then its sum in tile order from MT and ST, staged in
+		// chunks of PSA_RC tiles in the key stages' shared memory.
+		__syncthreads();
+		float* sA = (float*)ksh;               // [R][PSA_RC + 1]: MT; then [R][PSA_UC + 1]: E's units
+		float* sB = sA + PSA_R * (PSA_RC + 1); // [R][PSA_RC + 1]: ST
+		const int ntmax = (nvmax * s.CP + PSA_TC - 1) / PSA_TC;
+		const int ntr = tid < R ? (snv[tid / GR] * s.CP + PSA_TC - 1) / PSA_TC : 0; // the row's tiles
+		const float mr = tid < R ? fmaxf(smx[0][tid], smx[1][tid]) : 0.0f;
+		float l = 0.0f;
+		for (int x0 = 0; x0 < ntmax; x0 += PSA_RC) {
+			for (int i = tid; i < R * PSA_RC; i += PSA_T) {
+				const int r = i / PSA_RC, x = i % PSA_RC;
+				if (x0 + x < ntmax) {
+					sA[r * (PSA_RC + 1) + x] = MT[(long long)r * s.NT + x0 + x];
+					sB[r * (PSA_RC + 1) + x] = ST[(long long)r * s.NT + x0 + x];
+				}
+			}
+			__syncthreads();
+			if (mr != PSA_NEG_INF)
+				for (int x = 0; x < min(PSA_RC, ntr - x0); x++) {
+					const float mx = sA[tid * (PSA_RC + 1) + x];
+					if (mx != PSA_NEG_INF) l += sB[tid * (PSA_RC + 1) + x] * expf(mx - mr);
+				}
+			__syncthreads();
+		}
+		if (tid < R) {
+			smt[tid] = mr;
+			srs[tid] = l;
+		}
+		// Block importance per head and block of the item: the largest
+		// weight (Sampling) or the summed weight (Antidiagonal) of the
+		// block's columns over the head's rows; E's units staged PSA_UC at a
+		// time.
+		const int upb = s.CP / PSA_CPU, nu = nvmax * upb; // units per block, of the item
+		for (int u0 = 0; u0 < nu; u0 += PSA_UC) {
+			for (int i = tid; i < R * PSA_UC; i += PSA_T) {
+				const int r = i / PSA_UC, u = i % PSA_UC;
+				if (u0 + u < nu) sA[r * (PSA_UC + 1) + u] = E[(long long)r * s.UN + u0 + u];
+			}
+			__syncthreads(); // (and smt, srs are in)
+			const int kb0 = u0 / upb, nkb = min(PSA_UC / upb, nvmax - kb0);
+			for (int idx = tid; idx < s.P * s.G * nkb; idx += PSA_T) {
+				const int p = idx / (s.G * nkb), hl = (idx / nkb) % s.G, kb = kb0 + idx % nkb;
+				if (kb >= snv[p]) continue;
+				const int r0 = p * GR + hl * s.RQ;
+				double v = 0.0;
+#if PSA_EST == 0
+				// The largest weight e/l, as the largest of the rounded
+				// quotients: rounding is monotone, so it is the rounded
+				// largest quotient. e and l are floats, so e_a·l_b against
+				// e_b·l_a compares the quotients exactly in float64, and one
+				// division remains.
+				float be = 0.0f, bl = 1.0f;
+				for (int r = r0; r < r0 + s.RQ; r++) {
+					const float m = smt[r];
+					if (m == PSA_NEG_INF) continue;
+					const float l = srs[r];
+					for (int u = kb * upb; u < (kb + 1) * upb; u++) {
+						const float x = sA[r * (PSA_UC + 1) + u - u0];
+						if (x == PSA_NEG_INF) continue;
+						const float e = expf(x - m);
+						if (__dmul_rn((double)e, (double)bl) > __dmul_rn((double)be, (double)l)) be = e, bl = l;
+					}
+				}
+				v = __ddiv_rn((double)be, (double)bl);
+#else
+				for (int r = r0; r < r0 + s.RQ; r++) {
+					const float m = smt[r];
+					if (m == PSA_NEG_INF) continue;
+					const double sum = (double)srs[r];
+					for (int u = kb * upb; u < (kb + 1) * upb; u++) {
+						const float x = sA[r * (PSA_UC + 1) + u - u0];
+						if (x != 0.0f) v += (double)(x * expf(MT[(long long)r * s.NT + u * PSA_CPU / PSA_TC] - m)) / sum;
+					}
+				}
+#endif
+				s.imp[((long long)(b * a.Hq + h0 + hl) * QB + qb0 - p) * KB + kb] = v;
+			}
+			__syncthreads();
+		}
+	}
+}
