@@ -47,8 +47,7 @@ const (
 )
 
 // psaPlanner is psa.Planner on the device (kernels/plan_psa.cu and
-// plan_psa_score.cu). Sampling
-// draws the CPU's tokens bit for bit, the similarity cap and the level
+// plan_psa_score.cu). Sampling draws the CPU's tokens bit for bit, the similarity cap and the level
 // rules are the CPU's float64 arithmetic, and the logits are float32
 // tensor-core sums where the CPU's are float32 kernel.MatMul sums: a
 // block whose importance ranks or accumulates within rounding of a level
