@@ -140,6 +140,35 @@ __device__ __forceinline__ void stage_token(typename Raw<DT>::T* dst, const type
 
 #define POOL_ROUND 256 // the most tokens a pool block stages at a time
 
+// column_sums adds the n staged tokens of one column (col, stride SD) to
+// msum, their float64 sum in token order (the CPU's bits), and to usum,
+// each times its token's 1/|x| from inv, or through float64 by inv64
+// where inv is NaN (|x|² outside float32's safe range; odd is set when any
+// token is, and turns the unrolled loop off).
+template <int DT, typename T>
+__device__ __forceinline__ void column_sums(const T* col, int n, bool odd, const float* inv, const double* inv64, double& msum, float& usum) {
+	int t = 0;
+	if (!odd)
+		for (; t + 8 <= n; t += 8) {
+			float v[8], iv[8];
+			*(float4*)iv = *(const float4*)(inv + t);
+			*(float4*)(iv + 4) = *(const float4*)(inv + t + 4);
+#pragma unroll
+			for (int u = 0; u < 8; u++) v[u] = raw32<DT>(col[(t + u) * SD]);
+#pragma unroll
+			for (int u = 0; u < 8; u++) {
+				msum = add64(msum, (double)v[u]);
+				usum = fmaf(v[u], iv[u], usum);
+			}
+		}
+	for (; t < n; t++) {
+		float v = raw32<DT>(col[t * SD]), iv = inv[t];
+		msum = add64(msum, (double)v);
+		if (iv == iv) usum = fmaf(v, iv, usum);
+		else usum += (float)mul64((double)v, inv64[t]);
+	}
+}
+
 // PoolShared is sparge_pool's shared memory: the staged tokens, and each
 // staged token's 1/|x| (inv; NaN marks a token whose float32 |x|² left
 // [2^-100, 2^100], whose 1/|x| is inv64, in float64, 0 for a zero token).
@@ -226,27 +255,7 @@ __device__ __forceinline__ void pool_block(const typename Raw<DT>::T* x, long lo
 		}
 		__syncthreads();
 		if (tid < SD) {
-			const T* col = tile + tid;
-			int t = 0;
-			if (!sh.odd)
-				for (; t + 8 <= rn; t += 8) {
-					float v[8], iv[8];
-					*(float4*)iv = *(const float4*)(sh.inv + t);
-					*(float4*)(iv + 4) = *(const float4*)(sh.inv + t + 4);
-#pragma unroll
-					for (int u = 0; u < 8; u++) v[u] = raw32<DT>(col[(t + u) * SD]);
-#pragma unroll
-					for (int u = 0; u < 8; u++) {
-						msum = add64(msum, (double)v[u]);
-						usum = fmaf(v[u], iv[u], usum);
-					}
-				}
-			for (; t < rn; t++) {
-				float v = raw32<DT>(col[t * SD]), iv = sh.inv[t];
-				msum = add64(msum, (double)v);
-				if (iv == iv) usum = fmaf(v, iv, usum);
-				else usum += (float)mul64((double)v, sh.inv64[t]);
-			}
+			column_sums<DT>(tile + tid, rn, sh.odd, sh.inv, sh.inv64, msum, usum);
 		}
 		__syncthreads(); // the next round overwrites the tile
 	}
@@ -446,27 +455,7 @@ __device__ __forceinline__ void vpool_task(const PlanArgs& a, long long task, lo
 	double msum = 0;
 	float usum = 0;
 	if (tid < SD) {
-		const u16* col = tile + tid;
-		int t = 0;
-		if (!odd)
-			for (; t + 8 <= cnt; t += 8) {
-				float v[8], iv[8];
-				*(float4*)iv = *(const float4*)(sh.inv + t);
-				*(float4*)(iv + 4) = *(const float4*)(sh.inv + t + 4);
-#pragma unroll
-				for (int u = 0; u < 8; u++) v[u] = raw32<DT>(col[(t + u) * SD]);
-#pragma unroll
-				for (int u = 0; u < 8; u++) {
-					msum = add64(msum, (double)v[u]);
-					usum = fmaf(v[u], iv[u], usum);
-				}
-			}
-		for (; t < cnt; t++) {
-			float v = raw32<DT>(col[t * SD]), iv = sh.inv[t];
-			msum = add64(msum, (double)v);
-			if (iv == iv) usum = fmaf(v, iv, usum);
-			else usum += (float)mul64((double)v, sh.inv64[t]);
-		}
+		column_sums<DT>(tile + tid, cnt, odd, sh.inv, sh.inv64, msum, usum);
 	}
 	if (warp < (SD + 31) / 32) {
 		double s = tid < SD ? (double)usum * (double)usum : 0; // products of floats are exact in float64
