@@ -530,6 +530,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 #if STOP
 	float lb[2], ds[2]; // ℓ before the current entry (rescaled with it), and the entry's gain Δℓ
 	int after = 0;
+	int sj = 0, ent = 0; // tiles of the current entry folded so far, and entries finished
 #endif
 
 	u32 pprev[KT / 16][4];
@@ -629,11 +630,18 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	// the end of an entry, takes the consumers' vote (S2O §3.2): the row
 	// ends after this entry when every query of the block gained less than
 	// τ·ℓ. A row that has seen no key yet has no evidence for a stop.
-	auto stop_after = [&](int j, const float (&alphas)[2], const float (&sums)[2]) -> bool {
+	//
+	// Entries are tracked by counters (sj, ent), not by j / sub, a run-time
+	// division each tile; the vote is the consumers' bar.red, and the
+	// hand-over to the producer waits until the loop has ended (BENCHMARKS.md,
+	// "The early stop's per-tile instructions").
+	auto stop_after = [&](const float (&alphas)[2], const float (&sums)[2]) -> bool {
 #if STOP
 #pragma unroll
 		for (int hf = 0; hf < 2; hf++) lb[hf] *= alphas[hf], ds[hf] = ds[hf] * alphas[hf] + sums[hf];
-		if (j % sub != sub - 1) return false;
+		if (++sj < sub) return false;
+		sj = 0;
+		const int e = ent++;
 		bool small = true;
 #pragma unroll
 		for (int hf = 0; hf < 2; hf++) {
@@ -643,26 +651,10 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			if (qt[hf] >= 0 && (m[hf] == NEG_INF || !(gain < g.tau * lold))) small = false;
 			lb[hf] = l[hf], ds[hf] = 0.f;
 		}
-		if (bar_and(BAR_STOP, CONSUMER_THREADS, small) && j / sub >= after) {
-			if (cw == 0 && lane == 0) {
-				// Stop the producer if it still loads this row, and learn how
-				// many of its tiles it issued (all, if it moved on).
-				int issued = ntiles;
-				unsigned int v = ld_volatile_u(&s_ctl);
-				while ((v >> 24) == (unsigned int)(seq & 0xff)) {
-					const unsigned int w = atomicCAS(&s_ctl, v, v | STOP_BIT);
-					if (w == v) {
-						issued = (int)(v & (STOP_BIT - 1));
-						break;
-					}
-					v = w;
-				}
-				s_ndrain = issued;
-			}
-			return true;
-		}
-#endif
+		return __all_sync(0xffffffffu, bar_and(BAR_STOP, CONSUMER_THREADS, small)) && e >= after;
+#else
 		return false;
+#endif
 	};
 
 	// Turn-taking (PINGPONG), as in attention_ws.cu: warpgroup w waits on
@@ -724,6 +716,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 #if STOP
 #pragma unroll
 		for (int hf = 0; hf < 2; hf++) lb[hf] = l[hf], ds[hf] = 0.f;
+		sj = ent = 0;
 #endif
 		bool stopped = false;
 		int done = 0; // tiles computed
@@ -746,7 +739,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				const bool resc = softmax(s0, alphas, sums);
 				rescale_o(resc, alphas); // a resumed state may need it
 				pack_tile(s, pprev);
-				if (stop_after(0, alphas, sums)) last = stopped = true;
+				if (stop_after(alphas, sums)) last = stopped = true;
 			}
 			int j = 1;
 			// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
@@ -773,7 +766,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				rescale_o(resc, alphas);
 				pack_tile(s, pprev);
 				last = j + 1 >= ntiles;
-				if (stop_after(j, alphas, sums)) last = stopped = true;
+				if (stop_after(alphas, sums)) last = stopped = true;
 			}
 			// Every S MMA of the row retired: Q's slot may take the next row.
 			mbar_arrive(bar_qe);
@@ -793,6 +786,24 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 #if STOP
 			// Release unread the tiles the producer issued past the stop.
 			if (stopped) {
+				if (cw == 0 && lane == 0) {
+					// Stop the producer if it still loads this row, and learn how
+					// many of its tiles it issued (all, if it moved on). Done
+					// after the loop, off the per-tile path: the producer may
+					// have claimed one more tile meanwhile, which the drain
+					// releases as any other.
+					int issued = ntiles;
+					unsigned int v = ld_volatile_u(&s_ctl);
+					while ((v >> 24) == (unsigned int)(seq & 0xff)) {
+						const unsigned int w = atomicCAS(&s_ctl, v, v | STOP_BIT);
+						if (w == v) {
+							issued = (int)(v & (STOP_BIT - 1));
+							break;
+						}
+						v = w;
+					}
+					s_ndrain = issued;
+				}
 				bar_sync(BAR_STOP, CONSUMER_THREADS); // s_ndrain is written
 				for (int t = done; t < s_ndrain; t++, jb++) {
 					mbar_wait(FULL(jb % STAGES), (jb / STAGES) & 1);
