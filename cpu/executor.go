@@ -288,9 +288,14 @@ const minSplitBlocks = 8
 
 // splitCount is how many parts each row's KV blocks are cut into so that
 // about two tasks per worker exist. Rows under a stop rule are never split:
-// the rule needs them in order, nor rows resuming an Init plan's states.
+// the rule needs them in order, nor rows resuming an Init plan's states,
+// nor rows under a λ filter: SpargeAttn's rule (§3.4) compares each block's
+// row maxima with the running maxima of all the blocks before it in the
+// row, and a part that started from −∞ would keep P̃·V products the whole
+// row skips, so the output and the counters would depend on the number of
+// workers.
 func splitCount(p *plan.Plan, tasks, workers int) int {
-	if p.Stop != nil || p.Init != nil || tasks >= 2*workers {
+	if p.Stop != nil || p.Init != nil || p.Filter != nil || tasks >= 2*workers {
 		return 1
 	}
 	longest := 0

@@ -69,6 +69,14 @@ func Cases() []Case {
 		{Name: "per-head λ rows 64, f16 BNHD (warp-specialized)", B: 1, Hq: 4, Hkv: 2, Nq: 900, Nk: 900, D: 128, Dv: 128, DType: f16, Layout: bnhd, Causal: true, BlockQ: 128, BlockK: 128, Density: 1,
 			HeadLambda: []float32{-1, float32(math.Inf(-1)), -3, -1.5}, RowGroup: 64, Sigma: 2},
 		{Name: "λ filter rows 32, Q64", B: 1, Hq: 2, Hkv: 2, Nq: 900, Nk: 900, D: 128, Dv: 128, DType: f16, Layout: bhnd, Causal: true, BlockQ: 64, BlockK: 128, Density: 1, Lambda: -2, RowGroup: 32, Sigma: 2},
+		// Chunked prefill under λ (issue 12): few query blocks, whose rows
+		// the CPU executor once split across workers; last query blocks of
+		// 44, 13 and 72 rows, so partial row groups and, at Nq=200, a
+		// warpgroup with 8 rows.
+		{Name: "λ filter rows 64, chunked prefill Nq=300 Nk=1100 (warp-specialized)", B: 1, Hq: 4, Hkv: 2, Nq: 300, Nk: 1100, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 1, Lambda: -1.5, RowGroup: 64, Sigma: 2},
+		{Name: "λ filter rows 32, chunked prefill Nq=300 Nk=1100", B: 1, Hq: 4, Hkv: 4, Nq: 300, Nk: 1100, D: 128, Dv: 128, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 64, Density: 1, Lambda: -1.5, RowGroup: 32, Sigma: 2},
+		{Name: "λ filter rows 32, chunked Nq=333 Nk=1100 Q64 f16 D64 BNHD", B: 1, Hq: 2, Hkv: 1, Nq: 333, Nk: 1100, D: 64, Dv: 64, DType: f16, Layout: bnhd, Causal: true, BlockQ: 64, BlockK: 128, Density: 0.7, Lambda: -1.5, RowGroup: 32, Sigma: 2},
+		{Name: "λ filter rows 64, chunked Nq=200 Nk=1100 K128 D96 (warp-specialized)", B: 1, Hq: 2, Hkv: 2, Nq: 200, Nk: 1100, D: 96, Dv: 96, DType: bf, Layout: bhnd, Causal: true, BlockQ: 128, BlockK: 128, Density: 1, Lambda: -2, RowGroup: 64, Sigma: 2},
 	}
 }
 
