@@ -57,6 +57,28 @@ type Engine struct {
 	aux     map[auxKey]*kernel
 
 	bufs buffers // touched only on the executor goroutine
+	// dynShared is the largest dynamic shared memory each function was
+	// allowed so far (raiseDynamicShared); touched only on the executor
+	// goroutine.
+	dynShared map[driver.Function]int
+}
+
+// raiseDynamicShared lets f launch with n bytes of dynamic shared memory,
+// calling the driver only when n exceeds what f was allowed before: a
+// larger allowance serves every smaller launch, and the call is host time
+// on the path of every plan. Runs on the executor goroutine.
+func (e *Engine) raiseDynamicShared(c *driver.Ctx, f driver.Function, n int) error {
+	if e.dynShared[f] >= n {
+		return nil
+	}
+	if err := c.SetMaxDynamicShared(f, n); err != nil {
+		return err
+	}
+	if e.dynShared == nil {
+		e.dynShared = map[driver.Function]int{}
+	}
+	e.dynShared[f] = n
+	return nil
 }
 
 type kernel struct {

@@ -1,7 +1,9 @@
 package cuda
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"unsafe"
 
@@ -41,6 +43,11 @@ type spargePlanner struct {
 	// sparge_pool_vec would run (timing and layout tests).
 	searchMin, rows int
 	scalarPool      bool
+	// vecStages and vecBlocks override spargeVecStages and
+	// spargeVecBlocksPerSM when positive, and vecNoComp makes
+	// sparge_pool_vec only load (timing tests).
+	vecStages, vecBlocks int
+	vecNoComp            bool
 }
 
 // spargeHead mirrors struct SpargeHead in kernels/plan_sparge.cu.
@@ -212,6 +219,7 @@ func (s *spargePlanner) plan(c *driver.Ctx, in *planInput) error {
 
 // spargeLaunch is one planning call's two launches.
 type spargeLaunch struct {
+	e                             *Engine
 	pool, rows                    driver.Function
 	a                             planArgs
 	q, k                          view
@@ -229,8 +237,9 @@ type spargeLaunch struct {
 	sms     int32
 	// vec: the pool kernel is sparge_pool_vec (spargeVecPool), run on
 	// poolGrid blocks.
-	vec      bool
-	poolGrid int64
+	vec       bool
+	poolGrid  int64
+	vecStages int
 }
 
 // prepare gets the scratch buffers (grown once, then reused), copies the
@@ -289,12 +298,21 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 	}
 	defs := []string{"SD=" + strconv.Itoa(g.D), "SR=" + strconv.Itoa(l.sr), "ST=" + strconv.Itoa(l.threads)}
 	l.vec = !s.scalarPool && spargeVecPool(in.q, in.k, g.D, t.BlockQ, t.BlockK)
-	pool := "sparge_pool"
+	pool, poolDefs := "sparge_pool", defs
 	if l.vec {
 		pool = "sparge_pool_vec"
-		l.poolGrid = min(l.qRows+l.kRows, int64(max(in.e.dev.SMs, 1))*spargeVecBlocksPerSM)
+		bps := spargeVecBlocksPerSM
+		l.vecStages = spargeVecStages
+		if s.vecStages > 0 || s.vecBlocks > 0 || s.vecNoComp {
+			l.vecStages, bps = cmp.Or(s.vecStages, l.vecStages), cmp.Or(s.vecBlocks, bps)
+			poolDefs = append(slices.Clone(defs), "VPOOL_STAGES="+strconv.Itoa(l.vecStages), "VPOOL_BLOCKS="+strconv.Itoa(bps))
+			if s.vecNoComp {
+				poolDefs = append(poolDefs, "VPOOL_NOCOMP=1")
+			}
+		}
+		l.poolGrid = min(l.qRows+l.kRows, int64(max(in.e.dev.SMs, 1))*int64(bps))
 	}
-	if l.pool, err = in.e.auxFunction(c, "plan_sparge.cu", pool, defs...); err != nil {
+	if l.pool, err = in.e.auxFunction(c, "plan_sparge.cu", pool, poolDefs...); err != nil {
 		return nil, err
 	}
 	rows := "sparge_rows"
@@ -304,7 +322,7 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 	if l.rows, err = in.e.auxFunction(c, "plan_sparge.cu", rows, defs...); err != nil {
 		return nil, err
 	}
-	l.a, l.q, l.k = in.args(), in.q, in.k
+	l.e, l.a, l.q, l.k = in.e, in.args(), in.q, in.k
 	l.qm, l.qsim, l.kmt, l.ksim, l.headsPtr = uint64(ptr[0]), uint64(ptr[1]), uint64(ptr[2]), uint64(ptr[3]), uint64(ptr[4])
 	l.sink = 0
 	if s.p.Sink {
@@ -317,8 +335,8 @@ func (s *spargePlanner) prepare(c *driver.Ctx, in *planInput) (*spargeLaunch, er
 func (l *spargeLaunch) launchPool(c *driver.Ctx) error {
 	blocks, threads, dyn := l.qRows+l.kRows, uint32(32*spargePoolWarps), 0
 	if l.vec {
-		blocks, threads, dyn = l.poolGrid, spargeVecThreads, spargeVecStages*spargeVecStage
-		if err := c.SetMaxDynamicShared(l.pool, dyn); err != nil {
+		blocks, threads, dyn = l.poolGrid, spargeVecThreads, l.vecStages*spargeVecStage
+		if err := l.e.raiseDynamicShared(c, l.pool, dyn); err != nil {
 			return err
 		}
 	}
@@ -329,9 +347,9 @@ func (l *spargeLaunch) launchPool(c *driver.Ctx) error {
 // launchRows predicts and writes every plan row.
 func (l *spargeLaunch) launchRows(c *driver.Ctx) error {
 	if l.dyn > 48<<10 {
-		// Set before every launch: runners of other shapes share the
-		// compiled kernel, and launches are serialized on the executor.
-		if err := c.SetMaxDynamicShared(l.rows, l.dyn); err != nil {
+		// Runners of other shapes share the compiled kernel: the engine
+		// keeps the largest allowance.
+		if err := l.e.raiseDynamicShared(c, l.rows, l.dyn); err != nil {
 			return err
 		}
 	}

@@ -9,9 +9,9 @@ import (
 )
 
 // The runner's device plan: the planner's kernels write each row's KV
-// blocks, csr_scan and csr_compact turn them into the CSR arrays the
-// attention kernel reads, and longest_first orders the rows; DownloadPlan
-// brings the result back for inspection.
+// blocks, assemble turns them into the CSR arrays the attention kernel
+// reads and orders the rows; DownloadPlan brings the result back for
+// inspection.
 
 // plan runs the device planner and assembles the CSR arrays and the
 // launch order.
@@ -30,41 +30,8 @@ func (r *Runner) plan(c *driver.Ctx, q, k, v *Tensor) error {
 	if err := r.planner.plan(c, in); err != nil {
 		return fmt.Errorf("planning %s on the device: %w", r.name, err)
 	}
-	rows := int32(in.rows())
-	stride := int32(in.stride)
-	rl, ls, rs, kv, ord := uint64(b.rowLen.ptr), uint64(b.lists.ptr), uint64(b.rowStart.ptr), uint64(b.kvBlock.ptr), uint64(b.order.ptr)
-	scan, err := r.e.auxFunction(c, "runtime.cu", "csr_scan")
-	if err != nil {
+	if err := r.assemble(c, in); err != nil {
 		return err
-	}
-	one := driver.Dim3{X: 1, Y: 1, Z: 1}
-	if err := c.Launch(scan, one, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0, driver.Arg(&rl), driver.Arg(&rs), driver.Arg(&rows)); err != nil {
-		return err
-	}
-	compact, err := r.e.auxFunction(c, "runtime.cu", "csr_compact")
-	if err != nil {
-		return err
-	}
-	if err := c.Launch(compact, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
-		driver.Arg(&rl), driver.Arg(&ls), driver.Arg(&rs), driver.Arg(&kv), driver.Arg(&rows), driver.Arg(&stride)); err != nil {
-		return err
-	}
-	vr, err := r.variant(r.outType())
-	if err != nil {
-		return err
-	}
-	if vr.ws && vr.dynamic && r.e.order == OrderAuto {
-		// Each head's rows longest first, as rowOrder does on the host.
-		lf, err := r.e.auxFunction(c, "runtime.cu", "longest_first")
-		if err != nil {
-			return err
-		}
-		qb := int32(qBlocks(r.t))
-		g := r.t.Geometry
-		if err := c.Launch(lf, driver.Dim3{X: uint32(g.B * g.Hq), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
-			driver.Arg(&rs), driver.Arg(&ord), driver.Arg(&qb)); err != nil {
-			return err
-		}
 	}
 	if lp, ok := r.pooled(); ok {
 		lv, err := b.scratch.get(c, levelsScratch, max(r.dense, 1))
@@ -77,6 +44,70 @@ func (r *Runner) plan(c *driver.Ctx, q, k, v *Tensor) error {
 	}
 	r.planned = true
 	return nil
+}
+
+// csrHeadsMaxRows and csrHeadsMaxQBlocks bound the plans that csr_heads
+// assembles in one launch (kernels/runtime.cu; CSR_HEADS_MAX is the
+// second): each of its blocks sums the lengths of every row before its
+// head and ranks its rows by a quadratic count, so longer plans keep the
+// three launches, whose work is spread over a block a row.
+const (
+	csrHeadsMaxRows    = 4096
+	csrHeadsMaxQBlocks = 256
+)
+
+// assemble turns the planner's row lengths and lists into the CSR arrays,
+// and orders the rows longest first where the variant reads an order:
+// csr_heads for short plans, else csr_scan, csr_compact and longest_first.
+func (r *Runner) assemble(c *driver.Ctx, in *planInput) error {
+	b := &r.bufs
+	rows, qb := in.rows(), qBlocks(r.t)
+	stride := int32(in.stride)
+	rl, ls, rs, kv, ord := uint64(b.rowLen.ptr), uint64(b.lists.ptr), uint64(b.rowStart.ptr), uint64(b.kvBlock.ptr), uint64(b.order.ptr)
+	vr, err := r.variant(r.outType())
+	if err != nil {
+		return err
+	}
+	ordered := vr.ws && vr.dynamic && r.e.order == OrderAuto // each head's rows longest first, as rowOrder does on the host
+	if rows <= csrHeadsMaxRows && qb <= csrHeadsMaxQBlocks && rows%qb == 0 {
+		fn, err := r.e.auxFunction(c, "runtime.cu", "csr_heads")
+		if err != nil {
+			return err
+		}
+		if !ordered {
+			ord = 0
+		}
+		q32 := int32(qb)
+		return c.Launch(fn, driver.Dim3{X: uint32(rows / qb), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
+			driver.Arg(&rl), driver.Arg(&ls), driver.Arg(&rs), driver.Arg(&kv), driver.Arg(&ord), driver.Arg(&q32), driver.Arg(&stride))
+	}
+	n := int32(rows)
+	scan, err := r.e.auxFunction(c, "runtime.cu", "csr_scan")
+	if err != nil {
+		return err
+	}
+	one := driver.Dim3{X: 1, Y: 1, Z: 1}
+	if err := c.Launch(scan, one, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0, driver.Arg(&rl), driver.Arg(&rs), driver.Arg(&n)); err != nil {
+		return err
+	}
+	compact, err := r.e.auxFunction(c, "runtime.cu", "csr_compact")
+	if err != nil {
+		return err
+	}
+	if err := c.Launch(compact, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, 0,
+		driver.Arg(&rl), driver.Arg(&ls), driver.Arg(&rs), driver.Arg(&kv), driver.Arg(&n), driver.Arg(&stride)); err != nil {
+		return err
+	}
+	if !ordered {
+		return nil
+	}
+	lf, err := r.e.auxFunction(c, "runtime.cu", "longest_first")
+	if err != nil {
+		return err
+	}
+	q32, g := int32(qb), r.t.Geometry
+	return c.Launch(lf, driver.Dim3{X: uint32(g.B * g.Hq), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
+		driver.Arg(&rs), driver.Arg(&ord), driver.Arg(&q32))
 }
 
 // DownloadPlan copies the runner's current device plan to the host, for

@@ -201,3 +201,95 @@ func spargeStages(t *testing.T, e *Engine, run, dense *Runner, q, k, v, out *Ten
 	}
 	return pool, rows, whole
 }
+
+// TestSpargePoolVariants times sparge_pool_vec alone at B=1, Hq=32, Hkv=8,
+// D=128, bf16, causal, on the llm workload (seed 1) at each N in
+// SPARSEATTN_SPARGE_BENCH_N (default 8192): per variant of its staging
+// (stages, blocks an SM, and a load-only build that pools nothing, the
+// memory pipeline's own time), the median over five rounds of the mean
+// device time of 20 back-to-back launches. It runs only when
+// SPARSEATTN_SPARGE_BENCH is set.
+func TestSpargePoolVariants(t *testing.T) {
+	if os.Getenv("SPARSEATTN_SPARGE_BENCH") == "" {
+		t.Skip("set SPARSEATTN_SPARGE_BENCH=1 to time the sparge pool variants")
+	}
+	e := openOrSkip(t)
+	ctx := context.Background()
+	for _, n := range benchSizes(t, "SPARSEATTN_SPARGE_BENCH_N", []int{8192}) {
+		w, err := workload.Generate(ctx, workload.Config{Kind: workload.LLM, Seed: 1, B: 1, Hq: 32, Hkv: 8, N: n, D: 128,
+			DType: tensor.BFloat16, Layout: tensor.BHND})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dev [3]*Tensor
+		for i, h := range []*tensor.Tensor{w.Q, w.K, w.V} {
+			if dev[i], err = e.Upload(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { dev[i].Free() })
+		}
+		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
+		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: sparge.PaperBlockQ, BlockK: sparge.PaperBlockK}
+		for _, v := range []struct {
+			stages, blocks int
+			noComp         bool
+		}{{2, 3, false}, {3, 2, false}, {4, 1, false}, {2, 2, false}, {2, 3, true}, {3, 2, true}, {4, 1, true}, {2, 2, true}} {
+			run, err := e.NewRunner(ctx, tl, tensor.BFloat16, sparge.Planner{Params: sparge.Params{CDF: 0.95}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp := run.planner.(*spargePlanner)
+			sp.vecStages, sp.vecBlocks, sp.vecNoComp = v.stages, v.blocks, v.noComp
+			if _, err := run.Plan(ctx, dev[0], dev[1], dev[2]); err != nil {
+				t.Fatal(err)
+			}
+			var ms []float64
+			err = e.dev.Do(ctx, func(c *driver.Ctx) error {
+				c = c.OnStream(dev[0].stream)
+				var ev [2]driver.Event
+				for i := range ev {
+					var err error
+					if ev[i], err = c.NewEvent(); err != nil {
+						return err
+					}
+					defer c.DestroyEvent(ev[i])
+				}
+				b := &run.bufs
+				in := &planInput{e: e, t: run.t, q: viewOf(dev[0]), k: viewOf(dev[1]), v: viewOf(dev[2]), rowLen: b.rowLen.ptr, lists: b.lists.ptr, stride: kBlocks(run.t), scratch: &b.scratch}
+				l, err := sp.prepare(c, in)
+				if err != nil {
+					return err
+				}
+				const reps = 20
+				for round := range 6 {
+					if err := c.Record(ev[0]); err != nil {
+						return err
+					}
+					for range reps {
+						if err := l.launchPool(c); err != nil {
+							return err
+						}
+					}
+					if err := c.Record(ev[1]); err != nil {
+						return err
+					}
+					m, err := c.Elapsed(ev[0], ev[1])
+					if err != nil {
+						return err
+					}
+					if round > 0 { // the first round warms up
+						ms = append(ms, float64(m)/reps)
+					}
+				}
+				return nil
+			})
+			run.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(ms)
+			t.Logf("N=%d sparge_pool_vec stages %d, %d blocks an SM, load only %v: %.1f µs (min %.1f, max %.1f)",
+				n, v.stages, v.blocks, v.noComp, 1000*ms[len(ms)/2], 1000*ms[0], 1000*ms[len(ms)-1])
+		}
+	}
+}

@@ -340,31 +340,35 @@ extern "C" __global__ void __launch_bounds__(32 * POOL_WARPS)
 
 #define VPOOL_THREADS 256 // cuda.spargeVecThreads
 #define VPOOL_STAGE 32768 // bytes of one staged block of tokens: cuda.spargeVecStage
-#define VPOOL_STAGES 2    // cuda.spargeVecStages
+#ifndef VPOOL_STAGES
+#define VPOOL_STAGES 2 // cuda.spargeVecStages
+#endif
+#ifndef VPOOL_BLOCKS
+#define VPOOL_BLOCKS 3 // blocks an SM: cuda.spargeVecBlocksPerSM
+#endif
+#ifndef VPOOL_NOCOMP
+#define VPOOL_NOCOMP 0 // 1: load only, no pooling (timing the memory pipeline)
+#endif
 #define VPOOL_TOK 256     // the most tokens a task: cuda.spargeVecTokens
 
 // pool_task_range decodes a pooling task: query block (b, h, qb) for task <
-// nq, else key block (b, kvh, kb); tokens [lo, hi).
-__device__ __forceinline__ bool pool_task_range(const PlanArgs& a, long long task, long long nq, int nkb, int& b, int& h, int& lo, int& hi) {
-	if (task < nq) {
-		b = (int)(task / ((long long)a.Hq * a.q_blocks));
-		h = (int)(task / a.q_blocks % a.Hq);
-		int qb = (int)(task % a.q_blocks);
-		lo = qb * a.bq, hi = min(lo + a.bq, a.Nq);
-		return true;
-	}
-	long long t = task - nq;
-	b = (int)(t / ((long long)a.Hkv * nkb));
-	h = (int)(t / nkb % a.Hkv);
-	int kb = (int)(t % nkb);
-	lo = kb * a.bk, hi = min(lo + a.bk, a.Nk);
-	return false;
+// nq, else key block (b, kvh, kb); tokens [lo, hi). Tasks are 32-bit
+// (cuda.spargeVecPool checks that they fit): a 64-bit division costs
+// several times the instructions, and every thread decodes every task.
+__device__ __forceinline__ bool pool_task_range(const PlanArgs& a, int task, int nq, int nkb, int& b, int& h, int& lo, int& hi) {
+	bool isq = task < nq;
+	int t = isq ? task : task - nq, nb = isq ? a.q_blocks : nkb, nh = isq ? a.Hq : a.Hkv;
+	int u = t / nb, blk = t - u * nb;
+	b = u / nh, h = u - b * nh;
+	int bs = isq ? a.bq : a.bk, n = isq ? a.Nq : a.Nk;
+	lo = blk * bs, hi = min(lo + bs, n);
+	return isq;
 }
 
 // vpool_issue starts the 16-byte copies of task's tokens into tile
 // (token-major, SD elements a token); the caller commits the group. Thread
 // tid copies chunk tid % LPT of tokens tid / LPT, + TPS, + 2·TPS, ...
-__device__ __forceinline__ void vpool_issue(const PlanArgs& a, const View& q, const View& k, long long task, long long nq, int nkb, u16* tile) {
+__device__ __forceinline__ void vpool_issue(const PlanArgs& a, const View& q, const View& k, int task, int nq, int nkb, u16* tile) {
 	constexpr int LPT = SD / 8, TPS = VPOOL_THREADS / LPT;
 	int b, h, lo, hi;
 	bool isq = pool_task_range(a, task, nq, nkb, b, h, lo, hi);
@@ -402,7 +406,7 @@ template <int DT> __device__ __forceinline__ void pair32(u32 w, float& f0, float
 // vpool_task pools one staged block of tokens [lo, hi) of type DT (see
 // sparge_pool_vec); isq: a query block.
 template <int DT>
-__device__ __forceinline__ void vpool_task(const PlanArgs& a, long long task, long long nq, bool isq, int lo, int hi, const u16* tile,
+__device__ __forceinline__ void vpool_task(const PlanArgs& a, int task, int nq, bool isq, int lo, int hi, const u16* tile,
                                            VpoolShared& sh, double* qm, double* qsim, double* kmt, double* ksim) {
 	constexpr int LPT = SD / 8, CPT = LPT < 8 ? LPT : 8, P = LPT / CPT; // chunks a token, a thread; threads a token
 	const unsigned full = 0xffffffffu;
@@ -465,9 +469,9 @@ __device__ __forceinline__ void vpool_task(const PlanArgs& a, long long task, lo
 	__syncthreads(); // also: inv and this tile are read before the next task writes them
 	double n = cnt;
 	if (isq) {
-		if (tid < SD) qm[task * SD + tid] = mul64(msum / n, (double)a.scale);
+		if (tid < SD) qm[(long long)task * SD + tid] = mul64(msum / n, (double)a.scale);
 	} else {
-		if (tid < SD) kmt[(task - nq) * SD + tid] = msum / n;
+		if (tid < SD) kmt[(long long)(task - nq) * SD + tid] = msum / n;
 	}
 	if (tid == 0) {
 		double sim = 0;
@@ -486,24 +490,24 @@ __device__ __forceinline__ void vpool_task(const PlanArgs& a, long long task, lo
 // of at most VPOOL_TOK tokens and VPOOL_STAGE bytes. Dynamic shared memory:
 // VPOOL_STAGES × VPOOL_STAGE bytes. Grid: any size; each block takes tasks
 // blockIdx.x + i·gridDim.x.
-extern "C" __global__ void __launch_bounds__(VPOOL_THREADS, 3)
+extern "C" __global__ void __launch_bounds__(VPOOL_THREADS, VPOOL_BLOCKS)
     sparge_pool_vec(PlanArgs a, View q, View k, double* qm, double* qsim, double* kmt, double* ksim) {
 	extern __shared__ __align__(16) unsigned char vdyn[];
 	__shared__ VpoolShared sh;
 	int nkb = (a.Nk + a.bk - 1) / a.bk;
-	long long nq = (long long)a.B * a.Hq * a.q_blocks, ntask = nq + (long long)a.B * a.Hkv * nkb;
+	int nq = a.B * a.Hq * a.q_blocks, ntask = nq + a.B * a.Hkv * nkb;
 	u16* tiles = (u16*)vdyn;
 	constexpr int STAGE = VPOOL_STAGE / 2; // elements
 #pragma unroll
 	for (int s = 0; s < VPOOL_STAGES - 1; s++) {
-		long long t = blockIdx.x + (long long)s * gridDim.x;
+		int t = blockIdx.x + s * gridDim.x;
 		if (t < ntask) vpool_issue(a, q, k, t, nq, nkb, tiles + s * STAGE);
 		asm volatile("cp.async.commit_group;\n" ::);
 	}
 	for (int i = 0;; i++) {
-		long long task = blockIdx.x + (long long)i * gridDim.x;
+		int task = blockIdx.x + i * gridDim.x;
 		if (task >= ntask) break;
-		long long next = task + (long long)(VPOOL_STAGES - 1) * gridDim.x;
+		int next = task + (VPOOL_STAGES - 1) * gridDim.x;
 		if (next < ntask) vpool_issue(a, q, k, next, nq, nkb, tiles + (i + VPOOL_STAGES - 1) % VPOOL_STAGES * STAGE);
 		asm volatile("cp.async.commit_group;\n" ::);
 		asm volatile("cp.async.wait_group %0;\n" ::"n"(VPOOL_STAGES - 1) : "memory");
@@ -511,6 +515,10 @@ extern "C" __global__ void __launch_bounds__(VPOOL_THREADS, 3)
 		int b, h, lo, hi;
 		bool isq = pool_task_range(a, task, nq, nkb, b, h, lo, hi);
 		const u16* tile = tiles + i % VPOOL_STAGES * STAGE;
+		if (VPOOL_NOCOMP) {
+			__syncthreads(); // the tile is read before the next task writes it
+			continue;
+		}
 		if ((isq ? q.dtype : k.dtype) == DT_BF16)
 			vpool_task<DT_BF16>(a, task, nq, isq, lo, hi, tile, sh, qm, qsim, kmt, ksim);
 		else
