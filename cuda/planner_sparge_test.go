@@ -133,12 +133,14 @@ func TestSpargePoolMeans(t *testing.T) {
 			q.Set(0, 1, 130, 7, -small)
 			zero := make([]float32, c.d)
 			k.WriteRow(0, 1, 65, zero) // a zero token: no unit vector
+			q.WriteRow(0, 2, 200, zero)
 			if c.dt == tensor.BFloat16 {
 				big := make([]float32, c.d)
 				for i := range big {
 					big[i] = 0x1p60 // |x|² past float32: the float64 norm
 				}
 				k.WriteRow(0, 0, 130, big)
+				q.WriteRow(0, 3, 10, big)
 			}
 			var dev [3]*Tensor
 			for i, h := range []*tensor.Tensor{q, k, k} {
