@@ -95,12 +95,14 @@ func TestSpargeSearchLayout(t *testing.T) {
 
 // TestSpargePoolMeans checks the pooled means of sparge's pool kernels
 // bit for bit against the CPU's rule (sparge.blockStats: Σ_n x[n, d] in
-// token order in float64, divided by the count, the query side times the
-// softmax scale), and their CosSim against the float64 formula, on ragged
-// blocks of bfloat16 and float16, D 128, 96 and 64, both layouts, with
-// sparge_pool_vec (where it runs) and sparge_pool, and with blocks that
-// hold a zero token, subnormals, a token whose float32 |x|² overflows
-// (bfloat16), and values 44 binades apart in one column. It needs a GPU.
+// token order in float32, or in float64 where that overflows, divided by
+// the count in float64, the query side times the softmax scale), and their
+// CosSim against the float64 formula, on ragged blocks of bfloat16 and
+// float16, D 128, 96 and 64, both layouts, with sparge_pool_vec (where it
+// runs) and sparge_pool, and with blocks that hold a zero token,
+// subnormals, a token whose float32 |x|² overflows and a column whose
+// float32 sum does (bfloat16), and values 44 binades apart in one column.
+// It needs a GPU.
 func TestSpargePoolMeans(t *testing.T) {
 	e := openOrSkip(t)
 	ctx := context.Background()
@@ -141,6 +143,10 @@ func TestSpargePoolMeans(t *testing.T) {
 				}
 				k.WriteRow(0, 0, 130, big)
 				q.WriteRow(0, 3, 10, big)
+				// Query block 0 of head 1, column 9: 2^127 twice, a float32
+				// sum of 2^128 (the float64 sum again).
+				q.Set(0, 1, 20, 9, 0x1p127)
+				q.Set(0, 1, 21, 9, 0x1p127)
 			}
 			var dev [3]*Tensor
 			for i, h := range []*tensor.Tensor{q, k, k} {
@@ -232,16 +238,19 @@ func spargePoolCheck(t *testing.T, e *Engine, tl plan.Tiling, q, k *tensor.Tenso
 }
 
 // poolStats is sparge.blockStats for tokens [lo, hi) of head h, batch 0:
-// the mean token, summed in token order in float64, and CosSim in float64.
+// the mean token, summed in token order in float32 (in float64 where that
+// overflows), and CosSim in float64.
 func poolStats(x *tensor.Tensor, h, lo, hi int) ([]float64, float64) {
 	d := x.Shape().D
 	row := make([]float32, d)
+	sum32, sum64 := make([]float32, d), make([]float64, d)
 	mean, unit := make([]float64, d), make([]float64, d)
 	for n := lo; n < hi; n++ {
 		x.ReadRow(0, h, n, row)
 		nn := 0.0
 		for i, v := range row {
-			mean[i] += float64(v)
+			sum32[i] += v
+			sum64[i] += float64(v)
 			nn += float64(v) * float64(v)
 		}
 		if nn == 0 {
@@ -255,6 +264,10 @@ func poolStats(x *tensor.Tensor, h, lo, hi int) ([]float64, float64) {
 	cnt := float64(hi - lo)
 	sim := 0.0
 	for i := range mean {
+		mean[i] = float64(sum32[i])
+		if math.IsInf(mean[i], 0) {
+			mean[i] = sum64[i]
+		}
 		mean[i] /= cnt
 		sim += unit[i] * unit[i]
 	}

@@ -1,6 +1,7 @@
 // sparge_pool, the first of the sparge device planner's kernels
 // (plan_sparge.cu includes this file): per block of tokens, the mean token
-// in float64, the CPU's bits, and the self-similarity CosSim in float32
+// (its float32 sum in token order over the count in float64), the CPU's
+// bits, and the self-similarity CosSim in float32
 // (SpargeAttn §3.2; sparge.blockStats on the CPU). One thread block of
 // POOL_WARPS warps per block of tokens: the tokens are staged in shared
 // memory, each warp finds its tokens' 1/|x|, and thread d sums column d.
@@ -141,12 +142,12 @@ __device__ __forceinline__ void stage_token(typename Raw<DT>::T* dst, const type
 #define POOL_ROUND 256 // the most tokens a pool block stages at a time
 
 // column_sums adds the n staged tokens of one column (col, stride SD) to
-// msum, their float64 sum in token order (the CPU's bits), and to usum,
+// msum, their float32 sum in token order (the CPU's bits), and to usum,
 // each times its token's 1/|x| from inv, or through float64 by inv64
 // where inv is NaN (|x|² outside float32's safe range; odd is set when any
 // token is, and turns the unrolled loop off).
 template <int DT, typename T>
-__device__ __forceinline__ void column_sums(const T* col, int n, bool odd, const float* inv, const double* inv64, double& msum, float& usum) {
+__device__ __forceinline__ void column_sums(const T* col, int n, bool odd, const float* inv, const double* inv64, float& msum, float& usum) {
 	int t = 0;
 	if (!odd)
 		for (; t + 8 <= n; t += 8) {
@@ -157,16 +158,31 @@ __device__ __forceinline__ void column_sums(const T* col, int n, bool odd, const
 			for (int u = 0; u < 8; u++) v[u] = raw32<DT>(col[(t + u) * SD]);
 #pragma unroll
 			for (int u = 0; u < 8; u++) {
-				msum = add64(msum, (double)v[u]);
+				msum = __fadd_rn(msum, v[u]);
 				usum = fmaf(v[u], iv[u], usum);
 			}
 		}
 	for (; t < n; t++) {
 		float v = raw32<DT>(col[t * SD]), iv = inv[t];
-		msum = add64(msum, (double)v);
+		msum = __fadd_rn(msum, v);
 		if (iv == iv) usum = fmaf(v, iv, usum);
 		else usum += (float)mul64((double)v, inv64[t]);
 	}
+}
+
+// column_mean is column d's mean over tokens [lo, hi) of the head at x
+// (token stride sn), from msum, its float32 sum in token order: msum over
+// the count in float64, or, where msum overflowed (inputs near float32's
+// limit), the float64 sum in token order read again from global memory
+// (sparge.blockStats and columnSum64 on the CPU).
+template <int DT>
+__device__ __forceinline__ double column_mean(float msum, const typename Raw<DT>::T* x, long long sn, int lo, int hi, int d) {
+	double s = msum;
+	if (isinf(msum)) {
+		s = 0;
+		for (int n = lo; n < hi; n++) s = add64(s, (double)raw32<DT>(x[(long long)n * sn + d]));
+	}
+	return s / (double)(hi - lo);
 }
 
 // PoolShared is sparge_pool's shared memory: the staged tokens, and each
@@ -187,7 +203,7 @@ struct PoolShared {
 // rsqrtf, or in float64 for a token whose float32 |x|² leaves [2^-100,
 // 2^100] (a zero token, underflow, overflow). Then thread d adds
 // dimension d of every staged token, in token order, to msum, Σ_n x[n, d]
-// in float64, the CPU's bits (sparge.blockStats), and x̂[n, d] = x[n, d]/|x|
+// in float32, the CPU's bits (sparge.blockStats), and x̂[n, d] = x[n, d]/|x|
 // to usum in float32. usum's error is bounded by spargeSimTol in
 // cuda/selftest/cases_sparge.go, which the self-test's judge allows; the
 // bound holds for any order of the float32 sums.
@@ -197,7 +213,7 @@ struct PoolShared {
 // whatever was tried within that shape (vector loads, four batches in
 // flight): its per-token branches and shuffles, not its loads, bounded it.
 template <int DT>
-__device__ __forceinline__ void pool_block(const typename Raw<DT>::T* x, long long sn, int lo, int hi, PoolShared& sh, double& msum,
+__device__ __forceinline__ void pool_block(const typename Raw<DT>::T* x, long long sn, int lo, int hi, PoolShared& sh, float& msum,
                                            float& usum) {
 	typedef typename Raw<DT>::T T;
 	constexpr int NW = Words<DT>::NW;
@@ -262,7 +278,7 @@ __device__ __forceinline__ void pool_block(const typename Raw<DT>::T* x, long lo
 }
 
 // sparge_pool: per block of tokens [lo, hi) of one head, mean[d] =
-// (Σ_n x[n,d])/cnt, the CPU's bits, and CosSim = |Σ_n x̂_n|²/cnt²
+// (Σ_n x[n,d])/cnt, the CPU's bits (column_mean), and CosSim = |Σ_n x̂_n|²/cnt²
 // (sparge.blockStats) within spargeSimTol of the CPU's, one thread block
 // of POOL_WARPS warps per block of tokens (pool_block). Task t =
 // blockIdx.x < B·Hq·q_blocks is query row t = (b·Hq + h)·q_blocks + qb: it
@@ -296,14 +312,18 @@ extern "C" __global__ void __launch_bounds__(32 * POOL_WARPS)
 	int dt = isq ? q.dtype : k.dtype;
 	if (tid == 0) sh.odd = 0;
 	__syncthreads();
-	double msum;
-	float usum;
-	if (dt == DT_BF16)
+	float msum, usum;
+	double mean = 0;
+	if (dt == DT_BF16) {
 		pool_block<DT_BF16>((const u16*)ptr + off, sn, lo, hi, sh, msum, usum);
-	else if (dt == DT_F16)
+		if (tid < SD) mean = column_mean<DT_BF16>(msum, (const u16*)ptr + off, sn, lo, hi, tid);
+	} else if (dt == DT_F16) {
 		pool_block<DT_F16>((const u16*)ptr + off, sn, lo, hi, sh, msum, usum);
-	else
+		if (tid < SD) mean = column_mean<DT_F16>(msum, (const u16*)ptr + off, sn, lo, hi, tid);
+	} else {
 		pool_block<DT_F32>((const float*)ptr + off, sn, lo, hi, sh, msum, usum);
+		if (tid < SD) mean = column_mean<DT_F32>(msum, (const float*)ptr + off, sn, lo, hi, tid);
+	}
 	double s = tid < SD ? (double)usum * (double)usum : 0; // products of floats are exact in float64
 	s = warp_sum(s);
 	if (lane == 0) sh.red[warp] = s;
@@ -313,11 +333,11 @@ extern "C" __global__ void __launch_bounds__(32 * POOL_WARPS)
 	for (int w = 0; w < POOL_WARPS; w++) sim += sh.red[w];
 	sim /= cnt * cnt;
 	if (isq) {
-		if (tid < SD) qm[task * SD + tid] = mul64(msum / cnt, (double)a.scale);
+		if (tid < SD) qm[task * SD + tid] = mul64(mean, (double)a.scale);
 		if (tid == 0) qsim[task] = sim;
 	} else {
 		long long t = task - nq;
-		if (tid < SD) kmt[t * SD + tid] = msum / cnt;
+		if (tid < SD) kmt[t * SD + tid] = mean;
 		if (tid == 0) ksim[t] = sim;
 	}
 }
@@ -333,7 +353,7 @@ extern "C" __global__ void __launch_bounds__(32 * POOL_WARPS)
 // every thread takes a whole token (or half of one) for 1/|x|, reading it
 // by 16-byte chunks in a rotated order that keeps shared memory free of
 // bank conflicts, and thread d then sums column d in token order: Σ_n x[n,
-// d] in float64, the CPU's bits, and Σ_n x̂[n, d] in float32 (within
+// d] in float32, the CPU's bits (column_mean), and Σ_n x̂[n, d] in float32 (within
 // spargeSimTol, as sparge_pool's).
 
 #if SD % 8 == 0 && SD <= 128 && ((SD / 8) & (SD / 8 - 1)) == 0 // else only sparge_pool is compiled
@@ -404,9 +424,10 @@ template <int DT> __device__ __forceinline__ void pair32(u32 w, float& f0, float
 }
 
 // vpool_task pools one staged block of tokens [lo, hi) of type DT (see
-// sparge_pool_vec); isq: a query block.
+// sparge_pool_vec); isq: a query block; x points at token 0 of the block's
+// head in global memory, sn its token stride (for column_mean).
 template <int DT>
-__device__ __forceinline__ void vpool_task(const PlanArgs& a, int task, int nq, bool isq, int lo, int hi, const u16* tile,
+__device__ __forceinline__ void vpool_task(const PlanArgs& a, int task, int nq, bool isq, int lo, int hi, const u16* x, long long sn, const u16* tile,
                                            VpoolShared& sh, double* qm, double* qsim, double* kmt, double* ksim) {
 	constexpr int LPT = SD / 8, CPT = LPT < 8 ? LPT : 8, P = LPT / CPT; // chunks a token, a thread; threads a token
 	const unsigned full = 0xffffffffu;
@@ -455,9 +476,8 @@ __device__ __forceinline__ void vpool_task(const PlanArgs& a, int task, int nq, 
 		odd = odd || bad;
 	}
 	odd = __syncthreads_or(odd); // the barrier before the columns read inv
-	// Column d: the float64 sum in token order, the CPU's, and the unit sum.
-	double msum = 0;
-	float usum = 0;
+	// Column d: the float32 sum in token order, the CPU's, and the unit sum.
+	float msum = 0, usum = 0;
 	if (tid < SD) {
 		column_sums<DT>(tile + tid, cnt, odd, sh.inv, sh.inv64, msum, usum);
 	}
@@ -468,10 +488,12 @@ __device__ __forceinline__ void vpool_task(const PlanArgs& a, int task, int nq, 
 	}
 	__syncthreads(); // also: inv and this tile are read before the next task writes them
 	double n = cnt;
-	if (isq) {
-		if (tid < SD) qm[(long long)task * SD + tid] = mul64(msum / n, (double)a.scale);
-	} else {
-		if (tid < SD) kmt[(long long)(task - nq) * SD + tid] = msum / n;
+	if (tid < SD) {
+		double mean = column_mean<DT>(msum, x, sn, lo, hi, tid);
+		if (isq)
+			qm[(long long)task * SD + tid] = mul64(mean, (double)a.scale);
+		else
+			kmt[(long long)(task - nq) * SD + tid] = mean;
 	}
 	if (tid == 0) {
 		double sim = 0;
@@ -519,10 +541,14 @@ extern "C" __global__ void __launch_bounds__(VPOOL_THREADS, VPOOL_BLOCKS)
 			__syncthreads(); // the tile is read before the next task writes it
 			continue;
 		}
+		// Fields by value, as in vpool_issue.
+		const u16* x = (const u16*)(isq ? q.ptr : k.ptr);
+		long long sn = isq ? q.sn : k.sn;
+		x += (long long)b * (isq ? q.sb : k.sb) + (long long)h * (isq ? q.sh : k.sh);
 		if ((isq ? q.dtype : k.dtype) == DT_BF16)
-			vpool_task<DT_BF16>(a, task, nq, isq, lo, hi, tile, sh, qm, qsim, kmt, ksim);
+			vpool_task<DT_BF16>(a, task, nq, isq, lo, hi, x, sn, tile, sh, qm, qsim, kmt, ksim);
 		else
-			vpool_task<DT_F16>(a, task, nq, isq, lo, hi, tile, sh, qm, qsim, kmt, ksim);
+			vpool_task<DT_F16>(a, task, nq, isq, lo, hi, x, sn, tile, sh, qm, qsim, kmt, ksim);
 	}
 	asm volatile("cp.async.wait_all;\n" ::: "memory");
 }

@@ -78,16 +78,23 @@ func dot64(a, b []float64) float64 {
 
 // blockStats reads tokens [lo, hi) of head h in batch b of x and returns the
 // block's mean token (SpargeAttn Alg. 1 line 4: mean over axis 0) and its
-// CosSim. row and f are scratch of length D. Sums over tokens run in
-// increasing token order, sums over d in dot64's canonical order.
-func blockStats(x *tensor.Tensor, b, h, lo, hi int, row []float32, f, mean, unit []float64) float64 {
-	clear(mean)
+// CosSim. row and sum are scratch of length D, f and unit too. The token sum
+// runs in float32 in increasing token order, as the reference pools (its
+// Triton kernel sums the block in float32), and is divided by the count in
+// float64; where a float32 sum overflows (inputs near float32's limit) that
+// column is summed again in float64. CosSim's sums run in float64, in token
+// order, and sums over d in dot64's canonical order. A float64 token sum
+// would cost the device planner one float32-to-float64 conversion an
+// element, a quarter of the rate of a float32 add on Hopper (BENCHMARKS.md,
+// "sparge's prediction at 8K").
+func blockStats(x *tensor.Tensor, b, h, lo, hi int, row, sum []float32, f, mean, unit []float64) float64 {
+	clear(sum)
 	clear(unit)
 	for n := lo; n < hi; n++ {
 		x.ReadRow(b, h, n, row)
 		for d, v := range row {
 			f[d] = float64(v)
-			mean[d] += f[d]
+			sum[d] += v
 		}
 		nn := dot64(f, f)
 		if nn == 0 {
@@ -99,10 +106,26 @@ func blockStats(x *tensor.Tensor, b, h, lo, hi int, row []float32, f, mean, unit
 		}
 	}
 	cnt := float64(hi - lo)
-	for d := range mean {
+	for d, s := range sum {
+		if math.IsInf(float64(s), 0) {
+			mean[d] = columnSum64(x, b, h, lo, hi, d, row)
+		} else {
+			mean[d] = float64(s)
+		}
 		mean[d] /= cnt
 	}
 	return dot64(unit, unit) / (cnt * cnt)
+}
+
+// columnSum64 is Σ_n x[n, d] over tokens [lo, hi) in float64, in token
+// order: blockStats' sum for a column whose float32 sum overflows.
+func columnSum64(x *tensor.Tensor, b, h, lo, hi, d int, row []float32) float64 {
+	s := 0.0
+	for n := lo; n < hi; n++ {
+		x.ReadRow(b, h, n, row)
+		s += float64(row[d])
+	}
+	return s
 }
 
 // EstimateGroup computes the estimates of the query heads that share KV head
@@ -114,14 +137,14 @@ func EstimateGroup(t plan.Tiling, q, k *tensor.Tensor, b, kvh int) []*HeadEstima
 	g := t.Geometry
 	p := plan.Plan{Tiling: t} // for block ranges and causal visibility
 	nqb, nkb := p.QBlocks(), p.KBlocks()
-	row := make([]float32, g.D)
+	row, sum := make([]float32, g.D), make([]float32, g.D)
 	f := make([]float64, g.D)
 	unit := make([]float64, g.D)
 	kMean := make([]float64, nkb*g.D)
 	kSim := make([]float64, nkb)
 	for j := range nkb {
 		lo, hi := p.KeyRange(j)
-		kSim[j] = blockStats(k, b, kvh, lo, hi, row, f, kMean[j*g.D:(j+1)*g.D], unit)
+		kSim[j] = blockStats(k, b, kvh, lo, hi, row, sum, f, kMean[j*g.D:(j+1)*g.D], unit)
 	}
 	visible := make([]int, nqb)
 	diag := make([]int, nqb)
@@ -150,7 +173,7 @@ func EstimateGroup(t plan.Tiling, q, k *tensor.Tensor, b, kvh int) []*HeadEstima
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			row := make([]float32, g.D)
+			row, sum := make([]float32, g.D), make([]float32, g.D)
 			f := make([]float64, g.D)
 			unit := make([]float64, g.D)
 			qMean := make([]float64, g.D)
@@ -162,7 +185,7 @@ func EstimateGroup(t plan.Tiling, q, k *tensor.Tensor, b, kvh int) []*HeadEstima
 			}
 			for i := range nqb {
 				lo, hi := p.QueryRange(i)
-				e.QSim[i] = blockStats(q, b, h, lo, hi, row, f, qMean, unit)
+				e.QSim[i] = blockStats(q, b, h, lo, hi, row, sum, f, qMean, unit)
 				for d := range qMean {
 					qMean[d] *= scale
 				}
