@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sparseattn/sparseattn/tensor"
 )
@@ -25,53 +28,103 @@ type Errors struct {
 }
 
 // Rows is what Compare reads: anything that can produce row [b, h, n] of a
-// [B, H, N, D] array as float64.
+// [B, H, N, D] array as float64. Compare calls ReadRow64 from several
+// goroutines at once, so it must be safe for concurrent reads.
 type Rows interface {
 	Shape() tensor.Shape
 	ReadRow64(b, h, n int, dst []float64)
 }
 
-// Compare returns the errors of got against ref.
+// compareChunk is the rows Compare sums as one part: parts run in
+// parallel, and their sums are added in row order, so the result does not
+// depend on the number of CPUs.
+const compareChunk = 1024
+
+// sums are Compare's running sums over some rows.
+type sums struct {
+	absRef, absDiff, sqRef, sqDiff, sqGot, dot, maxAbs float64
+}
+
+// add accumulates one row pair (in locals: the compiler keeps them in
+// registers, not the fields).
+func (t *sums) add(r, o []float64) {
+	absRef, absDiff, sqRef, sqDiff, sqGot, dot, maxAbs := t.absRef, t.absDiff, t.sqRef, t.sqDiff, t.sqGot, t.dot, t.maxAbs
+	o = o[:len(r)]
+	for d, x := range r {
+		y := o[d]
+		diff := math.Abs(x - y)
+		absRef += math.Abs(x)
+		absDiff += diff
+		sqRef += x * x
+		sqDiff += diff * diff
+		sqGot += y * y
+		dot += x * y
+		maxAbs = max(maxAbs, diff)
+	}
+	*t = sums{absRef, absDiff, sqRef, sqDiff, sqGot, dot, maxAbs}
+}
+
+// merge adds the sums of other rows.
+func (t *sums) merge(u sums) {
+	t.absRef += u.absRef
+	t.absDiff += u.absDiff
+	t.sqRef += u.sqRef
+	t.sqDiff += u.sqDiff
+	t.sqGot += u.sqGot
+	t.dot += u.dot
+	t.maxAbs = max(t.maxAbs, u.maxAbs)
+}
+
+// Compare returns the errors of got against ref. Rows are read in chunks
+// of compareChunk, one goroutine per CPU at most; a 128K-token output of
+// 32 heads (537 M elements) takes a fraction of a second on 16 cores
+// instead of seconds.
 func Compare(ref, got Rows) (Errors, error) {
 	s := ref.Shape()
 	if got.Shape() != s {
 		return Errors{}, fmt.Errorf("%w: reference %v, output %v", ErrMismatch, s, got.Shape())
 	}
-	r, o := make([]float64, s.D), make([]float64, s.D)
-	var sumAbsRef, sumAbsDiff, sumSqRef, sumSqDiff, sumSqGot, dot, maxAbs float64
-	for b := range s.B {
-		for h := range s.H {
-			for n := range s.N {
-				ref.ReadRow64(b, h, n, r)
-				got.ReadRow64(b, h, n, o)
-				for d := range r {
-					diff := math.Abs(r[d] - o[d])
-					sumAbsRef += math.Abs(r[d])
-					sumAbsDiff += diff
-					sumSqRef += r[d] * r[d]
-					sumSqDiff += diff * diff
-					sumSqGot += o[d] * o[d]
-					dot += r[d] * o[d]
-					maxAbs = max(maxAbs, diff)
+	rows := s.B * s.H * s.N
+	parts := make([]sums, (rows+compareChunk-1)/compareChunk)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(parts)) {
+		wg.Go(func() {
+			r, o := make([]float64, s.D), make([]float64, s.D)
+			for {
+				c := int(next.Add(1)) - 1
+				if c >= len(parts) {
+					return
+				}
+				for i := c * compareChunk; i < min(rows, (c+1)*compareChunk); i++ {
+					b, h, n := i/(s.H*s.N), i/s.N%s.H, i%s.N
+					ref.ReadRow64(b, h, n, r)
+					got.ReadRow64(b, h, n, o)
+					parts[c].add(r, o)
 				}
 			}
-		}
+		})
+	}
+	wg.Wait()
+	var t sums
+	for _, p := range parts {
+		t.merge(p)
 	}
 	count := float64(s.Len())
 	e := Errors{
-		RelL1:  ratio(sumAbsDiff, sumAbsRef),
-		RelL2:  ratio(math.Sqrt(sumSqDiff), math.Sqrt(sumSqRef)),
-		MSE:    sumSqDiff / count,
-		MAE:    sumAbsDiff / count,
-		MaxAbs: maxAbs,
+		RelL1:  ratio(t.absDiff, t.absRef),
+		RelL2:  ratio(math.Sqrt(t.sqDiff), math.Sqrt(t.sqRef)),
+		MSE:    t.sqDiff / count,
+		MAE:    t.absDiff / count,
+		MaxAbs: t.maxAbs,
 	}
 	switch {
-	case sumSqRef == 0 && sumSqGot == 0:
+	case t.sqRef == 0 && t.sqGot == 0:
 		e.Cosine = 1
-	case sumSqRef == 0 || sumSqGot == 0:
+	case t.sqRef == 0 || t.sqGot == 0:
 		e.Cosine = 0
 	default:
-		e.Cosine = dot / (math.Sqrt(sumSqRef) * math.Sqrt(sumSqGot))
+		e.Cosine = t.dot / (math.Sqrt(t.sqRef) * math.Sqrt(t.sqGot))
 	}
 	return e, nil
 }
@@ -92,8 +145,15 @@ type Tensor struct{ *tensor.Tensor }
 
 // ReadRow64 reads row [b, h, n] widened to float64.
 func (t Tensor) ReadRow64(b, h, n int, dst []float64) {
-	for d := range dst {
-		dst[d] = float64(t.At(b, h, n, d))
+	var buf [256]float32
+	row := buf[:]
+	if len(dst) > len(buf) {
+		row = make([]float32, len(dst))
+	}
+	row = row[:len(dst)]
+	t.ReadRow(b, h, n, row)
+	for d, v := range row {
+		dst[d] = float64(v)
 	}
 }
 

@@ -2,8 +2,10 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/internal/testutil"
@@ -20,11 +22,42 @@ func randomTensor(r *rand.Rand, s tensor.Shape) *tensor.Tensor {
 }
 
 // TestCompareAgainstDirectSums checks every metric against a direct
-// computation over the flat data, and the metrics' own identities.
+// computation over the flat data, on shapes of one part and of several
+// (more rows than compareChunk, a last part cut short), and a head dim
+// past Tensor.ReadRow64's stack buffer.
 func TestCompareAgainstDirectSums(t *testing.T) {
 	r := testutil.Rand(t)
-	s := tensor.Shape{B: 2, H: 3, N: 17, D: 9}
+	for _, s := range []tensor.Shape{
+		{B: 2, H: 3, N: 17, D: 9},
+		{B: 1, H: 3, N: compareChunk + 301, D: 16},
+		{B: 2, H: 1, N: 5, D: 300},
+	} {
+		t.Run(fmt.Sprint(s), func(t *testing.T) { compareDirect(t, randomTensor(r, s), randomTensor(r, s)) })
+	}
+}
+
+// TestCompareDeterministic: the parts' sums are added in row order, so one
+// CPU and many give the same bits.
+func TestCompareDeterministic(t *testing.T) {
+	r := testutil.Rand(t)
+	s := tensor.Shape{B: 2, H: 4, N: 3*compareChunk + 77, D: 8}
 	ref, got := randomTensor(r, s), randomTensor(r, s)
+	prev := runtime.GOMAXPROCS(1)
+	one, err := CompareTensors(ref, got)
+	runtime.GOMAXPROCS(8)
+	many, err2 := CompareTensors(ref, got)
+	runtime.GOMAXPROCS(prev)
+	if err != nil || err2 != nil {
+		t.Fatal(err, err2)
+	}
+	if one != many {
+		t.Errorf("1 CPU %+v, 8 CPUs %+v", one, many)
+	}
+}
+
+// compareDirect is TestCompareAgainstDirectSums on one pair.
+func compareDirect(t *testing.T, ref, got *tensor.Tensor) {
+	t.Helper()
 	e, err := CompareTensors(ref, got)
 	if err != nil {
 		t.Fatal(err)
