@@ -31,10 +31,12 @@ const levelsScratch = "levels"
 // psaArgs mirrors struct PsaArgs in kernels/psa.cuh.
 type psaArgs struct {
 	qh, ql, kh, kl, qtok, ktok, imp, work, cap, lvl uint64
+	qout, kout                                      uint64
 	cuts                                            [8]float64
 	sim                                             [7]float64
 	seed                                            uint64
 	est, rule, h, s, sq, sk                         int32
+	oq, ok                                          int32
 	rq, cp, w, wp, un, nt                           int32
 	split, slots, heads, blocks                     int32
 	lscale                                          float32
@@ -44,10 +46,15 @@ type psaArgs struct {
 const (
 	psaThreads       = 256
 	psaAssignThreads = 64
+	// psaOutlierThreads is psa_outliers' CTA: a block's dimensions, then
+	// its tokens, a thread each.
+	psaOutlierThreads = 128
 )
 
 // psaPlanner is psa.Planner on the device (kernels/plan_psa.cu and
-// plan_psa_score.cu). Sampling draws the CPU's tokens bit for bit, the similarity cap and the level
+// plan_psa_score.cu). Sampling draws the CPU's tokens bit for bit (the
+// outlier scores of its leading draws, psa_outliers, in the CPU's canonical
+// float64), the similarity cap and the level
 // rules are the CPU's float64 arithmetic, and the logits are float32
 // tensor-core sums where the CPU's are float32 kernel.MatMul sums: a
 // block whose importance ranks or accumulates within rounding of a level
@@ -215,6 +222,9 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 	if sh.split {
 		a.split = 1
 	}
+	if s.Estimator == psa.Sampling {
+		a.oq, a.ok = int32(s.OutlierQ), int32(s.OutlierK)
+	}
 	copy(a.cuts[:], s.Cuts)
 	copy(a.sim[:], s.Similarity)
 	qrows := int64(g.B*g.Hq) * int64(sh.qBlocks) * int64(sh.rq)
@@ -251,6 +261,20 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 			dst  *uint64
 		}{"psa.cap", int64(g.B*g.Hkv) * int64(sh.kBlks), &a.cap})
 	}
+	for _, o := range []struct {
+		name  string
+		n     int64
+		dst   *uint64
+		count int32
+	}{{"psa.qout", int64(g.B*g.Hq) * int64(sh.qBlocks), &a.qout, a.oq}, {"psa.kout", int64(g.B*g.Hkv) * int64(sh.kBlks), &a.kout, a.ok}} {
+		if o.count > 0 {
+			bufs = append(bufs, struct {
+				name string
+				n    int64
+				dst  *uint64
+			}{o.name, o.n * int64(o.count) * 4, o.dst})
+		}
+	}
 	for _, b := range bufs {
 		ptr, err := in.scratch.get(c, b.name, max(b.n, 16))
 		if err != nil {
@@ -270,7 +294,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	}
 	const file = "plan_psa.cu"
 	fns := map[string]driver.Function{}
-	for _, name := range []string{"psa_tokens", "psa_gather", "psa_caps", "psa_assign"} {
+	for _, name := range []string{"psa_outliers", "psa_tokens", "psa_gather", "psa_caps", "psa_assign"} {
 		if fns[name], err = in.e.auxFunction(c, file, name); err != nil {
 			return err
 		}
@@ -288,6 +312,27 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	}
 	pa := in.args()
 	g := in.t.Geometry
+	// Sampling's outlier-led draws first: psa_tokens swaps them to the
+	// front of each block's draw.
+	for side, o := range []struct {
+		v      view
+		blocks int
+		m      int32
+		bs     int
+	}{{in.q, g.B * g.Hq * sh.qBlocks, a.oq, in.t.BlockQ}, {in.k, g.B * g.Hkv * sh.kBlks, a.ok, in.t.BlockK}} {
+		if o.m <= 0 {
+			continue
+		}
+		sd, v := int32(side), o.v
+		smem := (2*g.D + o.bs) * 8 // mean, 1/v, scores
+		if err := c.SetMaxDynamicShared(fns["psa_outliers"], smem); err != nil {
+			return err
+		}
+		if err := c.Launch(fns["psa_outliers"], driver.Dim3{X: uint32(o.blocks), Y: 1, Z: 1}, driver.Dim3{X: psaOutlierThreads, Y: 1, Z: 1}, smem,
+			driver.Arg(&pa), driver.Arg(&a), driver.Arg(&v), driver.Arg(&sd)); err != nil {
+			return err
+		}
+	}
 	for side, n := range []int{g.B * g.Hq * sh.qBlocks, g.B * g.Hkv * sh.kBlks} {
 		sd := int32(side)
 		grid, block := grid1(n, 64)

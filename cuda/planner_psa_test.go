@@ -11,21 +11,24 @@ import (
 )
 
 // TestPsaArgsLayout checks the Go mirror of struct PsaArgs
-// (kernels/psa.cuh): ten pointers, 15 doubles, the seed, 16 ints and
-// a float, padded to 8 bytes: 280 bytes.
+// (kernels/psa.cuh): twelve pointers, 15 doubles, the seed, 18 ints and
+// a float, padded to 8 bytes: 304 bytes.
 func TestPsaArgsLayout(t *testing.T) {
 	var a psaArgs
-	if got := unsafe.Sizeof(a); got != 280 {
-		t.Errorf("psaArgs is %d bytes, PsaArgs 280", got)
+	if got := unsafe.Sizeof(a); got != 304 {
+		t.Errorf("psaArgs is %d bytes, PsaArgs 304", got)
 	}
-	if got := unsafe.Offsetof(a.seed); got != 200 {
-		t.Errorf("seed at %d, want 200", got)
+	if got := unsafe.Offsetof(a.seed); got != 216 {
+		t.Errorf("seed at %d, want 216", got)
 	}
-	if got := unsafe.Offsetof(a.blocks); got != 268 {
-		t.Errorf("blocks (P) at %d, want 268", got)
+	if got := unsafe.Offsetof(a.oq); got != 248 {
+		t.Errorf("oq at %d, want 248", got)
 	}
-	if got := unsafe.Offsetof(a.lscale); got != 272 {
-		t.Errorf("lscale at %d, want 272", got)
+	if got := unsafe.Offsetof(a.blocks); got != 292 {
+		t.Errorf("blocks (P) at %d, want 292", got)
+	}
+	if got := unsafe.Offsetof(a.lscale); got != 296 {
+		t.Errorf("lscale at %d, want 296", got)
 	}
 }
 

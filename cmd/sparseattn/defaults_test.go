@@ -29,9 +29,6 @@ func defaultMethods() string {
 // RESULTS.md, "Defaults and the needle").
 func knownNeedleLoss(method string, n int) string {
 	switch {
-	case method == "psa":
-		return "sampling a quarter of each block's queries and keys rarely draws the needle pair; " +
-			"sampling all 64×64 keeps it at 1K–16K but plans slower than dense attention (2.2 s against 0.6–1.1 s at 8K), 32×32 loses it"
 	case method == "window" && n-1-n/3 > 1024+64:
 		return "the needle lies outside the sink and the 1024-token window"
 	case method == "unisparse" && n < 4096:

@@ -18,10 +18,10 @@ import (
 func psaMethod() *method {
 	var rule, estimator, thresholds, quantiles, sim string
 	var scale float64
-	var sampleQ, sampleK, stride int
+	var sampleQ, sampleK, outQ, outK, stride int
 	var seed uint64
 	build := func(scale float64) (plan.Planner, error) {
-		p := psa.Planner{Scale: scale, SampleQ: sampleQ, SampleK: sampleK, Stride: stride, Seed: seed}
+		p := psa.Planner{Scale: scale, SampleQ: sampleQ, SampleK: sampleK, OutlierQ: outQ, OutlierK: outK, Stride: stride, Seed: seed}
 		switch rule {
 		case "threshold":
 			p.Rule = psa.Threshold
@@ -67,6 +67,8 @@ func psaMethod() *method {
 			return nil, fmt.Errorf("%w: --psa-sim needs %d values (levels 2..%d), or none", errUsage, levels-1, levels)
 		case sampleQ < 0 || sampleK < 0:
 			return nil, fmt.Errorf("%w: --psa-sample-q and --psa-sample-k must be ≥ 0 (0 = a quarter of the block)", errUsage)
+		case outQ < psa.NoOutliers || outK < psa.NoOutliers:
+			return nil, fmt.Errorf("%w: --psa-outliers-q and --psa-outliers-k must be ≥ -1 (0 = a quarter of the sample, -1 = none)", errUsage)
 		case stride < 0:
 			return nil, fmt.Errorf("%w: --psa-stride must be ≥ 0 (0 = 8)", errUsage)
 		}
@@ -91,6 +93,8 @@ func psaMethod() *method {
 			fs.StringVar(&estimator, "psa-estimator", "sampling", "psa: block importance, sampling (video generation) or antidiagonal (video understanding)")
 			fs.IntVar(&sampleQ, "psa-sample-q", 0, "psa: query tokens sampled per block (0 = a quarter of the block)")
 			fs.IntVar(&sampleK, "psa-sample-k", 0, "psa: key tokens sampled per block (0 = a quarter of the block)")
+			fs.IntVar(&outQ, "psa-outliers-q", 0, "psa: of the sampled queries per block, how many are the block's most outlying (our extension; 0 = a quarter of the sample, -1 = none: the paper's random draw)")
+			fs.IntVar(&outK, "psa-outliers-k", 0, "psa: of the sampled keys per block, how many are the block's most outlying (our extension; 0 = a quarter of the sample, -1 = none: the paper's random draw)")
 			fs.IntVar(&stride, "psa-stride", 0, "psa: antidiagonal stride (0 = 8)")
 			fs.StringVar(&sim, "psa-sim", "", "psa: H−1 cosine thresholds capping the pooling level of dissimilar key blocks, e.g. 0.75,0.7,0.7 (empty = off)")
 			fs.Uint64Var(&seed, "psa-seed", 0, "psa: seed of the sampling estimator")

@@ -42,6 +42,7 @@ func TestEvalPSA(t *testing.T) {
 		{"--psa-sim", "0.5", "needs 3"},
 		{"--psa-scale", "0", "--psa-scale"},
 		{"--psa-sample-q", "-1", "--psa-sample-q"},
+		{"--psa-outliers-k", "-2", "--psa-outliers-k"},
 		{"--psa-stride", "-2", "--psa-stride"},
 	} {
 		code, _, errs := runCLI(t, append(base, tc.flag, tc.value)...)

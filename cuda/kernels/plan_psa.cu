@@ -44,10 +44,77 @@ __device__ __forceinline__ u64 pcg_intn(Pcg& p, u64 n) {
 	return hi;
 }
 
+// psa_outliers writes, per block of a side (0: queries, per (b, h, qb);
+// 1: keys, per (b, kh, kb)), one CTA each, the offsets of the block's m
+// most outlying tokens (m = s.oq or s.ok), largest score first, ties to
+// the lower offset: the first m of Sampling's draws (method/psa,
+// outlierScores and estimator.draw; our extension of PSA §3.3.1). The
+// scores are the CPU's canonical float64, bit for bit: the mean and the
+// squared deviations summed in token order per dimension (a thread a
+// dimension), one division each for the mean and 1/v (0 where v = 0), the
+// score summed in dimension order per token (a thread a token), every
+// product and difference rounded on its own. Blocks that Sampling takes
+// whole (n ≤ the draw) are left alone. Dynamic shared memory: 2·D + bs
+// doubles (bs the side's block size).
+extern "C" __global__ void psa_outliers(const PlanArgs a, const PsaArgs s, View x, int side) {
+	extern __shared__ __align__(16) unsigned char smem[];
+	double* mean = (double*)smem;
+	double* inv = mean + a.D;
+	double* z = inv + a.D;
+	const int nb = side == 0 ? (a.Nq + a.bq - 1) / a.bq : (a.Nk + a.bk - 1) / a.bk;
+	const int heads = side == 0 ? a.Hq : a.Hkv;
+	const long long i = blockIdx.x;
+	if (i >= (long long)a.B * heads * nb) return;
+	const int blk = (int)(i % nb), bh = (int)(i / nb), b = bh / heads, h = bh % heads;
+	const int bs = side == 0 ? a.bq : a.bk, N = side == 0 ? a.Nq : a.Nk;
+	const int lo = blk * bs, n = min(lo + bs, N) - lo;
+	const int want = side == 0 ? s.sq : s.sk, m = min(side == 0 ? s.oq : s.ok, want);
+	if (m <= 0 || want >= n) return;
+	for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
+		double sum = 0.0;
+		for (int j = 0; j < n; j++) sum = add64(sum, (double)load(x, b, h, lo + j, d));
+		const double mu = __ddiv_rn(sum, (double)n);
+		double v = 0.0;
+		for (int j = 0; j < n; j++) {
+			const double y = __dsub_rn((double)load(x, b, h, lo + j, d), mu);
+			v = add64(v, mul64(y, y));
+		}
+		mean[d] = mu;
+		inv[d] = v > 0.0 ? __ddiv_rn(1.0, v) : 0.0;
+	}
+	__syncthreads();
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		double sc = 0.0;
+		for (int d = 0; d < a.D; d++) {
+			const double y = __dsub_rn((double)load(x, b, h, lo + j, d), mean[d]);
+			sc = add64(sc, mul64(mul64(y, y), inv[d]));
+		}
+		z[j] = sc;
+	}
+	__syncthreads();
+	if (threadIdx.x != 0) return;
+	// The m largest, largest first, ties to the lower offset: the offsets
+	// estimator.draw's selection sort swaps into place (it compares
+	// offsets, not positions, so the order does not depend on its swaps).
+	int* out = (side == 0 ? s.qout : s.kout) + i * m;
+	for (int r = 0; r < m; r++) {
+		int best = -1;
+		for (int j = 0; j < n; j++) {
+			bool taken = false;
+			for (int q = 0; q < r; q++) taken |= out[q] == j;
+			if (taken) continue;
+			if (best < 0 || z[j] > z[best]) best = j; // j ascending: a tie keeps the lower offset
+		}
+		out[r] = best;
+	}
+}
+
 // psa_tokens writes the first tokens of the rows (side 0: queries, per
 // (b, h, qb)) or columns (side 1: keys, per (b, kh, kb)) of one block per
-// thread: Sampling's draw (estimator.sample with the stream of
-// estimator.rng), or the Stride-token groups.
+// thread: Sampling's draw (estimator.draw with the stream of
+// estimator.rng: psa_outliers' m offsets swapped into place first, then
+// the partial Fisher–Yates shuffle from position m), or the Stride-token
+// groups.
 extern "C" __global__ void psa_tokens(const PlanArgs a, const PsaArgs s, int side) {
 	const int nb = side == 0 ? (a.Nq + a.bq - 1) / a.bq : (a.Nk + a.bk - 1) / a.bk;
 	const int heads = side == 0 ? a.Hq : a.Hkv;
@@ -69,7 +136,16 @@ extern "C" __global__ void psa_tokens(const PlanArgs a, const PsaArgs s, int sid
 			Pcg p;
 			p.hi = s.seed;
 			p.lo = ((u64)side << 60) ^ ((u64)b << 40) ^ ((u64)h << 20) ^ (u64)blk;
-			for (int j = 0; j < want; j++) {
+			const int m = min(side == 0 ? s.oq : s.ok, want);
+			const int* top = (side == 0 ? s.qout : s.kout) + i * max(m, 0);
+			for (int j = 0; j < m; j++) {
+				int k = j;
+				while (perm[k] != top[j]) k++;
+				int x = perm[j];
+				perm[j] = perm[k];
+				perm[k] = x;
+			}
+			for (int j = max(m, 0); j < want; j++) {
 				int k = j + (int)pcg_intn(p, (u64)(n - j));
 				int x = perm[j];
 				perm[j] = perm[k];

@@ -3,12 +3,16 @@
 // Li et al., "PSA: Pyramid Sparse Attention", §3.3 and App. B.1) runs these
 // steps, one kernel each:
 //
+//   psa_outliers Sampling's outlier-led draws (our extension of §3.3.1):
+//                per block the m most outlying tokens by the CPU's
+//                canonical float64 score, largest first.
 //   psa_tokens   the first token of each estimator row (a sampled query, or
 //                a Stride-token query group) and column (a sampled key, or
 //                a key group), -1 for padding. Sampling repeats the CPU's
-//                draw bit for bit: Go's math/rand/v2 PCG (a 128-bit LCG
-//                with the DXSM output mix), Rand.IntN and a partial
-//                Fisher–Yates shuffle.
+//                draw bit for bit: psa_outliers' tokens swapped to the
+//                front, then Go's math/rand/v2 PCG (a 128-bit LCG with the
+//                DXSM output mix), Rand.IntN and a partial Fisher–Yates
+//                shuffle.
 //   psa_gather   those rows as 16-bit operands of width W (D, or Stride·D
 //                with query slot k holding token t+k and key slot s token
 //                t+Stride−1−s, zero past the block: the antidiagonal).
@@ -49,11 +53,13 @@ struct PsaArgs {
 	float* work;        // per CTA slot: E [RQ][UN], MT [RQ][NT], ST [RQ][NT]
 	unsigned char* cap; // [B·Hkv·KB], or null
 	unsigned char* lvl; // [rows][KB]: the listed blocks' levels
+	int *qout, *kout;   // [B·Hq·QB][oq], [B·Hkv·KB][ok]: psa_outliers' offsets, or null
 	double cuts[8];
 	double sim[7];
 	u64 seed;
 	int est, rule, H, S;
 	int sq, sk;         // Sampling's draws per block
+	int oq, ok;         // of which the blocks' most outlying tokens (0: none)
 	int RQ, CP, W, Wp;  // rows per query block, columns per KV block (a power of two), width, padded width
 	int UN, NT;         // units and tiles of the longest row
 	int split, slots, G, P; // G query heads and P query blocks per work item of psa_score

@@ -11,14 +11,18 @@ import (
 )
 
 // psaPlanners are the psa configurations the device planner is checked
-// with: the CLI's default (sampling, threshold, Scale psa.DefaultScale),
-// the quantile rule with odd sample counts and a seed, the antidiagonal
+// with: the CLI's default (sampling with a quarter of the draws led by
+// outlier score, threshold, Scale psa.DefaultScale), the quantile rule
+// with odd sample counts and a seed, every query draw by score and one key
+// draw, the paper's all-random draw (psa.NoOutliers), the antidiagonal
 // estimator with the similarity cap, and a two-level antidiagonal pyramid
 // of stride 16 under the quantile rule.
 func psaPlanners() []plan.Planner {
 	return []plan.Planner{
 		psa.Planner{Scale: psa.DefaultScale},
 		psa.Planner{Rule: psa.Quantile, SampleQ: 13, SampleK: 5, Seed: 0x5eed, Scale: 1},
+		psa.Planner{SampleQ: 7, SampleK: 9, OutlierQ: 7, OutlierK: 1, Seed: 3, Scale: psa.DefaultScale},
+		psa.Planner{OutlierQ: psa.NoOutliers, OutlierK: psa.NoOutliers, Scale: psa.DefaultScale},
 		psa.Planner{Estimator: psa.Antidiagonal, Similarity: []float64{0.2, 0.1, 0.0}, Scale: 1},
 		psa.Planner{Estimator: psa.Antidiagonal, Stride: 16, Rule: psa.Quantile, Quantiles: []float64{0.3, 0.6}, Scale: 1.1},
 	}

@@ -54,8 +54,10 @@ func xattnP(th float64) (xattn.Planner, error) {
 	return xattn.Planner{Stride: 16, Threshold: th}, inUnit("xattn", th)
 }
 
-// pooled is PSA at its default thresholds: the pooled levels a composition
-// gives to the blocks its binary planner skips.
+// pooled is PSA at its default thresholds and draws (the outlier-led
+// sampling of psa's zero OutlierQ and OutlierK; profiles before Version 4
+// drew at random): the psa candidate at knob 1, and the pooled levels a
+// composition gives to the blocks its binary planner skips.
 func pooled() psa.Planner {
 	return psa.Planner{Scale: 1, Thresholds: psa.DefaultThresholds(), Quantiles: psa.DefaultQuantiles()}
 }

@@ -13,8 +13,11 @@ import (
 // bounds the layer's rel L1 (version 1 bounded each head's), and records
 // the margin, the head cap and what each layer reached. Version 3 runs
 // flexprefill heads at τ 0.2 (flexprefill.DefaultTau) where version 2 ran
-// τ 0.1, so a version-2 flexprefill knob named another planner.
-const Version = 3
+// τ 0.1, so a version-2 flexprefill knob named another planner. Version 4
+// runs psa heads and compositions with psa's outlier-led sampling (the
+// zero psa.Planner's OutlierQ and OutlierK) where version 3 drew every
+// sampled token at random, so a version-3 psa knob named another planner.
+const Version = 4
 
 // MaxProfileBytes bounds the size of a profile file Load accepts.
 const MaxProfileBytes = 16 << 20

@@ -38,6 +38,6 @@ func Example() {
 	fmt.Printf("budget %.2f of dense (sparsity %.2f), rel L1 %.2f\n", psa.Budget(res.Stats), res.Stats.Sparsity(), e.RelL1)
 	fmt.Printf("KV blocks seen %.2f\n", psa.Coverage(res.Plan))
 	// Output:
-	// budget 0.22 of dense (sparsity 0.78), rel L1 0.24
-	// KV blocks seen 0.41
+	// budget 0.24 of dense (sparsity 0.76), rel L1 0.24
+	// KV blocks seen 0.42
 }

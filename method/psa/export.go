@@ -19,6 +19,10 @@ type Settings struct {
 	// SampleQ and SampleK are Sampling's draws per block, at most the
 	// block size; Stride is Antidiagonal's tile edge.
 	SampleQ, SampleK, Stride int
+	// OutlierQ and OutlierK are how many of Sampling's draws per block
+	// are the block's most outlying tokens (0: none), at most SampleQ and
+	// SampleK.
+	OutlierQ, OutlierK int
 	// Similarity is the cap's H−1 cosine thresholds, or nil.
 	Similarity []float64
 	Seed       uint64
@@ -32,7 +36,7 @@ func (p Planner) Settings(t plan.Tiling) (Settings, error) {
 		return Settings{}, err
 	}
 	return Settings{Rule: c.rule, Cuts: append([]float64(nil), c.cuts...), Estimator: c.estimator,
-		SampleQ: c.sampleQ, SampleK: c.sampleK, Stride: c.stride,
+		SampleQ: c.sampleQ, SampleK: c.sampleK, Stride: c.stride, OutlierQ: c.outQ, OutlierK: c.outK,
 		Similarity: append([]float64(nil), c.sim...), Seed: c.seed}, nil
 }
 

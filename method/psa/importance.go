@@ -41,6 +41,10 @@ type estimator struct {
 	keysB, keysOf int
 	keysOK        bool
 	bmax          []float32 // sampledMax's block maxima
+	// blockScores' scratch: a block's rows, their mean, the inverse
+	// spreads and the scores.
+	orows           []float32
+	omean, oinv, oz []float64
 }
 
 // chunkCols is the width of the column chunks of estimator.kT. Each chunk
@@ -94,22 +98,6 @@ func (e *estimator) rng(kind, b, h, blk int) *rand.Rand {
 	return rand.New(rand.NewPCG(e.c.seed, uint64(kind)<<60^uint64(b)<<40^uint64(h)<<20^uint64(blk)))
 }
 
-// sample returns s distinct offsets in [0, n), or all n when s ≥ n.
-func (e *estimator) sample(r *rand.Rand, n, s int) []int {
-	perm := e.perm[:n]
-	for i := range perm {
-		perm[i] = i
-	}
-	if s >= n {
-		return perm
-	}
-	for i := range s { // partial Fisher–Yates
-		j := i + r.IntN(n-i)
-		perm[i], perm[j] = perm[j], perm[i]
-	}
-	return perm[:s]
-}
-
 // head prepares the keys of query head h's KV head, kept when they are
 // the last call's (the same batch and KV head).
 func (e *estimator) head(b, h int) {
@@ -127,7 +115,11 @@ func (e *estimator) head(b, h int) {
 		for kb := range p.KBlocks() {
 			e.colStart[kb] = len(e.colTok)
 			lo, hi := p.KeyRange(kb)
-			for _, j := range e.sample(e.rng(1, b, kh, kb), hi-lo, e.c.sampleK) {
+			var z []float64
+			if e.c.outK > 0 && e.c.sampleK < hi-lo {
+				z = e.blockScores(e.k, b, kh, lo, hi)
+			}
+			for _, j := range e.draw(e.rng(1, b, kh, kb), hi-lo, e.c.sampleK, e.c.outK, z) {
 				e.colTok = append(e.colTok, lo+j)
 			}
 		}
@@ -204,7 +196,11 @@ func (e *estimator) queries(s *slot, qb int, blocks []int32) {
 	s.tok = s.tok[:0]
 	switch e.c.estimator {
 	case Sampling:
-		for _, i := range e.sample(e.rng(0, e.b, e.h, qb), qhi-qlo, e.c.sampleQ) {
+		var z []float64
+		if e.c.outQ > 0 && e.c.sampleQ < qhi-qlo {
+			z = e.blockScores(e.q, e.b, e.h, qlo, qhi)
+		}
+		for _, i := range e.draw(e.rng(0, e.b, e.h, qb), qhi-qlo, e.c.sampleQ, e.c.outQ, z) {
 			s.tok = append(s.tok, qlo+i)
 		}
 	case Antidiagonal:

@@ -7,7 +7,10 @@
 // of the same compute budget allows.
 //
 // The planner estimates a block importance map (PSA §3.3.1: sampled tokens,
-// or XAttention's antidiagonal scores with an intra-block similarity cap),
+// or XAttention's antidiagonal scores with an intra-block similarity cap;
+// by default a quarter of the sampled tokens are each block's most
+// outlying ones rather than random draws, our extension of §3.3.1 so that
+// a lone query–key pair is drawn: see OutlierQ and outliers.go),
 // turns each row into levels (PSA §3.3.2: cumulative thresholds, Algorithm 2,
 // or fixed per-level quantiles), and emits a plan.Plan whose Level entries
 // the cpu executor runs as Algorithm 1. Budget, PlanBudget and Coverage
@@ -32,7 +35,9 @@ const (
 	// Sampling draws SampleQ query and SampleK key tokens per block and
 	// scores a block pair by the largest softmax weight among its sampled
 	// pairs, the softmax running over every sampled key of the row (PSA
-	// Eq. 4; the paper's estimator for video generation).
+	// Eq. 4; the paper's estimator for video generation). The first
+	// OutlierQ and OutlierK of each block's draws are its most outlying
+	// tokens (our extension; the paper's draws are all random).
 	Sampling Estimator = iota
 	// Antidiagonal sums each Stride×Stride tile of QKᵀ along its
 	// antidiagonal, takes the softmax over those sums, and adds them up per
@@ -98,8 +103,10 @@ const DefaultScale = 1.2
 func DefaultQuantiles() []float64 { return []float64{0.05, 0.15, 0.25, 0.5} }
 
 // Planner builds PSA plans. The zero value is PSA with H = 4 levels, the
-// sampling estimator, the threshold rule with DefaultThresholds scaled by
-// DefaultScale and no similarity cap: the CLI's default. A Planner is safe for concurrent use.
+// sampling estimator with a quarter of its draws led by outlier score (our
+// extension: OutlierQ, OutlierK), the threshold rule with
+// DefaultThresholds scaled by DefaultScale and no similarity cap: the
+// CLI's default. A Planner is safe for concurrent use.
 type Planner struct {
 	// Rule selects Threshold (default) or Quantile level assignment.
 	Rule Rule
@@ -123,6 +130,17 @@ type Planner struct {
 	// block; 0 means a quarter of the block (at least 1), as the authors'
 	// code does. Blocks with fewer tokens use them all.
 	SampleQ, SampleK int
+	// OutlierQ and OutlierK are how many of Sampling's SampleQ and SampleK
+	// tokens per block are the block's most outlying tokens (the largest
+	// squared deviations from the block's mean in units of its spread per
+	// dimension; see outlierScores) rather than random draws: our
+	// extension of PSA §3.3.1, whose draws are all random, so that a
+	// needle — a lone key that one query retrieves — is drawn. 0 means a
+	// quarter of the sample, rounded up (4 of the default 16); NoOutliers
+	// (−1) draws every token at random, as the paper does; values above
+	// the sample take the whole sample by score. Blocks whose tokens are
+	// all sampled are unaffected.
+	OutlierQ, OutlierK int
 	// Stride is Antidiagonal's tile edge; 0 means 8.
 	Stride int
 	// Similarity holds the H−1 cosine thresholds τ_s^(2) … τ_s^(H) of the
@@ -147,6 +165,8 @@ type config struct {
 	estimator Estimator
 	sampleQ   int
 	sampleK   int
+	outQ      int // Sampling: outlier-led draws per query block (0: none)
+	outK      int // and per KV block
 	stride    int
 	sim       []float64
 	seed      uint64
@@ -212,6 +232,10 @@ func (p Planner) config(t plan.Tiling) (config, error) {
 			c.sampleK = max(1, t.BlockK/4)
 		}
 		c.sampleQ, c.sampleK = min(c.sampleQ, t.BlockQ), min(c.sampleK, t.BlockK)
+		if p.OutlierQ < NoOutliers || p.OutlierK < NoOutliers {
+			return c, fmt.Errorf("%w: psa OutlierQ %d and OutlierK %d must be ≥ %d (0 means a quarter of the sample, %d none)", plan.ErrInvalid, p.OutlierQ, p.OutlierK, NoOutliers, NoOutliers)
+		}
+		c.outQ, c.outK = outliers(p.OutlierQ, c.sampleQ), outliers(p.OutlierK, c.sampleK)
 	case Antidiagonal:
 		c.stride = p.Stride
 		if c.stride == 0 {
@@ -224,6 +248,18 @@ func (p Planner) config(t plan.Tiling) (config, error) {
 		return c, fmt.Errorf("%w: psa estimator %d must be Sampling or Antidiagonal", plan.ErrInvalid, p.Estimator)
 	}
 	return c, nil
+}
+
+// outliers resolves OutlierQ or OutlierK x for a sample of s tokens: 0
+// means ⌈s/4⌉, NoOutliers none, and at most s.
+func outliers(x, s int) int {
+	switch x {
+	case 0:
+		return (s + 3) / 4
+	case NoOutliers:
+		return 0
+	}
+	return min(x, s)
 }
 
 // prepare checks the parameters and inputs and returns the dense plan of

@@ -731,6 +731,7 @@ func TestBadOptions(t *testing.T) {
 		{Planner{Scale: -1}, "positive"},
 		{Planner{Scale: math.NaN()}, "positive"},
 		{Planner{SampleQ: -1}, "≥ 0"},
+		{Planner{OutlierK: -2}, "≥ -1"},
 		{Planner{Estimator: Antidiagonal, Stride: 17}, "1..min(BlockQ, BlockK) = 16"},
 		{Planner{Similarity: []float64{0.5}}, "needs 3"},
 		{Planner{Similarity: []float64{0.5, 2, 0.5}}, "[-1, 1]"},

@@ -1,10 +1,12 @@
 package psa
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/internal/kernel"
@@ -18,9 +20,10 @@ import (
 // TestPlanMatchesUnchunkedPlanner checks that the planner computing logits
 // by key chunks for groups of query blocks gives exactly the plan of the
 // planner it replaced (planRef: one MatMul per query block over a
-// row-major Kᵀ), on every test shape, both estimators (strides dividing
-// the blocks and not), default and odd sample counts (row panels of 1 to 8
-// rows), the similarity cap and both rules. The logits must be the same
+// row-major Kᵀ, its draws from refOutlierScores and a sort), on every test
+// shape, both estimators (strides dividing the blocks and not), default
+// and odd sample counts (row panels of 1 to 8 rows), outlier-led draws
+// from none to the whole sample, the similarity cap and both rules. The logits must be the same
 // float32 values, so the plans must be identical, not merely close.
 func TestPlanMatchesUnchunkedPlanner(t *testing.T) {
 	r := testutil.Rand(t)
@@ -43,6 +46,9 @@ func TestPlanMatchesUnchunkedPlanner(t *testing.T) {
 			{Seed: r.Uint64(), Scale: 1},
 			{SampleQ: 3, SampleK: 5, Seed: r.Uint64(), Scale: 1},
 			{SampleQ: 13, SampleK: 40, Seed: r.Uint64(), Rule: Quantile, Scale: 1},
+			{SampleQ: 13, SampleK: 40, OutlierQ: 13, OutlierK: NoOutliers, Seed: r.Uint64(), Scale: 1},
+			{SampleQ: 5, SampleK: 7, OutlierQ: NoOutliers, OutlierK: 3, Seed: r.Uint64(), Scale: 1},
+			{OutlierQ: 1, OutlierK: 100, Seed: r.Uint64(), Scale: 1.2},
 			{Estimator: Antidiagonal, Scale: 1},
 			{Estimator: Antidiagonal, Stride: 3, Similarity: []float64{0.1, 0, -0.1}, Scale: 1},
 			{Estimator: Antidiagonal, Stride: 2, Scale: 1.2},
@@ -212,8 +218,12 @@ func (e *refEstimator) rng(kind, b, h, blk int) *rand.Rand {
 	return rand.New(rand.NewPCG(e.c.seed, uint64(kind)<<60^uint64(b)<<40^uint64(h)<<20^uint64(blk)))
 }
 
-// sample returns s distinct offsets in [0, n), or all n when s ≥ n.
-func (e *refEstimator) sample(r *rand.Rand, n, s int) []int {
+// sample returns s distinct offsets in [0, n), or all n when s ≥ n: the m
+// offsets of the block's largest outlier scores (refOutlierScores; ties
+// to the lower offset), largest first, each swapped into place in the
+// identity permutation, then a partial Fisher–Yates shuffle of the rest.
+// x reads the block's rows lo..lo+n−1.
+func (e *refEstimator) sample(r *rand.Rand, n, s, m int, x func(j int, dst []float32)) []int {
 	perm := e.perm[:n]
 	for i := range perm {
 		perm[i] = i
@@ -221,11 +231,58 @@ func (e *refEstimator) sample(r *rand.Rand, n, s int) []int {
 	if s >= n {
 		return perm
 	}
-	for i := range s { // partial Fisher–Yates
+	m = min(m, s)
+	if m > 0 {
+		rows := make([][]float32, n)
+		for j := range rows {
+			rows[j] = make([]float32, e.g.D)
+			x(j, rows[j])
+		}
+		z := refOutlierScores(rows)
+		top := make([]int, n)
+		for j := range top {
+			top[j] = j
+		}
+		slices.SortStableFunc(top, func(a, b int) int { return cmp.Compare(z[b], z[a]) })
+		for i := range m {
+			at := slices.Index(perm, top[i])
+			perm[i], perm[at] = perm[at], perm[i]
+		}
+	}
+	for i := m; i < s; i++ { // partial Fisher–Yates
 		j := i + r.IntN(n-i)
 		perm[i], perm[j] = perm[j], perm[i]
 	}
 	return perm[:s]
+}
+
+// refOutlierScores is outlierScores written out plainly, one row and one
+// dimension at a time in the same order: the mean and the squared
+// deviations summed over rows, each score over dimensions.
+func refOutlierScores(rows [][]float32) []float64 {
+	n, d := len(rows), len(rows[0])
+	z := make([]float64, n)
+	for i := range d {
+		var sum float64
+		for j := range n {
+			sum += float64(rows[j][i])
+		}
+		mu := sum / float64(n)
+		var v float64
+		for j := range n {
+			y := float64(rows[j][i]) - mu
+			v += float64(y * y)
+		}
+		if v == 0 {
+			continue
+		}
+		w := 1 / v
+		for j := range n {
+			y := float64(rows[j][i]) - mu
+			z[j] += float64(float64(y*y) * w)
+		}
+	}
+	return z
 }
 
 // head prepares the keys of query head h's KV head.
@@ -240,7 +297,8 @@ func (e *refEstimator) head(b, h int) {
 		for kb := range p.KBlocks() {
 			e.colStart[kb] = len(e.colTok)
 			lo, hi := p.KeyRange(kb)
-			for _, j := range e.sample(e.rng(1, b, kh, kb), hi-lo, e.c.sampleK) {
+			read := func(j int, dst []float32) { e.k.ReadRow(b, kh, lo+j, dst) }
+			for _, j := range e.sample(e.rng(1, b, kh, kb), hi-lo, e.c.sampleK, e.c.outK, read) {
 				e.colTok = append(e.colTok, lo+j)
 			}
 		}
@@ -292,7 +350,8 @@ func (e *refEstimator) row(qb int, blocks []int32, dst []float64) []float64 {
 	e.qTok = e.qTok[:0]
 	switch e.c.estimator {
 	case Sampling:
-		for _, i := range e.sample(e.rng(0, e.b, e.h, qb), qhi-qlo, e.c.sampleQ) {
+		read := func(j int, dst []float32) { e.q.ReadRow(e.b, e.h, qlo+j, dst) }
+		for _, i := range e.sample(e.rng(0, e.b, e.h, qb), qhi-qlo, e.c.sampleQ, e.c.outQ, read) {
 			e.qTok = append(e.qTok, qlo+i)
 		}
 	case Antidiagonal:
