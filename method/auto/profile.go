@@ -13,8 +13,11 @@ import (
 // bounds the layer's rel L1 (version 1 bounded each head's), and records
 // the margin, the head cap and what each layer reached. Version 3 runs
 // flexprefill heads at τ 0.2 (flexprefill.DefaultTau) where version 2 ran
-// τ 0.1, so a version-2 flexprefill knob named another planner.
-const Version = 3
+// τ 0.1, so a version-2 flexprefill knob named another planner. Version 4
+// runs unisparse heads with the outlier query (unisparse.Planner's
+// default; version 3 ran Top-P alone), so a version-3 unisparse knob was
+// tuned on another planner.
+const Version = 4
 
 // MaxProfileBytes bounds the size of a profile file Load accepts.
 const MaxProfileBytes = 16 << 20
