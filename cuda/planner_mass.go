@@ -29,6 +29,7 @@ type bmOp struct {
 type bmArgs struct {
 	q, k           bmOp
 	ework, mass    uint64
+	extra          uint64
 	chunks, subs   int32
 	nrows, ncols   int32
 	cq, ck         int32
@@ -81,6 +82,14 @@ type bmMass struct {
 	rule         int
 	lscale       float64 // the logit scale, natural units
 	thresh       float64
+	// extra is the int32 table [B][hk·hpi][query rows] of blocks Top-P
+	// keeps besides its own (−1: none; 0: no table). With argmax the
+	// launch writes it instead, each row's heaviest KV block, and selects
+	// nothing: a row then stands for group query blocks at once (segments
+	// of group rows, so that work items fill their 128 rows).
+	extra  uint64
+	argmax bool
+	group  int
 }
 
 // bmCheck returns an error wrapping ErrUnsupported when bm_mass cannot
@@ -104,7 +113,12 @@ func gcd(a, b int) int {
 func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	t := in.t
 	g := t.Geometry
-	na := t.BlockQ / m.cq
+	a := in.args()
+	bq := t.BlockQ * max(1, m.group) // a segment's query tokens
+	if m.group > 1 {
+		a.bq, a.qBlocks = int32(bq), int32((g.Nq+bq-1)/bq)
+	}
+	na := bq / m.cq
 	if err := bmCheck(na); err != nil {
 		return err
 	}
@@ -127,6 +141,9 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	defs := []string{fmt.Sprintf("BM_F16=%d", uniFlag(m.f16)), fmt.Sprintf("BM_SPLIT=%d", uniFlag(m.split)),
 		fmt.Sprintf("BM_DP=%d", dp), fmt.Sprintf("BM_BK=%d", bk), fmt.Sprintf("BM_NST=%d", nst),
 		fmt.Sprintf("BM_CS=%d", cs), fmt.Sprintf("BM_VEC=%d", uniFlag(vec))}
+	if m.argmax {
+		defs = append(defs, "BM_ARGMAX=1")
+	}
 	fn, err := in.e.auxFunction(c, m.file, "bm_mass", defs...)
 	if err != nil {
 		return err
@@ -141,7 +158,10 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	for p2 < kb {
 		p2 <<= 1
 	}
-	shared := max(nst*stage, p2*13, bmThreads/32*bmRows*4)
+	shared := max(nst*stage, p2*13, bmThreads/32*bmRows*4) // the last: each warp's block masses
+	if m.argmax {
+		shared = max(shared, bmThreads/32*bmRows*8) // each warp's rows' u64 keys
+	}
 	if shared > in.e.dev.MaxSharedOptin {
 		return fmt.Errorf("%w: the device block-mass kernel needs %d bytes of shared memory for %d KV blocks, the device allows %d", ErrUnsupported, shared, kb, in.e.dev.MaxSharedOptin)
 	}
@@ -152,7 +172,7 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	}
 	ksets := g.B * m.hk
 	spi := min(bmMaxSegs, bmRows/na)
-	segs := qBlocks(t) * m.hpi
+	segs := int(a.qBlocks) * m.hpi
 	work := ksets * ((segs + spi - 1) / spi)
 	ctas := max(1, min(work, 2*in.e.Info().SMs))
 	tiles := (m.ncols + bmCols - 1) / bmCols
@@ -165,11 +185,10 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	if err != nil {
 		return err
 	}
-	args := bmArgs{q: m.q, k: m.k, ework: uint64(ework), mass: uint64(mass), chunks: int32(chunks), subs: int32(subs),
+	args := bmArgs{q: m.q, k: m.k, ework: uint64(ework), mass: uint64(mass), extra: m.extra, chunks: int32(chunks), subs: int32(subs),
 		nrows: int32(m.nrows), ncols: int32(m.ncols), cq: int32(m.cq), ck: int32(m.ck), visLast: uniFlag(m.visLast),
 		per: int32(m.per), cs: int32(cs), hk: int32(m.hk), hpi: int32(m.hpi), ksets: int32(ksets), ch: int32(m.ch), spi: int32(spi),
 		rule: int32(m.rule), lscale: float32(m.lscale * log2e), thresh: m.thresh}
-	a := in.args()
 	return c.Launch(fn, driver.Dim3{X: uint32(ctas), Y: 1, Z: 1}, driver.Dim3{X: bmThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&args))
 }
 
