@@ -109,17 +109,42 @@ func gcd(a, b int) int {
 	return a
 }
 
-// launch runs bm_mass for in's plan.
-func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
+// shape returns the kernels' PlanArgs of m's launch (a segment of m.group
+// query blocks when m.group > 1), the CTAs it runs, its segments per work
+// item and its chunk width, and the bytes of its two scratch arrays.
+func (m bmMass) shape(in *planInput) (a planArgs, ctas, spi, cs int, ework, mass int64, err error) {
 	t := in.t
 	g := t.Geometry
-	a := in.args()
+	a = in.args()
 	bq := t.BlockQ * max(1, m.group) // a segment's query tokens
 	if m.group > 1 {
 		a.bq, a.qBlocks = int32(bq), int32((g.Nq+bq-1)/bq)
 	}
 	na := bq / m.cq
-	if err := bmCheck(na); err != nil {
+	if err = bmCheck(na); err != nil {
+		return
+	}
+	ksets := g.B * m.hk
+	spi = min(bmMaxSegs, bmRows/na)
+	segs := int(a.qBlocks) * m.hpi
+	work := ksets * ((segs + spi - 1) / spi)
+	ctas = max(1, min(work, 2*in.e.Info().SMs))
+	// A chunk of cs columns, the unit of the softmax sums kept per row,
+	// lies inside one KV block and one 64-column half tile.
+	cs = gcd(m.per, 64)
+	tiles := (m.ncols + bmCols - 1) / bmCols
+	chunks, subs := tiles*bmCols/cs, tiles*2
+	ework = int64(ctas) * int64(chunks+subs) * bmRows * 4
+	mass = int64(ctas) * bmMaxSegs * int64(kBlocks(t)) * 8
+	return
+}
+
+// launch runs bm_mass for in's plan.
+func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
+	t := in.t
+	g := t.Geometry
+	a, ctas, spi, cs, eworkBytes, massBytes, err := m.shape(in)
+	if err != nil {
 		return err
 	}
 	// The k chunk and the pipeline depth keep two CTAs of eight warps on a
@@ -134,9 +159,6 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	} else if !m.split && dp%32 == 0 {
 		bk = 32
 	}
-	// A chunk of cs columns, the unit of the softmax sums kept per row,
-	// lies inside one KV block and one 64-column half tile.
-	cs := gcd(m.per, 64)
 	vec := m.q.vec == 1 && m.k.vec == 1
 	defs := []string{fmt.Sprintf("BM_F16=%d", uniFlag(m.f16)), fmt.Sprintf("BM_SPLIT=%d", uniFlag(m.split)),
 		fmt.Sprintf("BM_DP=%d", dp), fmt.Sprintf("BM_BK=%d", bk), fmt.Sprintf("BM_NST=%d", nst),
@@ -170,24 +192,19 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 			return err
 		}
 	}
-	ksets := g.B * m.hk
-	spi := min(bmMaxSegs, bmRows/na)
-	segs := int(a.qBlocks) * m.hpi
-	work := ksets * ((segs + spi - 1) / spi)
-	ctas := max(1, min(work, 2*in.e.Info().SMs))
+	ework, err := in.scratch.get(c, name+".e", eworkBytes)
+	if err != nil {
+		return err
+	}
+	mass, err := in.scratch.get(c, name+".mass", massBytes)
+	if err != nil {
+		return err
+	}
 	tiles := (m.ncols + bmCols - 1) / bmCols
 	chunks, subs := tiles*bmCols/cs, tiles*2
-	ework, err := in.scratch.get(c, name+".e", int64(ctas)*int64(chunks+subs)*bmRows*4)
-	if err != nil {
-		return err
-	}
-	mass, err := in.scratch.get(c, name+".mass", int64(ctas)*bmMaxSegs*int64(kb)*8)
-	if err != nil {
-		return err
-	}
 	args := bmArgs{q: m.q, k: m.k, ework: uint64(ework), mass: uint64(mass), extra: m.extra, chunks: int32(chunks), subs: int32(subs),
 		nrows: int32(m.nrows), ncols: int32(m.ncols), cq: int32(m.cq), ck: int32(m.ck), visLast: uniFlag(m.visLast),
-		per: int32(m.per), cs: int32(cs), hk: int32(m.hk), hpi: int32(m.hpi), ksets: int32(ksets), ch: int32(m.ch), spi: int32(spi),
+		per: int32(m.per), cs: int32(cs), hk: int32(m.hk), hpi: int32(m.hpi), ksets: int32(g.B * m.hk), ch: int32(m.ch), spi: int32(spi),
 		rule: int32(m.rule), lscale: float32(m.lscale * log2e), thresh: m.thresh}
 	return c.Launch(fn, driver.Dim3{X: uint32(ctas), Y: 1, Z: 1}, driver.Dim3{X: bmThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&args))
 }

@@ -157,7 +157,7 @@ func (p unisparsePlanner) plan(c *driver.Ctx, in *planInput) error {
 		q:      bmOpOf(uint64(halves[0]), uint64(halves[1]), int64(g.Hq/cfg.CH*nq)*D, int64(nq)*D, D, nq, g.D, 1, false),
 		k:      bmOpOf(uint64(halves[2]), uint64(halves[3]), int64(hk*nk)*D, int64(nk)*D, D, nk, g.D, 1, false)}
 	if cfg.Outlier {
-		if m.extra, err = p.outliers(c, in, cfg, groups, keySets, hk, hpi, perKV); err != nil {
+		if m.extra, err = p.outliers(c, in, cfg, m, groups, keySets, hk, hpi, perKV); err != nil {
 			return err
 		}
 	}
@@ -171,7 +171,11 @@ func (p unisparsePlanner) plan(c *driver.Ctx, in *planInput) error {
 // (uni_pool with one token per composite), each row's heaviest KV block
 // (bm_mass with BM_ARGMAX). Work items take eight query blocks' outlier
 // rows of one head at a time, so that their 128 rows fill.
-func (p unisparsePlanner) outliers(c *driver.Ctx, in *planInput, cfg unisparse.Config, groups, keySets, hk, hpi int, perKV bool) (uint64, error) {
+//
+// Both bm_mass launches share the scratch arrays "unisparse.e" and
+// ".mass", grown here to the larger launch's needs before either runs, so
+// that neither reallocates them while the other may be in flight.
+func (p unisparsePlanner) outliers(c *driver.Ctx, in *planInput, cfg unisparse.Config, main bmMass, groups, keySets, hk, hpi int, perKV bool) (uint64, error) {
 	a := in.args()
 	g := in.t.Geometry
 	qbs := qBlocks(in.t)
@@ -226,6 +230,20 @@ func (p unisparsePlanner) outliers(c *driver.Ctx, in *planInput, cfg unisparse.C
 		q:      bmOpOf(uint64(o[0]), uint64(o[1]), int64(g.Hq/cfg.CH*qbs)*D, int64(qbs)*D, D, qbs, g.D, 1, false),
 		k:      bmOpOf(uint64(o[2]), uint64(o[3]), int64(hk*g.Nk)*D, int64(g.Nk)*D, D, g.Nk, g.D, 1, false),
 		extra:  uint64(extra), argmax: true, group: 8}
+	var ework, mass int64
+	for _, x := range []bmMass{m, main} {
+		_, _, _, _, e, ms, err := x.shape(in)
+		if err != nil {
+			return 0, err
+		}
+		ework, mass = max(ework, e), max(mass, ms)
+	}
+	if _, err := in.scratch.get(c, "unisparse.e", ework); err != nil {
+		return 0, err
+	}
+	if _, err := in.scratch.get(c, "unisparse.mass", mass); err != nil {
+		return 0, err
+	}
 	return uint64(extra), m.launch(c, in, "unisparse")
 }
 
