@@ -40,20 +40,43 @@ import (
 // outlierStats records token t's squared distance from its composite
 // group's mean (x holds the group's c tokens, lo its first token, mean its
 // average-pooled composite) and keeps each query block's farthest token,
-// the first of ties, in s.otok and its distance in s.odist.
+// the first of ties, in s.otok and its distance in s.odist. Each
+// distance adds in increasing d; four tokens' sums run interleaved.
 func (s *scorer) outlierStats(x, mean []float32, lo int) {
 	D := s.g.D
-	for i := range len(x) / D {
-		t := lo + i
-		var r float64
-		for d, v := range x[i*D : (i+1)*D] {
-			e := float64(v) - float64(mean[d])
-			r += e * e
+	n := len(x) / D
+	var r [4]float64
+	for i0 := 0; i0 < n; i0 += 4 {
+		m := min(4, n-i0)
+		r = [4]float64{}
+		if m == 4 {
+			x0, x1, x2, x3 := x[i0*D:(i0+1)*D], x[(i0+1)*D:(i0+2)*D], x[(i0+2)*D:(i0+3)*D], x[(i0+3)*D:(i0+4)*D]
+			var r0, r1, r2, r3 float64
+			for d, mv := range mean[:D] {
+				md := float64(mv)
+				e0, e1, e2, e3 := float64(x0[d])-md, float64(x1[d])-md, float64(x2[d])-md, float64(x3[d])-md
+				// The conversions forbid fused multiply-adds.
+				r0 += float64(e0 * e0)
+				r1 += float64(e1 * e1)
+				r2 += float64(e2 * e2)
+				r3 += float64(e3 * e3)
+			}
+			r = [4]float64{r0, r1, r2, r3}
+		} else {
+			for i := range m {
+				for d, v := range x[(i0+i)*D : (i0+i+1)*D] {
+					e := float64(v) - float64(mean[d])
+					r[i] += float64(e * e)
+				}
+			}
 		}
-		qb := t / s.p.BlockQ
-		if t%s.p.BlockQ == 0 || r > s.odist[qb] {
-			s.odist[qb], s.otok[qb] = r, int32(t)
-			copy(s.oq[qb*D:(qb+1)*D], x[i*D:(i+1)*D])
+		for i := range m {
+			t := lo + i0 + i
+			qb := t / s.p.BlockQ
+			if t%s.p.BlockQ == 0 || r[i] > s.odist[qb] {
+				s.odist[qb], s.otok[qb] = r[i], int32(t)
+				copy(s.oq[qb*D:(qb+1)*D], x[(i0+i)*D:(i0+i+1)*D])
+			}
 		}
 	}
 }
