@@ -367,6 +367,9 @@ func (s *scorer) compress(b, h0 int) {
 	}
 }
 
+// compressTokens is compress less the outlier blocks: the composites, and
+// with the outlier query each query block's outlier token and the
+// individual keys.
 func (s *scorer) compressTokens(b, h0 int) {
 	g, c := s.g, s.c
 	scale := s.p.SoftmaxScale()
