@@ -10,8 +10,8 @@ import (
 )
 
 // TestBmArgsLayout checks bmOp and bmArgs against struct BmOp (2
-// pointers, 3 int64, 4 int32: 56 bytes) and struct BmArgs (2 BmOp, 2
-// pointers, 15 int32, 1 float, 1 double: 200 bytes, the double at 192) in
+// pointers, 3 int64, 4 int32: 56 bytes) and struct BmArgs (2 BmOp, 3
+// pointers, 15 int32, 1 float, 1 double: 208 bytes, the double at 200) in
 // kernels/block_mass.cuh.
 func TestBmArgsLayout(t *testing.T) {
 	if got := unsafe.Sizeof(bmOp{}); got != 56 {
@@ -22,12 +22,13 @@ func TestBmArgsLayout(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
-		{"size", unsafe.Sizeof(a), 200},
+		{"size", unsafe.Sizeof(a), 208},
 		{"ework", unsafe.Offsetof(a.ework), 112},
-		{"chunks", unsafe.Offsetof(a.chunks), 128},
-		{"rule", unsafe.Offsetof(a.rule), 184},
-		{"lscale", unsafe.Offsetof(a.lscale), 188},
-		{"thresh", unsafe.Offsetof(a.thresh), 192},
+		{"extra", unsafe.Offsetof(a.extra), 128},
+		{"chunks", unsafe.Offsetof(a.chunks), 136},
+		{"rule", unsafe.Offsetof(a.rule), 192},
+		{"lscale", unsafe.Offsetof(a.lscale), 196},
+		{"thresh", unsafe.Offsetof(a.thresh), 200},
 	} {
 		if c.got != c.want {
 			t.Errorf("bmArgs %s at %d, struct BmArgs at %d", c.name, c.got, c.want)
@@ -56,8 +57,9 @@ func TestS2OArgsLayout(t *testing.T) {
 }
 
 // TestCompileBlockMass compiles bm_mass (for XAttention's bf16 inputs and
-// UniSparse's hi and lo halves, D 128, the stages planner_mass.go picks),
-// uni_pool and S2O's sort and key scores for sm_90 with NVRTC alone (no GPU is needed) and logs
+// UniSparse's hi and lo halves, D 128, the stages planner_mass.go picks,
+// and UniSparse's outlier pass), uni_pool, uni_outlier and S2O's sort and
+// key scores for sm_90 with NVRTC alone (no GPU is needed) and logs
 // ptxas's register and spill report.
 func TestCompileBlockMass(t *testing.T) {
 	nv, err := driver.LoadNVRTC()
@@ -76,7 +78,9 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_xattn.cu", "bm_mass", []string{"BM_F16=1", "BM_SPLIT=0", "BM_DP=96", "BM_BK=32", "BM_NST=4", "BM_CS=1", "BM_VEC=0"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=64", "BM_BK=16", "BM_NST=4", "BM_CS=64", "BM_VEC=1"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=16", "BM_NST=4", "BM_CS=2", "BM_VEC=0"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=16", "BM_NST=4", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
 		{"plan_unisparse.cu", "uni_pool", bmStubDefs},
+		{"plan_unisparse.cu", "uni_outlier", bmStubDefs},
 		{"plan_unisparse.cu", "uni_pool_avg", bmStubDefs},
 		{"plan_s2o.cu", "s2o_sort", nil},
 		{"plan_s2o.cu", "s2o_kscore", nil},

@@ -29,6 +29,7 @@ type bmOp struct {
 type bmArgs struct {
 	q, k           bmOp
 	ework, mass    uint64
+	extra          uint64
 	chunks, subs   int32
 	nrows, ncols   int32
 	cq, ck         int32
@@ -81,6 +82,14 @@ type bmMass struct {
 	rule         int
 	lscale       float64 // the logit scale, natural units
 	thresh       float64
+	// extra is the int32 table [B][hk·hpi][query rows] of blocks Top-P
+	// keeps besides its own (−1: none; 0: no table). With argmax the
+	// launch writes it instead, each row's heaviest KV block, and selects
+	// nothing: a row then stands for group query blocks at once (segments
+	// of group rows, so that work items fill their 128 rows).
+	extra  uint64
+	argmax bool
+	group  int
 }
 
 // bmCheck returns an error wrapping ErrUnsupported when bm_mass cannot
@@ -100,12 +109,42 @@ func gcd(a, b int) int {
 	return a
 }
 
+// shape returns the kernels' PlanArgs of m's launch (a segment of m.group
+// query blocks when m.group > 1), the CTAs it runs, its segments per work
+// item and its chunk width, and the bytes of its two scratch arrays.
+func (m bmMass) shape(in *planInput) (a planArgs, ctas, spi, cs int, ework, mass int64, err error) {
+	t := in.t
+	g := t.Geometry
+	a = in.args()
+	bq := t.BlockQ * max(1, m.group) // a segment's query tokens
+	if m.group > 1 {
+		a.bq, a.qBlocks = int32(bq), int32((g.Nq+bq-1)/bq)
+	}
+	na := bq / m.cq
+	if err = bmCheck(na); err != nil {
+		return
+	}
+	ksets := g.B * m.hk
+	spi = min(bmMaxSegs, bmRows/na)
+	segs := int(a.qBlocks) * m.hpi
+	work := ksets * ((segs + spi - 1) / spi)
+	ctas = max(1, min(work, 2*in.e.Info().SMs))
+	// A chunk of cs columns, the unit of the softmax sums kept per row,
+	// lies inside one KV block and one 64-column half tile.
+	cs = gcd(m.per, 64)
+	tiles := (m.ncols + bmCols - 1) / bmCols
+	chunks, subs := tiles*bmCols/cs, tiles*2
+	ework = int64(ctas) * int64(chunks+subs) * bmRows * 4
+	mass = int64(ctas) * bmMaxSegs * int64(kBlocks(t)) * 8
+	return
+}
+
 // launch runs bm_mass for in's plan.
 func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	t := in.t
 	g := t.Geometry
-	na := t.BlockQ / m.cq
-	if err := bmCheck(na); err != nil {
+	a, ctas, spi, cs, eworkBytes, massBytes, err := m.shape(in)
+	if err != nil {
 		return err
 	}
 	// The k chunk and the pipeline depth keep two CTAs of eight warps on a
@@ -120,13 +159,13 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	} else if !m.split && dp%32 == 0 {
 		bk = 32
 	}
-	// A chunk of cs columns, the unit of the softmax sums kept per row,
-	// lies inside one KV block and one 64-column half tile.
-	cs := gcd(m.per, 64)
 	vec := m.q.vec == 1 && m.k.vec == 1
 	defs := []string{fmt.Sprintf("BM_F16=%d", uniFlag(m.f16)), fmt.Sprintf("BM_SPLIT=%d", uniFlag(m.split)),
 		fmt.Sprintf("BM_DP=%d", dp), fmt.Sprintf("BM_BK=%d", bk), fmt.Sprintf("BM_NST=%d", nst),
 		fmt.Sprintf("BM_CS=%d", cs), fmt.Sprintf("BM_VEC=%d", uniFlag(vec))}
+	if m.argmax {
+		defs = append(defs, "BM_ARGMAX=1")
+	}
 	fn, err := in.e.auxFunction(c, m.file, "bm_mass", defs...)
 	if err != nil {
 		return err
@@ -141,7 +180,10 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	for p2 < kb {
 		p2 <<= 1
 	}
-	shared := max(nst*stage, p2*13, bmThreads/32*bmRows*4)
+	shared := max(nst*stage, p2*13, bmThreads/32*bmRows*4) // the last: each warp's block masses
+	if m.argmax {
+		shared = max(shared, bmThreads/32*bmRows*8) // each warp's rows' u64 keys
+	}
 	if shared > in.e.dev.MaxSharedOptin {
 		return fmt.Errorf("%w: the device block-mass kernel needs %d bytes of shared memory for %d KV blocks, the device allows %d", ErrUnsupported, shared, kb, in.e.dev.MaxSharedOptin)
 	}
@@ -150,26 +192,20 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 			return err
 		}
 	}
-	ksets := g.B * m.hk
-	spi := min(bmMaxSegs, bmRows/na)
-	segs := qBlocks(t) * m.hpi
-	work := ksets * ((segs + spi - 1) / spi)
-	ctas := max(1, min(work, 2*in.e.Info().SMs))
+	ework, err := in.scratch.get(c, name+".e", eworkBytes)
+	if err != nil {
+		return err
+	}
+	mass, err := in.scratch.get(c, name+".mass", massBytes)
+	if err != nil {
+		return err
+	}
 	tiles := (m.ncols + bmCols - 1) / bmCols
 	chunks, subs := tiles*bmCols/cs, tiles*2
-	ework, err := in.scratch.get(c, name+".e", int64(ctas)*int64(chunks+subs)*bmRows*4)
-	if err != nil {
-		return err
-	}
-	mass, err := in.scratch.get(c, name+".mass", int64(ctas)*bmMaxSegs*int64(kb)*8)
-	if err != nil {
-		return err
-	}
-	args := bmArgs{q: m.q, k: m.k, ework: uint64(ework), mass: uint64(mass), chunks: int32(chunks), subs: int32(subs),
+	args := bmArgs{q: m.q, k: m.k, ework: uint64(ework), mass: uint64(mass), extra: m.extra, chunks: int32(chunks), subs: int32(subs),
 		nrows: int32(m.nrows), ncols: int32(m.ncols), cq: int32(m.cq), ck: int32(m.ck), visLast: uniFlag(m.visLast),
-		per: int32(m.per), cs: int32(cs), hk: int32(m.hk), hpi: int32(m.hpi), ksets: int32(ksets), ch: int32(m.ch), spi: int32(spi),
+		per: int32(m.per), cs: int32(cs), hk: int32(m.hk), hpi: int32(m.hpi), ksets: int32(g.B * m.hk), ch: int32(m.ch), spi: int32(spi),
 		rule: int32(m.rule), lscale: float32(m.lscale * log2e), thresh: m.thresh}
-	a := in.args()
 	return c.Launch(fn, driver.Dim3{X: uint32(ctas), Y: 1, Z: 1}, driver.Dim3{X: bmThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&args))
 }
 

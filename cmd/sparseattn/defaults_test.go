@@ -31,10 +31,6 @@ func knownNeedleLoss(method string, n int) string {
 	switch {
 	case method == "window" && n-1-n/3 > 1024+64:
 		return "the needle lies outside the sink and the 1024-token window"
-	case method == "unisparse" && n < 4096:
-		return "composites average c_q queries and c_k keys, diluting the needle pair's logit: " +
-			"every split tried with c_q·c_k ≥ 4 (16×4, 8×4, 4×4, 2×2, 16×1, 2×1, 1×4, 1×16) loses it at some of 1K, 1.5K, 3K, 3.5K, 8K, " +
-			"Top-P 0.98 and 0.99 lose it at 8K; only c_q = c_k = 1 (planning as costly as dense QKᵀ) keeps it at every length tried"
 	case method == "s2o" && n >= 4096:
 		return "keys rank by the segment's mean query; the needle key, one query's target, ranks low and the early stop ends the row before it: " +
 			"τ 0.002 keeps it to 8K but not at 16K (sparsity 0.20 on the LM), τ 0.0003 keeps it at 16K (sparsity 0.03 on the LM); segment length and no Q_perm do not help"

@@ -10,14 +10,17 @@ import (
 
 // unisparseMethod is UniSparse: composite tokens pooled from c_q queries and
 // c_k keys (optionally c_h heads), compressed attention summed per block
-// pair, and Top-P block selection.
+// pair, and Top-P block selection, plus (unless --unisparse-outlier=false)
+// each query block's outlier query's heaviest block, this project's
+// extension.
 func unisparseMethod() *method {
 	var topP float64
 	var cq, ck, ch int
 	var pool string
 	var seed uint64
+	var outlier bool
 	build := func(topP float64) (plan.Planner, error) {
-		u := unisparse.Planner{TopP: topP, CQ: cq, CK: ck, CH: ch, Seed: seed}
+		u := unisparse.Planner{TopP: topP, CQ: cq, CK: ck, CH: ch, Seed: seed, NoOutlier: !outlier}
 		switch pool {
 		case "average":
 			u.Pooling = unisparse.Average
@@ -47,6 +50,7 @@ func unisparseMethod() *method {
 			fs.IntVar(&ch, "unisparse-ch", 1, "unisparse: query heads averaged per mask c_h (divides the query heads; 1 = none)")
 			fs.StringVar(&pool, "unisparse-pool", "average", "unisparse: composite pooling, average (UniSparse), max or stochastic (the paper's ablation)")
 			fs.Uint64Var(&seed, "unisparse-seed", 0, "unisparse: seed of stochastic pooling")
+			fs.BoolVar(&outlier, "unisparse-outlier", true, "unisparse: also keep each query block's outlier query's heaviest KV block (our extension; false: the paper's Top-P alone)")
 		},
 		planner: func() (plan.Planner, error) { return build(topP) },
 		knob: &knob{

@@ -27,13 +27,18 @@
 // operands), BM_DP (the head dim rounded up to 16), BM_BK (the k chunk, a
 // divisor of BM_DP), BM_NST (pipeline stages), BM_CS (columns per chunk, a
 // divisor of 64), BM_VEC (1: both operands move by cp.async, every
-// 8-element piece 16-byte aligned).
+// 8-element piece 16-byte aligned), BM_ARGMAX (1: no selection; each row's
+// heaviest KV block, the first of ties, goes to m.extra: UniSparse's
+// outlier queries, method/unisparse's outlier.go).
 
 #ifndef BM_CS
 #define BM_CS 1
 #endif
 #ifndef BM_VEC
 #define BM_VEC 0
+#endif
+#ifndef BM_ARGMAX
+#define BM_ARGMAX 0
 #endif
 
 #define BM_T 256  // threads
@@ -68,6 +73,7 @@ struct BmArgs {
 	BmOp q, k;
 	float* ework;         // per CTA: e[chunks][BM_R], then the running maxima [subs][BM_R]
 	double* mass;         // per CTA: [BM_SPI][KB]
+	int* extra;           // [B][hk·hpi][rows]: Top-P keeps block extra[…] besides its own (−1: none; null: no extras); BM_ARGMAX writes it
 	int chunks, subs;     // per-CTA capacity of the two scratch arrays
 	int nrows, ncols;     // query rows per query set, key columns per key set
 	int cq, ck, vis_last; // causal: column j is visible when j·ck ≤ the row's last (vis_last) or first token, rows of cq tokens
@@ -215,9 +221,10 @@ __device__ __forceinline__ void write_rows(const PlanArgs& a, const unsigned cha
 // and then, heaviest first, the others until the kept mass reaches
 // thresh × the total (XAttention §2.2 as xattn.Select; UniSparse Eq. 6 as
 // unisparse's topP, which keeps nothing when the total is 0 and
-// everything when Top-P ≥ 1). Sums are float64 in a fixed order; they
-// differ from the CPU's only in rounding.
-__device__ __forceinline__ void bm_select(const PlanArgs& a, const BmArgs& m, const double* ms, int nvis, unsigned char* smem) {
+// everything when Top-P ≥ 1), and block ex besides (UniSparse's outlier
+// query; −1: none), which counts toward nothing. Sums are float64 in a
+// fixed order; they differ from the CPU's only in rounding.
+__device__ __forceinline__ void bm_select(const PlanArgs& a, const BmArgs& m, const double* ms, int nvis, int ex, unsigned char* smem) {
 	__shared__ double wpart[BM_T / 32];
 	__shared__ double stot, shave;
 	__shared__ int scount;
@@ -247,7 +254,7 @@ __device__ __forceinline__ void bm_select(const PlanArgs& a, const BmArgs& m, co
 	__syncthreads();
 	const double total = stot;
 	if (!xrule && (total == 0.0 || m.thresh >= 1.0)) {
-		for (int kb = tid; kb < nvis; kb += BM_T) flag[kb] = total != 0.0;
+		for (int kb = tid; kb < nvis; kb += BM_T) flag[kb] = total != 0.0 || kb == ex;
 		__syncthreads();
 		return;
 	}
@@ -286,7 +293,7 @@ __device__ __forceinline__ void bm_select(const PlanArgs& a, const BmArgs& m, co
 	const int count = scount;
 	for (int s = tid; s < n2; s += BM_T) {
 		int kb = sidx[s];
-		if (kb < nvis) flag[kb] = s < count || forced(kb);
+		if (kb < nvis) flag[kb] = s < count || forced(kb) || kb == ex;
 	}
 	__syncthreads();
 }
@@ -532,6 +539,14 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 		// Block masses: warp by warp over the KV blocks, each lane four rows,
 		// then each segment's rows summed in order (float64).
 		float* wbuf = (float*)smem + warp * BM_R;
+#if BM_ARGMAX
+		// Each lane's rows' heaviest block so far: the mass's bits (masses
+		// are ≥ 0, so their bits order as they do) above ~kb, so that the
+		// largest key is the heaviest block and, of equal ones, the first.
+		u64 best[BM_R / 32];
+#pragma unroll
+		for (int i = 0; i < BM_R / 32; i++) best[i] = 0ull;
+#endif
 		for (int kb = warp; kb < snvis[0]; kb += BM_T / 32) {
 			const int c0 = kb * m.per;
 			// The first chunk of the block for all four rows at once, then
@@ -551,7 +566,38 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 				float wv = c0 < c1 ? ev[i] * bm_ex2(mv[i] - mr) : 0.0f;
 				for (int c = c0 + BM_CS; c < c1; c += BM_CS) wv += E[(long long)(c / BM_CS) * BM_R + r] * bm_ex2(MT[(long long)(c >> 6) * BM_R + r] - mr);
 				wbuf[r] = wv * rL[0][r];
+#if BM_ARGMAX
+				if (c0 < c1) {
+					const u64 key = ((u64)__float_as_uint(wbuf[r]) << 32) | (u64)(0xffffffffu - (u32)kb);
+					if (key > best[i]) best[i] = key;
+				}
+#endif
 			}
+#if BM_ARGMAX
+		}
+		__syncthreads(); // every warp is done with wbuf
+		{
+			// The rows' heaviest blocks over the warps, to m.extra; a row that
+			// sees no key gets −1.
+			u64* wb = (u64*)smem; // [warp][row]
+#pragma unroll
+			for (int i = 0; i < BM_R / 32; i++) wb[warp * BM_R + lane + 32 * i] = best[i];
+			__syncthreads();
+			if (tid < BM_R) {
+				u64 bk = 0ull;
+				for (int x = 0; x < BM_T / 32; x++) {
+					const u64 v = wb[x * BM_R + tid];
+					if (v > bk) bk = v;
+				}
+				const int k = tid / na;
+				if (k < ns) {
+					const int i = sqb[k] * na + tid % na;
+					if (i < m.nrows) m.extra[((long long)b * m.hk * m.hpi + sqs[k]) * m.nrows + i] = bk ? (int)(0xffffffffu - (u32)(bk & 0xffffffffull)) : -1;
+				}
+			}
+		}
+		continue;
+#else
 			__syncwarp();
 			for (int k = lane; k < ns; k += 32) {
 				if (kb >= snvis[k]) continue;
@@ -564,12 +610,14 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 		__syncthreads();
 		for (int k = 0; k < ns; k++) {
 			const int nvis = snvis[k];
-			bm_select(a, m, mass + k * KB, nvis, smem);
+			const int ex = m.extra ? m.extra[((long long)b * m.hk * m.hpi + sqs[k]) * a.q_blocks + sqb[k]] : -1;
+			bm_select(a, m, mass + k * KB, nvis, ex, smem);
 			int n2 = 1;
 			while (n2 < nvis) n2 <<= 1;
 			const unsigned char* flag = smem + n2 * 12;
 			write_rows(a, flag, nvis, ((long long)b * a.Hq + (long long)sqs[k] * m.ch) * a.q_blocks + sqb[k], a.q_blocks, m.ch);
 			__syncthreads();
 		}
+#endif
 	}
 }

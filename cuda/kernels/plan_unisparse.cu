@@ -13,11 +13,21 @@
 //   uni_pool             composite queries (scaled) and keys in float32
 //                        (UniSparse Eq. 2–3), written as bf16 high and
 //                        low halves;
+//   uni_outlier          with the outlier query (method/unisparse's
+//                        outlier.go, our extension): each query block's
+//                        token farthest from its composite's mean, in the
+//                        CPU's float64 operations and order, scaled and
+//                        written as bf16 halves; uni_pool with c = 1 writes
+//                        the individual keys likewise;
+//   bm_mass, BM_ARGMAX   (block_mass.cuh) the outlier queries against
+//                        every key their block sees on the tensor cores,
+//                        each one's heaviest KV block to a table;
 //   bm_mass              (block_mass.cuh) the composite queries against
 //                        the visible composite keys on the tensor cores,
 //                        the softmax summed per KV block and query block
-//                        (Eq. 4–5), and Top-P (Eq. 6), writing the rows of
-//                        every head of the group.
+//                        (Eq. 4–5), and Top-P (Eq. 6) with the outlier
+//                        query's block besides, writing the rows of every
+//                        head of the group.
 
 // set_heads gives the batch and first query head of head group g.
 __device__ __forceinline__ void set_heads(const PlanArgs& a, int ch, int g, int* b, int* h0) {
@@ -289,6 +299,70 @@ extern "C" __global__ void uni_draw(PlanArgs a, const double* norms, int* pick, 
 			}
 		}
 		pick[(long long)set * ncomp + comp] = lo + got;
+	}
+}
+
+// uni_outlier finds the outlier query of query block qb of head group set
+// (one CTA each, blockIdx.x = set·q_blocks + qb, blockDim.x = 128,
+// dynamic shared memory D floats), as method/unisparse's scorer does: for
+// each composite group of c tokens, its average-pooled mean (float32 adds
+// in token order, then one multiply by 1/n, whatever the pooling), each
+// token's squared distance from it in float64 (differences of the float32
+// values, squares added in increasing d, nothing fused), and the first
+// token of the largest distance. It writes that token, head-averaged and
+// multiplied by the softmax scale in float32, as bf16 high and low halves
+// at out_hi/out_lo[(set·q_blocks + qb)·D …].
+extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x, u16* out_hi, u16* out_lo, int c, int ch, float scale) {
+	extern __shared__ float mean[];
+	__shared__ double sr[128];
+	__shared__ int st[128];
+	const int tid = threadIdx.x, set = blockIdx.x / a.q_blocks, qb = blockIdx.x % a.q_blocks;
+	int b, h0;
+	set_heads(a, ch, set, &b, &h0);
+	const int lo = qb * a.bq, hi = min(lo + a.bq, a.Nq);
+	double best = -1.0; // squared distances are ≥ 0: any token beats it
+	int bt = lo;
+	for (int c0 = lo; c0 < hi; c0 += c) {
+		const int c1 = min(c0 + c, a.Nq);
+		__syncthreads(); // the previous group's mean is used up
+		for (int d = tid; d < a.D; d += blockDim.x) {
+			float v = 0.0f;
+			for (int t = c0; t < c1; t++) v = __fadd_rn(v, tok(a, x, b, h0, ch, 0, -1, t, d));
+			mean[d] = __fmul_rn(v, __fdiv_rn(1.0f, (float)(c1 - c0)));
+		}
+		__syncthreads();
+		for (int t = c0 + tid; t < c1; t += blockDim.x) {
+			double r = 0.0;
+			for (int d = 0; d < a.D; d++) {
+				const double e = __dsub_rn((double)tok(a, x, b, h0, ch, 0, -1, t, d), (double)mean[d]);
+				r = __dadd_rn(r, __dmul_rn(e, e));
+			}
+			if (r > best) { // a thread's tokens come in increasing order
+				best = r;
+				bt = t;
+			}
+		}
+	}
+	// The largest distance over the threads, the first token of ties.
+	sr[tid] = best;
+	st[tid] = bt;
+	__syncthreads();
+	for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+		if (tid < s && (sr[tid + s] > sr[tid] || (sr[tid + s] == sr[tid] && st[tid + s] < st[tid]))) {
+			sr[tid] = sr[tid + s];
+			st[tid] = st[tid + s];
+		}
+		__syncthreads();
+	}
+	const int o = st[0];
+	const long long at = (long long)blockIdx.x * a.D;
+	for (int d = tid; d < a.D; d += blockDim.x) {
+		const float w = __fmul_rn(tok(a, x, b, h0, ch, 0, -1, o, d), scale);
+		u32 h, l;
+		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(h) : "f"(0.0f), "f"(w));
+		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(l) : "f"(0.0f), "f"(w - __uint_as_float(h << 16)));
+		out_hi[at + d] = (u16)h;
+		out_lo[at + d] = (u16)l;
 	}
 }
 

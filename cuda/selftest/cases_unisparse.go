@@ -3,6 +3,7 @@ package selftest
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/sparseattn/sparseattn/method/unisparse"
 	"github.com/sparseattn/sparseattn/plan"
@@ -27,7 +28,12 @@ func unisparsePlanners() []plan.Planner {
 // in float32 on the tensor cores (each composite split into bf16 halves),
 // so its row must be the Top-P set of the CPU's exact float64 masses under
 // a perturbation of the block shares by tensorCoreShareTol, with rows of
-// 3·D products. Top-P 1 keeps every block on both sides: no tie there.
+// 3·D products. With the outlier query (unisparse's default) the row is
+// that set with one more block: the outlier token is the CPU's bit for bit
+// too, and its block masses come from tensor-core logits against the
+// individual keys, so the block must be within tensorCoreShareTol (rows of
+// 3·D products, Nk columns) of the heaviest of the CPU's. Top-P 1 keeps
+// every block on both sides: no tie there.
 func unisparseTieBreak(p plan.Planner, t plan.Tiling, q, k *tensor.Tensor) rowJudge {
 	u, ok := p.(unisparse.Planner)
 	if !ok {
@@ -60,6 +66,37 @@ func unisparseTieBreak(p plan.Planner, t plan.Tiling, q, k *tensor.Tensor) rowJu
 			return fmt.Errorf("query block %d has no mass, yet the plans differ", qb)
 		}
 		cols := (g.Nk + cfg.CK - 1) / cfg.CK
-		return thresholdWithin(sh, gpuRow, nil, cfg.TopP, tensorCoreShareTol(s.Bound, 3*g.D, cols, true))
+		tol := tensorCoreShareTol(s.Bound, 3*g.D, cols, true)
+		if s.Outlier == nil {
+			return thresholdWithin(sh, gpuRow, nil, cfg.TopP, tol)
+		}
+		return outlierRowWithin(sh, s.Outlier[qb], gpuRow, cfg.TopP, tol, tensorCoreShareTol(s.OutlierBound, 3*g.D, g.Nk, true))
 	}
+}
+
+// outlierRowWithin accepts row when it is a Top-P set of the shares sh
+// within tol (thresholdWithin) together with a block e whose share of the
+// outlier query's mass is within otol of the heaviest: e inside the set,
+// or the set being row without e.
+func outlierRowWithin(sh []float64, o unisparse.Outlier, row []int32, topP, tol, otol float64) error {
+	if len(o.Mass) == 0 {
+		return fmt.Errorf("no outlier mass (token %d), yet the plans differ", o.Token)
+	}
+	top := slices.Max(o.Mass)
+	var last error
+	for i, e := range row {
+		if int(e) >= len(o.Mass) || o.Mass[e] < top-otol {
+			continue
+		}
+		if last = thresholdWithin(sh, row, nil, topP, tol); last == nil {
+			return nil
+		}
+		if last = thresholdWithin(sh, slices.Delete(slices.Clone(row), i, i+1), nil, topP, tol); last == nil {
+			return nil
+		}
+	}
+	if last == nil {
+		return fmt.Errorf("no kept block within %.3g of the outlier query's heaviest (block %d, share %.6f)", otol, o.Block, top)
+	}
+	return fmt.Errorf("neither the row nor the row less an outlier block is a Top-P set: %w", last)
 }

@@ -168,6 +168,9 @@ func swapHeaviest(ctx context.Context, t *testing.T, p plan.Planner, tl plan.Til
 			t.Fatal(err)
 		}
 		mass = s.Mass[qb]
+		if s.Outlier != nil && s.Outlier[qb].Block >= 0 {
+			forced = []int32{int32(s.Outlier[qb].Block)} // the outlier query's: kept whatever its share
+		}
 	}
 	sh := shares(mass)
 	heavy, light := -1, -1

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sparseattn/sparseattn/method/flexprefill"
 	"github.com/sparseattn/sparseattn/method/minference"
+	"github.com/sparseattn/sparseattn/method/unisparse"
 	"github.com/sparseattn/sparseattn/method/window"
 	"github.com/sparseattn/sparseattn/method/xattn"
 	"github.com/sparseattn/sparseattn/plan"
@@ -26,6 +27,7 @@ func TestCandidatesRunCLIDefaults(t *testing.T) {
 		{"xattn", 0.9, xattn.Planner{Stride: xattn.DefaultStride, Threshold: 0.9}},
 		{"window", 512, window.Planner{Sink: window.DefaultSink, Window: 512}},
 		{"minference", 1, minference.Planner{LastQ: minference.DefaultLastQ, Vertical: 1000, Slash: 6096}},
+		{"unisparse", 0.9, unisparse.Planner{TopP: 0.9}}, // the outlier query on, as the CLI's default
 	} {
 		got, err := NewMethod(tc.method, tc.knob, 0)
 		if err != nil {

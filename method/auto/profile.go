@@ -16,7 +16,9 @@ import (
 // τ 0.1, so a version-2 flexprefill knob named another planner. Version 4
 // runs psa heads and compositions with psa's outlier-led sampling (the
 // zero psa.Planner's OutlierQ and OutlierK) where version 3 drew every
-// sampled token at random, so a version-3 psa knob named another planner.
+// sampled token at random, and unisparse heads with the outlier query
+// (unisparse.Planner's default; version 3 ran Top-P alone), so a
+// version-3 psa or unisparse knob named another planner.
 const Version = 4
 
 // MaxProfileBytes bounds the size of a profile file Load accepts.

@@ -41,5 +41,5 @@ func Example() {
 	}
 	// Output:
 	// Top-P 0.95: sparsity 0.47, rel L1 0.044
-	// Top-P 0.90: sparsity 0.59, rel L1 0.106
+	// Top-P 0.90: sparsity 0.58, rel L1 0.088
 }

@@ -28,16 +28,7 @@ func (p *pooler) pool(out, rows []float32, d, stream int) {
 	n := len(rows) / d
 	switch p.kind {
 	case Average: // UniSparse Eq. 2: q̃ = (1/c)·Σ q
-		clear(out)
-		for t := range n {
-			for i, x := range rows[t*d : (t+1)*d] {
-				out[i] += x
-			}
-		}
-		inv := 1 / float32(n)
-		for i := range out {
-			out[i] *= inv
-		}
+		averagePool(out, rows, d)
 	case Max: // by comparison, as the device planner does
 		copy(out, rows[:d])
 		for t := 1; t < n; t++ {
@@ -79,4 +70,20 @@ func pickByNorm(r *rand.Rand, rows []float32, d int) int {
 		u -= w
 	}
 	return n - 1
+}
+
+// averagePool writes the mean of rows (n tokens of d values, n ≥ 1) into
+// out: float32 adds in token order, then one multiply by 1/n.
+func averagePool(out, rows []float32, d int) {
+	n := len(rows) / d
+	clear(out)
+	for t := range n {
+		for i, x := range rows[t*d : (t+1)*d] {
+			out[i] += x
+		}
+	}
+	inv := 1 / float32(n)
+	for i := range out {
+		out[i] *= inv
+	}
 }

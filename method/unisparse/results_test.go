@@ -126,7 +126,8 @@ func table(title string, curves []curve, sparsities []float64) {
 // operators at matched Top-P (UniSparse Table 5), the c_q/c_k split at a
 // fixed c_q·c_k (Table 6), the compression granularity (Table 7) and head
 // compression (Table 8), each against dense and next to the exact-mass
-// oracle's binary mask.
+// oracle's binary mask. They run the paper's rule (NoOutlier), as measured
+// there.
 //
 //	SPARSEATTN_RESULTS=1 go test -run TestResultsUniSparse -v -timeout 60m ./method/unisparse
 //
@@ -154,6 +155,7 @@ func TestResultsUniSparse(t *testing.T) {
 		g := w.Config
 		fmt.Printf("\n### %s: B=%d Hq=%d Hkv=%d N=%d D=%d causal=%v, 64×64 blocks\n", g.Kind, g.B, g.Hq, g.Hkv, g.N, g.D, w.Causal)
 		uni := func(u unisparse.Planner) func(float64) plan.Planner {
+			u.NoOutlier = true // the paper's rule, as the ablations it reproduces
 			return func(p float64) plan.Planner { u.TopP = p; return u }
 		}
 		oracleCurve := sweep(t, w, ref.Out, "oracle (exact mass, binary), TopCdf P", ps, func(p float64) plan.Planner { return oracle.Planner{CDF: p} })

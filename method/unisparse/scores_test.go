@@ -2,19 +2,21 @@ package unisparse
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/internal/testutil"
 	"github.com/sparseattn/sparseattn/plan"
 )
 
-// TestBlockScores checks the exported scores: Top-P over Mass gives every
-// row of Plan (for each pooling and with head compression), and Bound is
-// positive and finite.
+// TestBlockScores checks the exported scores: Top-P over Mass, with the
+// outlier query's Block, gives every row of Plan (for each pooling and
+// with head compression, and without the outlier query), and Bound and
+// OutlierBound are positive and finite.
 func TestBlockScores(t *testing.T) {
 	s := shapes[0]
-	for _, u := range []Planner{{}, {TopP: 0.7, CQ: 8, CK: 8, Pooling: Max}, {TopP: 0.9, CQ: 4, CK: 2, CH: 2}, {TopP: 0.8, CQ: 4, CK: 4, Pooling: Stochastic, Seed: 7}} {
-		t.Run(u.Pooling.String(), func(t *testing.T) {
+	for _, u := range []Planner{{}, {TopP: 0.7, CQ: 8, CK: 8, Pooling: Max}, {TopP: 0.9, CQ: 4, CK: 2, CH: 2}, {TopP: 0.8, CQ: 4, CK: 4, Pooling: Stochastic, Seed: 7}, {NoOutlier: true}} {
+		t.Run(fmt.Sprintf("%v,outlier=%v", u.Pooling, !u.NoOutlier), func(t *testing.T) {
 			pr := s.Problem(t, testutil.Rand(t), 1, 1)
 			tl := pr.Tiling
 			c, err := u.config(tl)
@@ -37,10 +39,16 @@ func TestBlockScores(t *testing.T) {
 					if !(sc.Bound > 0 && sc.Bound < 1e300) {
 						t.Fatalf("head %d: Bound %v", h0, sc.Bound)
 					}
+					if (sc.Outlier == nil) != u.NoOutlier || !u.NoOutlier && !(sc.OutlierBound > 0 && sc.OutlierBound < 1e300) {
+						t.Fatalf("head %d: %d outliers, OutlierBound %v", h0, len(sc.Outlier), sc.OutlierBound)
+					}
 					for qb := range dense.QBlocks() {
 						visible, _ := dense.Entries(dense.Row(b, h0, qb))
 						kept := make([]bool, len(visible))
 						topP(sc.Mass[qb], c.topP, kept)
+						if sc.Outlier != nil && sc.Outlier[qb].Block >= 0 {
+							kept[sc.Outlier[qb].Block] = true
+						}
 						want, _ := p.Entries(p.Row(b, h0, qb))
 						var got []int32
 						for i, kb := range visible {

@@ -6,6 +6,12 @@
 // block pair, and each query block keeps the fewest KV blocks whose share of
 // the mass reaches Top-P. The result is a binary block mask for the
 // ordinary block-sparse executor.
+//
+// Besides Top-P, each query block also keeps the heaviest KV block of its
+// outlier query (outlier.go): this project's extension of the paper's
+// block selection, which keeps a lone query–key pair (a needle) that the
+// composites average away. Planner.NoOutlier turns it off, leaving the
+// paper's rule alone.
 package unisparse
 
 import (
@@ -82,6 +88,14 @@ type Planner struct {
 	Pooling Pooling
 	// Seed selects the Stochastic pooling draw.
 	Seed uint64
+	// NoOutlier turns off the outlier query, this project's extension of
+	// UniSparse's block selection (§4.3; see outlier.go): by default each
+	// query block also keeps the KV block that takes the most of the
+	// softmax of its outlier query — the token farthest from its
+	// composite's mean — over the individual keys the block sees, besides
+	// its Top-P blocks. With NoOutlier the rows are Top-P's alone, the
+	// paper's rule.
+	NoOutlier bool
 }
 
 // Name returns "unisparse".
@@ -92,6 +106,7 @@ type config struct {
 	cq, ck, ch int
 	pooling    Pooling
 	seed       uint64
+	outlier    bool
 }
 
 // Config is a Planner's configuration resolved for one tiling: defaults
@@ -102,17 +117,20 @@ type Config struct {
 	CQ, CK, CH int
 	Pooling    Pooling
 	Seed       uint64
+	// Outlier is !Planner.NoOutlier: each query block also keeps its
+	// outlier query's heaviest KV block (outlier.go).
+	Outlier bool
 }
 
 // Resolve returns u's configuration for tiling t, or an error wrapping
 // plan.ErrInvalid.
 func (u Planner) Resolve(t plan.Tiling) (Config, error) {
 	c, err := u.config(t)
-	return Config{TopP: c.topP, CQ: c.cq, CK: c.ck, CH: c.ch, Pooling: c.pooling, Seed: c.seed}, err
+	return Config{TopP: c.topP, CQ: c.cq, CK: c.ck, CH: c.ch, Pooling: c.pooling, Seed: c.seed, Outlier: c.outlier}, err
 }
 
 func (u Planner) config(t plan.Tiling) (config, error) {
-	c := config{topP: u.TopP, cq: u.CQ, ck: u.CK, ch: u.CH, pooling: u.Pooling, seed: u.Seed}
+	c := config{topP: u.TopP, cq: u.CQ, ck: u.CK, ch: u.CH, pooling: u.Pooling, seed: u.Seed, outlier: !u.NoOutlier}
 	if c.topP == 0 {
 		c.topP = DefaultTopP
 	}
@@ -151,7 +169,8 @@ func gcd(a, b int) int {
 }
 
 // Plan compresses Q and K, scores block pairs in the compressed space and
-// keeps each query block's Top-P KV blocks.
+// keeps each query block's Top-P KV blocks, and (unless NoOutlier) its
+// outlier query's heaviest KV block.
 func (u Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
 	dense, err := plan.Dense(t) // causally visible blocks of each row
 	if err != nil {
@@ -178,6 +197,11 @@ func (u Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 				mass := s.blockMass(qb, blocks)
 				kept := keep[dense.RowStart[r]:dense.RowStart[r+1]]
 				s.topP(mass, c.topP, kept)
+				if c.outlier && s.extra[qb] >= 0 {
+					if e, ok := slices.BinarySearch(blocks, s.extra[qb]); ok {
+						kept[e] = true
+					}
+				}
 				// UniSparse §4.2: the group's mask is broadcast to its heads.
 				for h := h0 + 1; h < h0+c.ch; h++ {
 					r2 := dense.Row(b, h, qb)
@@ -279,6 +303,20 @@ type scorer struct {
 	sm     blocksoftmax.Scratch // plan.AddBlockSoftmax, exponentials in vectors
 	order  []int32              // topP's order
 
+	// The outlier query (outlier.go), when c.outlier.
+	mean   []float32 // one composite group's average (pooling other than Average)
+	keyT   []float32 // the individual keys (head-averaged), interleaved as ckT
+	otok   []int32   // each query block's outlier token
+	odist  []float64 // and its squared distance from its composite's mean
+	oq     []float32 // the outlier tokens, unscaled (query blocks × D)
+	oa     []float64 // eight outlier tokens, scaled, widened to float64
+	oout   []float64 // one kernel.Dot64Panel8 result
+	ol     []float64 // eight outlier tokens' logits, Nk each
+	obm    []float64 // one outlier token's block maxima
+	oshift []float64 // its logits less their block maxima (unused)
+	ox     []float64 // one block's exponentials
+	extra  []int32   // each query block's extra KV block, or −1
+
 	// keysOf is the KV head of batch keysB whose composite keys ck and ckT
 	// hold, when keysOK: without head compression or stochastic draws the
 	// query heads of one KV head share them.
@@ -300,14 +338,39 @@ func newScorer(p *plan.Plan, c config, q, k *tensor.Tensor) *scorer {
 	s.out = make([]float64, 4*2*kernel.Dot64Lanes)
 	s.logits = make([]float64, 4*s.nk)
 	s.mass = make([]float64, p.KBlocks())
+	if c.outlier {
+		qbs := p.QBlocks()
+		s.mean = make([]float32, g.D)
+		keys := (g.Nk + 2*kernel.Dot64Lanes - 1) / (2 * kernel.Dot64Lanes) * (2 * kernel.Dot64Lanes)
+		s.keyT = make([]float32, keys*g.D) // padding keys stay zero
+		s.otok, s.odist, s.extra = make([]int32, qbs), make([]float64, qbs), make([]int32, qbs)
+		s.oq = make([]float32, qbs*g.D)
+		s.oa = make([]float64, 8*g.D)
+		s.oout = make([]float64, 8*2*kernel.Dot64Lanes)
+		s.ol = make([]float64, 8*g.Nk)
+		s.obm = make([]float64, p.KBlocks())
+		s.oshift = make([]float64, g.Nk)
+		s.ox = make([]float64, p.BlockK)
+	}
 	return s
 }
 
 // compress builds the composite queries and keys of the head group whose
-// first query head is h0 (UniSparse §4.2, Eq. 2–3). The keys are kept when
-// they are the last call's (the same batch and KV head, no head compression
-// and no stochastic draw).
+// first query head is h0 (UniSparse §4.2, Eq. 2–3), and with the outlier
+// query each query block's extra KV block (outlier.go). The keys are kept
+// when they are the last call's (the same batch and KV head, no head
+// compression and no stochastic draw).
 func (s *scorer) compress(b, h0 int) {
+	s.compressTokens(b, h0)
+	if s.c.outlier {
+		s.outlierBlocks()
+	}
+}
+
+// compressTokens is compress less the outlier blocks: the composites, and
+// with the outlier query each query block's outlier token and the
+// individual keys.
+func (s *scorer) compressTokens(b, h0 int) {
 	g, c := s.g, s.c
 	scale := s.p.SoftmaxScale()
 	pool := newPooler(c, b, h0)
@@ -315,9 +378,18 @@ func (s *scorer) compress(b, h0 int) {
 	for a := range s.nq {
 		lo, hi := a*c.cq, min((a+1)*c.cq, g.Nq)
 		s.gather(s.q, b, h0, lo, hi, false)
-		pool.pool(out, s.rows[:(hi-lo)*g.D], g.D, 0)
+		rows := s.rows[:(hi-lo)*g.D]
+		pool.pool(out, rows, g.D, 0)
 		for d, x := range out {
 			s.cq[a*g.D+d] = x * scale
+		}
+		if c.outlier {
+			mean := out
+			if c.pooling != Average {
+				mean = s.mean
+				averagePool(mean, rows, g.D)
+			}
+			s.outlierStats(rows, mean, lo)
 		}
 	}
 	shared := c.ch == 1 && c.pooling != Stochastic
@@ -329,6 +401,14 @@ func (s *scorer) compress(b, h0 int) {
 		lo, hi := j*c.ck, min((j+1)*c.ck, g.Nk)
 		s.gather(s.k, b, h0, lo, hi, true)
 		pool.pool(s.ck[j*g.D:(j+1)*g.D], s.rows[:(hi-lo)*g.D], g.D, 1)
+		if c.outlier { // the individual keys, interleaved as ckT below
+			for t := lo; t < hi; t++ {
+				panel := s.keyT[t/kernel.Dot64Lanes*kernel.Dot64Lanes*g.D:]
+				for d, x := range s.rows[(t-lo)*g.D : (t-lo+1)*g.D] {
+					panel[d*kernel.Dot64Lanes+t%kernel.Dot64Lanes] = x
+				}
+			}
+		}
 	}
 	// Interleave in address order: element d of composite key p·8+c at
 	// ckT[p·8·D + d·8 + c]; the padding keys stay zero.
@@ -455,6 +535,26 @@ type Scores struct {
 	// by the softmax scale) times the largest norm of its composite keys:
 	// every logit's products sum in absolute value to at most Bound.
 	Bound float64
+	// Outlier[qb] is query block qb's outlier query (outlier.go); nil with
+	// NoOutlier.
+	Outlier []Outlier
+	// OutlierBound is Bound for the outlier queries' logits: the largest
+	// norm of the scaled outlier tokens times that of the individual keys.
+	OutlierBound float64
+}
+
+// Outlier is one query block's outlier query as Plan computes it.
+type Outlier struct {
+	// Token is the outlier query's index, −1 for a block that sees no key.
+	Token int
+	// Mass holds, for each of the block's visible KV blocks in key order,
+	// the share of the outlier query's softmax (over the individual keys
+	// the block's last query sees) that falls on it, in float64
+	// (plan.AddBlockSoftmax); the shares add up to 1.
+	Mass []float64
+	// Block is the KV block Plan keeps for it, the first of the heaviest
+	// (−1 with no visible key).
+	Block int
 }
 
 // BlockScores returns the scores of the head group whose first query head
@@ -486,6 +586,29 @@ func (u Planner) BlockScores(ctx context.Context, t plan.Tiling, q, k *tensor.Te
 	}
 	d := t.Geometry.D
 	out.Bound = maxNorm(s.cq, d) * maxNorm(s.ck, d)
+	if c.outlier {
+		out.Outlier = make([]Outlier, dense.QBlocks())
+		keys := s.outlierKeys()
+		scaled := make([]float32, len(s.oq))
+		for i, x := range s.oq {
+			scaled[i] = x * dense.SoftmaxScale()
+		}
+		for qb := range out.Outlier {
+			o := Outlier{Token: -1, Block: int(s.extra[qb])}
+			if vis := s.outlierVisible(qb); vis > 0 {
+				o.Token = int(s.otok[qb])
+				l := make([]float64, vis)
+				for j := range l {
+					l[j] = plan.Dot64(scaled[qb*d:(qb+1)*d], keys[j*d:(j+1)*d])
+				}
+				nb := (vis + t.BlockK - 1) / t.BlockK
+				o.Mass = make([]float64, nb)
+				plan.AddBlockSoftmax(o.Mass, l, t.BlockK, make([]float64, nb), make([]float64, nb))
+			}
+			out.Outlier[qb] = o
+		}
+		out.OutlierBound = maxNorm(scaled, d) * maxNorm(keys, d)
+	}
 	return out, nil
 }
 

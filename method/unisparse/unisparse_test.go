@@ -145,13 +145,15 @@ func TestMassMatchesEquations(t *testing.T) {
 // the kept blocks reach Top-P of the row's mass, dropping the lightest kept
 // block would not, and no dropped block outweighs a kept one (1e-4 slack
 // for float32 masses). Heads of one compressed group share their rows.
+// The rows are the paper's (NoOutlier); TestOutlierMatchesNaive checks the
+// outlier query's block on top of them.
 func TestPlanKeepsTopP(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, s := range shapes {
 		t.Run(s.Name, func(t *testing.T) {
 			pr := s.Problem(t, r, 2, 1)
 			g := pr.Tiling.Geometry
-			for _, u := range []Planner{{TopP: 0.8}, {TopP: 0.6, CQ: 2, CK: 8, Pooling: Max}, {TopP: 0.9, CH: g.Hq}} {
+			for _, u := range []Planner{{TopP: 0.8, NoOutlier: true}, {TopP: 0.6, CQ: 2, CK: 8, Pooling: Max, NoOutlier: true}, {TopP: 0.9, CH: g.Hq, NoOutlier: true}} {
 				c, err := u.config(pr.Tiling)
 				if err != nil {
 					t.Fatal(err)
