@@ -140,7 +140,8 @@ extern "C" __global__ void psa_tokens(const PlanArgs a, const PsaArgs s, int sid
 			const int* top = (side == 0 ? s.qout : s.kout) + i * max(m, 0);
 			for (int j = 0; j < m; j++) {
 				int k = j;
-				while (perm[k] != top[j]) k++;
+				while (k < n && perm[k] != top[j]) k++;
+				if (k == n) k = j; // never, with psa_outliers' distinct offsets in [0, n): no read past perm
 				int x = perm[j];
 				perm[j] = perm[k];
 				perm[k] = x;
