@@ -324,10 +324,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 			continue
 		}
 		sd, v := int32(side), o.v
-		smem := (2*g.D + o.bs) * 8 // mean, 1/v, scores
-		if err := c.SetMaxDynamicShared(fns["psa_outliers"], smem); err != nil {
-			return err
-		}
+		smem := (2*g.D + o.bs) * 8 // mean, 1/v, scores: at most 4 KiB, within the default allowance
 		if err := c.Launch(fns["psa_outliers"], driver.Dim3{X: uint32(o.blocks), Y: 1, Z: 1}, driver.Dim3{X: psaOutlierThreads, Y: 1, Z: 1}, smem,
 			driver.Arg(&pa), driver.Arg(&a), driver.Arg(&v), driver.Arg(&sd)); err != nil {
 			return err
