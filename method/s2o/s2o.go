@@ -156,7 +156,10 @@ func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	perHead := make([]headOrders, g.B*g.Hq)
 	err := heads.ForEachWorker(ctx, len(perHead), func() func(int) {
 		keys := make([]float32, g.Nk*g.D) // the head's keys, row-major
-		keyT := make([]float32, panelKeys(g.Nk)*g.D)
+		var keyT []float32                // the same keys in panels, where scores uses them
+		if panels {
+			keyT = make([]float32, panelKeys(g.Nk)*g.D)
+		}
 		lastKV := -1
 		var sc scratch
 		return func(i int) {
@@ -165,7 +168,9 @@ func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 				for j := range g.Nk {
 					k.ReadRow(b, g.KVHead(h), j, keys[j*g.D:(j+1)*g.D])
 				}
-				interleave(keyT, keys, g.D)
+				if panels {
+					interleave(keyT, keys, g.D)
+				}
 				lastKV = kv
 			}
 			perHead[i] = s.orders(t, q, keys, keyT, b, h, segs, &sc)
@@ -301,7 +306,7 @@ type scratch struct {
 
 // orders computes Q_perm and the key orders of query head h in batch b.
 // keys holds the head's keys row-major and keyT the same keys in panels
-// (panelKeys). Queries are read one segment at a time: Eq. 1, the
+// (panelKeys; nil unless panels). Queries are read one segment at a time: Eq. 1, the
 // segment's mean query and its outliers need no other. The key scores of
 // Eq. 2 (and the outliers' scores) are then computed panelRows segments at
 // a time, every row against the same key panels.
@@ -400,7 +405,7 @@ func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys, keyT []float32, b
 		for r := range rows {
 			vis[r] = reach(n0 + r)
 		}
-		sc.panel.scores(sc.qmeans[n0*d:(n0+rows)*d], d, keyT, vis[:rows], func(r, j0 int, out []float64) {
+		sc.panel.scores(sc.qmeans[n0*d:(n0+rows)*d], d, keyT, keys, vis[:rows], func(r, j0 int, out []float64) {
 			dst := sc.kscore[r*g.Nk+j0 : r*g.Nk+j0+len(out)]
 			for i, v := range out {
 				dst[i] = float32(v)
@@ -430,7 +435,7 @@ func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys, keyT []float32, b
 			}
 			sc.top[r0+r] = math.MaxUint64 // none
 		}
-		sc.panel.scores(sc.outq[r0*d:(r0+rows)*d], d, keyT, vis[:rows], func(r, j0 int, out []float64) {
+		sc.panel.scores(sc.outq[r0*d:(r0+rows)*d], d, keyT, keys, vis[:rows], func(r, j0 int, out []float64) {
 			n := (r0 + r) / outliers
 			wlo, whi := s.window(t, n)
 			top := &sc.top[r0+r]
