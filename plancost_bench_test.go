@@ -32,7 +32,7 @@ func planCostPlanners() []plan.Planner {
 		unisparse.Planner{TopP: unisparse.DefaultTopP, CQ: unisparse.DefaultCQ, CK: unisparse.DefaultCK, CH: 1},
 		psa.Planner{Rule: psa.Threshold, Estimator: psa.Sampling, Thresholds: psa.DefaultThresholds(),
 			Quantiles: psa.DefaultQuantiles(), Scale: psa.DefaultScale},
-		s2o.Planner{Tau: s2o.DefaultTau}, // Segment 0: s2o.DefaultSegment, 1024 at 16K
+		s2o.Planner{Tau: s2o.DefaultTau, Outliers: s2o.DefaultOutliers}, // Segment 0: s2o.DefaultSegment, 1024 at 16K
 		xattn.Planner{Stride: xattn.DefaultStride, Threshold: xattn.DefaultThreshold},
 		flexprefill.Planner{Gamma: flexprefill.DefaultGamma, Tau: flexprefill.DefaultTau},
 		minference.Planner{LastQ: minference.DefaultLastQ, Budget: 1}, // Vertical, Slash 0: scaled to N

@@ -52,7 +52,7 @@ func TestPlannerZeroValues(t *testing.T) {
 		{minference.Planner{}, minference.Planner{LastQ: minference.DefaultLastQ, Budget: 1}, minference.Planner{LastQ: -1}},
 		{oracle.Planner{}, oracle.Planner{CDF: oracle.DefaultCDF}, oracle.Planner{CDF: 2}},
 		{psa.Planner{}, psa.Planner{Thresholds: psa.DefaultThresholds(), Scale: psa.DefaultScale}, psa.Planner{Scale: -1}},
-		{s2o.Planner{}, s2o.Planner{Segment: s2o.DefaultSegment(zeroTestN, sparseattn.DefaultBlockQ), Tau: s2o.DefaultTau}, s2o.Planner{Tau: 2}},
+		{s2o.Planner{}, s2o.Planner{Segment: s2o.DefaultSegment(zeroTestN, sparseattn.DefaultBlockQ), Tau: s2o.DefaultTau, Outliers: s2o.DefaultOutliers}, s2o.Planner{Tau: 2}},
 		{sparge.Planner{}, sparge.Planner{Params: sparge.Params{CDF: sparge.DefaultCDF, Theta: sparge.DefaultTheta}}, sparge.Planner{Params: sparge.Params{TopK: -1}}},
 		{unisparse.Planner{}, unisparse.Planner{TopP: unisparse.DefaultTopP, CQ: unisparse.DefaultCQ, CK: unisparse.DefaultCK}, unisparse.Planner{TopP: 2}},
 		{window.Planner{}, nil, window.Planner{Sink: -1}},

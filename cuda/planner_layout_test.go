@@ -37,18 +37,22 @@ func TestBmArgsLayout(t *testing.T) {
 }
 
 // TestS2OArgsLayout checks s2oArgs against struct S2OArgs in
-// kernels/plan_s2o.cu: 2 View (56 bytes each), 9 pointers, 10 int32.
+// kernels/plan_s2o.cu: 2 View (56 bytes each), 9 pointers, 10 int32, 3
+// pointers, 1 int32 (the kernel file asserts the size).
 func TestS2OArgsLayout(t *testing.T) {
 	var a s2oArgs
 	for _, c := range []struct {
 		name      string
 		got, want uintptr
 	}{
-		{"size", unsafe.Sizeof(a), 224},
+		{"size", unsafe.Sizeof(a), 256},
 		{"guide", unsafe.Offsetof(a.guide), 112},
 		{"kvStart", unsafe.Offsetof(a.kvStart), 176},
 		{"b", unsafe.Offsetof(a.b), 184},
 		{"segs", unsafe.Offsetof(a.segs), 220},
+		{"oq", unsafe.Offsetof(a.oq), 224},
+		{"otop", unsafe.Offsetof(a.otop), 240},
+		{"outliers", unsafe.Offsetof(a.outliers), 248},
 	} {
 		if c.got != c.want {
 			t.Errorf("s2oArgs %s at %d, struct S2OArgs at %d", c.name, c.got, c.want)
@@ -58,9 +62,9 @@ func TestS2OArgsLayout(t *testing.T) {
 
 // TestCompileBlockMass compiles bm_mass (for XAttention's bf16 inputs and
 // UniSparse's hi and lo halves, D 128, the stages planner_mass.go picks,
-// and UniSparse's outlier pass), uni_pool, uni_outlier and S2O's sort and
-// key scores for sm_90 with NVRTC alone (no GPU is needed) and logs
-// ptxas's register and spill report.
+// and UniSparse's outlier pass), uni_pool, uni_outlier and S2O's sort, key
+// scores, outlier queries, means and promotion for sm_90 with NVRTC alone
+// (no GPU is needed) and logs ptxas's register and spill report.
 func TestCompileBlockMass(t *testing.T) {
 	nv, err := driver.LoadNVRTC()
 	if errors.Is(err, driver.ErrUnavailable) {
@@ -86,6 +90,9 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_psa.cu", "psa_tokens", nil},
 		{"plan_s2o.cu", "s2o_sort", nil},
 		{"plan_s2o.cu", "s2o_kscore", nil},
+		{"plan_s2o.cu", "s2o_outq", nil},
+		{"plan_s2o.cu", "s2o_means", nil},
+		{"plan_s2o.cu", "s2o_promote", nil},
 	} {
 		head, err := auxSources.ReadFile("kernels/device.cuh")
 		if err != nil {

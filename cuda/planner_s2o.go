@@ -14,9 +14,11 @@ import (
 // tiling (s2o.Planner.Layout): they are the runner's header, uploaded into
 // the gathering kernel's pass buffers on the first call. Each call then
 // ranks the orders in place on the device — Q_perm (S2O Eq. 1) and the
-// ranked part of every segment's key order (Eq. 2) — with scores that
-// repeat s2o.Score bit for bit and a stable sort, so the orders equal the
-// CPU planner's. Nothing proportional to N crosses PCIe per call.
+// ranked part of every segment's key order (Eq. 2), led by the top keys of
+// the segment's outlier queries (our extension, method/s2o/outlier.go) —
+// with distances and scores that repeat the CPU planner's float64
+// operations bit for bit and a stable sort, so the orders equal the CPU
+// planner's. Nothing proportional to N crosses PCIe per call.
 type s2oPlanner struct{ s s2o.Planner }
 
 // newS2OPlanner returns the device planner of p.
@@ -45,6 +47,8 @@ type s2oArgs struct {
 	kvOrder, kvStart       uint64
 	b, hq, hkv, nq, nk, d  int32
 	seg, win, causal, segs int32
+	oq, otok, otop         uint64
+	outliers               int32
 }
 
 // s2oStage is one kernel launch of the S2O device planner.
@@ -70,8 +74,10 @@ func (p s2oPlanner) planPasses(c *driver.Ctx, in *planInput, header *plan.Plan, 
 }
 
 // stages prepares the pass buffers and scratch and returns the planner's
-// launches in order: the means, the query scores (Q_perm only), the key
-// scores, then the query lists' sort (Q_perm only) and the key lists'.
+// launches in order: the means, the outlier queries (our extension,
+// s2o.Planner.Outliers > 0), the query scores (Q_perm only), the key scores
+// (and the outliers' top keys), the outliers' top keys put first, then the
+// query lists' sort (Q_perm only) and the key lists'.
 func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *genBufs) ([]s2oStage, error) {
 	t := in.t
 	g := t.Geometry
@@ -104,6 +110,9 @@ func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *
 		a.causal = 1
 	}
 	perm := header.Order.Query != nil
+	outs := int64(max(sp.Outliers, 0))
+	a.outliers = int32(outs)
+	slots := heads * int64(segs) * outs
 	for _, s := range []struct {
 		dst  *uint64
 		name string
@@ -112,6 +121,7 @@ func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *
 		{&a.guide, "s2o.guide", int64(g.B*g.Hkv) * int64(g.D) * 4},
 		{&a.qmean, "s2o.qmean", heads * int64(segs) * int64(g.D) * 8},
 		{&a.kbuf, "s2o.kbuf", total * 8}, {&a.kbuf2, "s2o.kbuf2", total * 8},
+		{&a.oq, "s2o.oq", slots * int64(g.D) * 8}, {&a.otok, "s2o.otok", slots * 4}, {&a.otop, "s2o.otop", slots * 8},
 	} {
 		ptr, err := in.scratch.get(c, s.name, max(s.n, 8))
 		if err != nil {
@@ -148,10 +158,16 @@ func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *
 		}}
 	}
 	st := []s2oStage{launch("s2o_means", one(int64(g.B*g.Hkv)+heads*int64(segs)), one(128), driver.Arg(a))}
+	if outs > 0 {
+		st = append(st, launch("s2o_outq", one(heads*int64(segs)), one(128), driver.Arg(a)))
+	}
 	if perm {
 		st = append(st, launch("s2o_qscore", driver.Dim3{X: uint32((g.Nq + 127) / 128), Y: uint32(heads), Z: 1}, one(128), driver.Arg(a)))
 	}
 	st = append(st, launch("s2o_kscore", driver.Dim3{X: uint32((g.Nk + 63) / 64), Y: uint32(g.B * g.Hkv), Z: 1}, one(256), driver.Arg(a)))
+	if outs > 0 {
+		st = append(st, launch("s2o_promote", one(heads*int64(segs)), one(32), driver.Arg(a)))
+	}
 	qkeys, kkeys := int32(0), int32(1)
 	if perm {
 		st = append(st, launch("s2o_sort", one(heads*int64(segs)), one(256), driver.Arg(a), driver.Arg(&qkeys)))

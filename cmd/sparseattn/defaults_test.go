@@ -31,9 +31,6 @@ func knownNeedleLoss(method string, n int) string {
 	switch {
 	case method == "window" && n-1-n/3 > 1024+64:
 		return "the needle lies outside the sink and the 1024-token window"
-	case method == "s2o" && n >= 4096:
-		return "keys rank by the segment's mean query; the needle key, one query's target, ranks low and the early stop ends the row before it: " +
-			"τ 0.002 keeps it to 8K but not at 16K (sparsity 0.20 on the LM), τ 0.0003 keeps it at 16K (sparsity 0.03 on the LM); segment length and no Q_perm do not help"
 	}
 	return ""
 }

@@ -14,6 +14,7 @@ import (
 func s2oMethod() *method {
 	var (
 		segment, window int
+		outliers        int
 		tau             float64
 		noQPerm         bool
 	)
@@ -29,7 +30,10 @@ func s2oMethod() *method {
 		if window < 0 {
 			return nil, fmt.Errorf("%w: --s2o-window %d must be ≥ 0", errUsage, window)
 		}
-		return s2o.Planner{Segment: segment, Tau: tau, Window: window, NoQueryPerm: noQPerm}, nil
+		if outliers == 0 {
+			return nil, fmt.Errorf("%w: --s2o-outliers 0: give a positive count, or -1 for the paper's key order", errUsage)
+		}
+		return s2o.Planner{Segment: segment, Tau: tau, Window: window, NoQueryPerm: noQPerm, Outliers: outliers}, nil
 	}
 	return &method{
 		name: "s2o",
@@ -38,6 +42,7 @@ func s2oMethod() *method {
 			fs.Float64Var(&tau, "s2o-tau", s2o.DefaultTau, "s2o: early-stop threshold τ in (0,1): stop when a tile adds less than τ·ℓ; negative: no early stop (exact)")
 			fs.IntVar(&window, "s2o-window", 0, "s2o: tokens before each segment computed densely (Alg. 4's local window)")
 			fs.BoolVar(&noQPerm, "s2o-no-qperm", false, "s2o: keep queries in natural order (Alg. 4, the w/o-Q_perm ablation)")
+			fs.IntVar(&outliers, "s2o-outliers", s2o.DefaultOutliers, "s2o: outlier queries per segment whose top keys lead the segment's ranked keys (our extension); -1: none, the paper's key order")
 		},
 		planner: func() (plan.Planner, error) { return build(tau) },
 		knob: &knob{

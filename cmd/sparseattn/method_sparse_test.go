@@ -42,6 +42,7 @@ func TestSparseMethodFlags(t *testing.T) {
 		{"s2o", []string{"--s2o-tau", "0"}, "--s2o-tau"},
 		{"s2o", []string{"--s2o-segment", "-64"}, "--s2o-segment"},
 		{"s2o", []string{"--s2o-window", "-1"}, "--s2o-window"},
+		{"s2o", []string{"--s2o-outliers", "0"}, "--s2o-outliers"},
 		{"xattn", []string{"--xattn-threshold", "0"}, "--xattn-threshold"},
 		{"xattn", []string{"--xattn-stride", "-4"}, "--xattn-stride"},
 		{"minference", []string{"--minference-budget", "2"}, "--minference-budget"},
@@ -63,14 +64,15 @@ func TestSparseMethodFlags(t *testing.T) {
 			t.Errorf("%v: got %v, want a usage error naming %s", tc.args, err, tc.flag)
 		}
 	}
-	// A negative τ is each method's documented "off": it reaches the
-	// planner as given.
+	// A negative τ (or S2O's outlier count) is each method's documented
+	// "off": it reaches the planner as given.
 	for _, tc := range []struct {
 		method string
 		args   []string
 		want   plan.Planner
 	}{
-		{"s2o", []string{"--s2o-tau", "-1"}, s2o.Planner{Tau: s2o.NoStop}},
+		{"s2o", []string{"--s2o-tau", "-1"}, s2o.Planner{Tau: s2o.NoStop, Outliers: s2o.DefaultOutliers}},
+		{"s2o", []string{"--s2o-outliers", "-1"}, s2o.Planner{Tau: s2o.DefaultTau, Outliers: s2o.NoOutliers}},
 		{"flexprefill", []string{"--flexprefill-tau", "-1"}, flexprefill.Planner{Gamma: flexprefill.DefaultGamma, Tau: flexprefill.NoQueryAware}},
 	} {
 		var mf methodFlags

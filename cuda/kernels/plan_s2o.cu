@@ -10,6 +10,10 @@
 //   - s2o_qscore: each query's score against the guide key (Eq. 1);
 //   - s2o_kscore: each ranked key's score against its segment's mean
 //     query (Eq. 2), per tile of keys for every query head and segment;
+//   - s2o_outq (our extension, method/s2o/outlier.go): each segment's
+//     outlier queries, those farthest from its mean query, picked as s2o's
+//     pickOutliers; s2o_kscore then also finds each one's top ranked key;
+//   - s2o_promote: the outliers' top keys get sort key 0 (first);
 //   - s2o_sort: a stable descending sort of every list (a segment's
 //     queries, or a segment's ranked keys), one CTA per list.
 //
@@ -33,7 +37,12 @@ struct S2OArgs {
 	const int* kv_start; // [B·Hq·segs + 1]
 	int B, Hq, Hkv, Nq, Nk, D;
 	int seg, win, causal, segs;
+	double* oq;  // [B·Hq·segs·outliers, D]: the outlier queries, float32 values as float64
+	int* otok;   // [B·Hq·segs·outliers]: their tokens, −1 past the segment's last
+	u64* otop;   // [B·Hq·segs·outliers]: their top keys, (desc_key(score), token), ~0 for none
+	int outliers; // outlier queries per segment; 0: none (the paper's order)
 };
+static_assert(sizeof(S2OArgs) == 256, "S2OArgs: cuda.s2oArgs's size (TestS2OArgsLayout checks the offsets)");
 
 // s2o_window gives segment n's pass-1 keys [wlo, whi), as s2o's window.
 __device__ __forceinline__ void s2o_window(const S2OArgs& a, int n, int& wlo, int& whi) {
@@ -205,6 +214,103 @@ extern "C" __global__ void __launch_bounds__(128) s2o_qscore(S2OArgs a) {
 	}
 }
 
+// outq_pass is one pass of s2o_outq over segment [qlo, qhi) of query head
+// (b, h), for input type DT: each warp stages its 32 queries' rows in
+// shared memory, QS_COLS columns at a time (as qscore_rows), and each lane
+// adds its query's squared distance from the mean m in column order —
+// float64 difference of the float32 values, squared and rounded, then
+// added (s2o's distances; NaN as −1) — and keeps the largest (distance,
+// earliest token) strictly below the previous pick (pd, pi; none when pi
+// < 0) in (bd, bi).
+template <int DT> __device__ __forceinline__ void outq_pass(const S2OArgs& a, int b, int h, int qlo, int qhi, const double* m, float (*tile)[QS_COLS + 1], double pd, int pi, double& bd, int& bi) {
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	const long long base = (long long)b * a.q.sb + (long long)h * a.q.sh;
+	for (int i0 = qlo + w * 32; i0 < qhi; i0 += blockDim.x) {
+		int rows = min(32, qhi - i0), i = i0 + lane;
+		double r = 0.0;
+		for (int c0 = 0; c0 < a.D; c0 += QS_COLS) {
+			for (int rr = 0; rr < rows; rr++) {
+#pragma unroll
+				for (int u = 0; u < QS_COLS; u += 32)
+					if (c0 + u + lane < a.D) tile[rr][u + lane] = elem<DT>(a.q.ptr, base + (long long)(i0 + rr) * a.q.sn + c0 + u + lane);
+			}
+			__syncwarp();
+			int nc = min(QS_COLS, a.D - c0);
+			if (lane < rows)
+				for (int c = 0; c < nc; c++) {
+					double e = __dsub_rn((double)tile[lane][c], m[c0 + c]);
+					r = __dadd_rn(r, __dmul_rn(e, e));
+				}
+			__syncwarp();
+		}
+		if (lane < rows) {
+			if (r != r) r = -1.0;
+			bool below = pi < 0 || r < pd || (r == pd && i > pi);
+			if (below && (bi < 0 || r > bd)) bd = r, bi = i; // tokens rise: the first of ties stays
+		}
+	}
+}
+
+// s2o_outq: block l = (b·Hq + h)·segs + n picks segment n's outlier
+// queries, a.outliers rounds (s2o's pickOutliers: each the largest
+// distance, earliest token of ties, below the previous pick; the distances
+// are recomputed each round, in the same operations), writes each one's
+// token to otok and its row to oq (float32 values as float64), and sets
+// the top-key slots otop that s2o_kscore lowers to ~0. A round past the
+// segment's last query writes token −1. 128 threads.
+extern "C" __global__ void __launch_bounds__(128) s2o_outq(S2OArgs a) {
+	__shared__ float tile[4][32][QS_COLS + 1];
+	__shared__ double wd[4], pickd;
+	__shared__ int wi[4], pick;
+	float(*mine)[QS_COLS + 1] = tile[threadIdx.x >> 5];
+	int l = blockIdx.x, bh = l / a.segs, n = l % a.segs, b = bh / a.Hq, h = bh % a.Hq;
+	int qlo = n * a.seg, qhi = min(qlo + a.seg, a.Nq);
+	const double* m = a.qmean + (long long)l * a.D;
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	double pd = 0.0;
+	int pi = -1;
+	for (int o = 0; o < a.outliers; o++) {
+		long long slot = (long long)l * a.outliers + o;
+		double bd = 0.0;
+		int bi = -1;
+		if (pi >= 0 || o == 0) {
+			switch (a.q.dtype) {
+			case DT_F32:
+				outq_pass<DT_F32>(a, b, h, qlo, qhi, m, mine, pd, pi, bd, bi);
+				break;
+			case DT_F16:
+				outq_pass<DT_F16>(a, b, h, qlo, qhi, m, mine, pd, pi, bd, bi);
+				break;
+			default:
+				outq_pass<DT_BF16>(a, b, h, qlo, qhi, m, mine, pd, pi, bd, bi);
+			}
+		}
+		// The block's best: larger distance first, then the earlier token
+		// (−1: none).
+		for (int off = 16; off > 0; off >>= 1) {
+			double od = __shfl_xor_sync(0xffffffffu, bd, off);
+			int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+			if (oi >= 0 && (bi < 0 || od > bd || (od == bd && oi < bi))) bd = od, bi = oi;
+		}
+		if (lane == 0) wd[w] = bd, wi[w] = bi;
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			double cd = wd[0];
+			int ci = wi[0];
+			for (int x = 1; x < 4; x++)
+				if (wi[x] >= 0 && (ci < 0 || wd[x] > cd || (wd[x] == cd && wi[x] < ci))) cd = wd[x], ci = wi[x];
+			pick = ci, pickd = cd;
+			a.otok[slot] = ci;
+			a.otop[slot] = ~0ull;
+		}
+		__syncthreads();
+		pi = pick, pd = pickd;
+		if (pi >= 0)
+			for (int c = threadIdx.x; c < a.D; c += blockDim.x) a.oq[slot * a.D + c] = (double)load(a.q, b, h, pi, c);
+		__syncthreads(); // wd, wi, pick and pickd are rewritten next round
+	}
+}
+
 #define KS_KEYS 64
 #define KS_WARPS 8
 
@@ -244,6 +350,34 @@ extern "C" __global__ void __launch_bounds__(KS_WARPS * 32) s2o_kscore(S2OArgs a
 			else if (!a.causal && j >= whi) r = wlo + (j - whi);
 			else continue;
 			a.kbuf[base + r] = (u64)desc_key((float)(u ? s1 : s0)) << 32 | (u32)j;
+		}
+		// The segment's outlier queries (s2o_outq): each one's top ranked
+		// key of the tile, the smallest (desc_key(score), token), lowers
+		// its slot (s2o's keyRank; the same scores in the same operations
+		// as the mean query's).
+		for (int o = 0; o < a.outliers; o++) {
+			long long slot = ((long long)bh * a.segs + n) * a.outliers + o;
+			if (a.otok[slot] < 0) break;
+			const double* x = a.oq + slot * a.D;
+			double t0 = 0.0, t1 = 0.0;
+			for (int c = 0; c < a.D; c++) {
+				double xc = x[c];
+				t0 = __fma_rn(xc, (double)ks[lane][c], t0);
+				t1 = __fma_rn(xc, (double)ks[lane + 32][c], t1);
+			}
+			u64 best = ~0ull;
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				int jj = lane + 32 * u, j = j0 + jj;
+				bool ranked = jj < nj && (j < wlo || (!a.causal && j >= whi));
+				u64 e = (u64)desc_key((float)(u ? t1 : t0)) << 32 | (u32)j;
+				if (ranked && e < best) best = e;
+			}
+			for (int off = 16; off > 0; off >>= 1) {
+				u64 other = __shfl_xor_sync(0xffffffffu, best, off);
+				if (other < best) best = other;
+			}
+			if (lane == 0 && best != ~0ull) atomicMin(&a.otop[slot], best);
 		}
 	}
 }
@@ -405,6 +539,25 @@ __device__ void sort_list(u64* b0, u64* b1, int* out, int n) {
 			__syncthreads();
 		}
 		src ^= 1;
+	}
+}
+
+// s2o_promote gives the top keys of list blockIdx.x's outlier queries
+// (s2o_kscore) key 0 in the list's elements, below every score's desc_key,
+// so that s2o_sort's stable sort leaves them in token order ahead of the
+// rest (s2o's promote). A kernel of its own: in s2o_sort's prologue it
+// made the sort spill (56 bytes against 8). 32 threads.
+extern "C" __global__ void __launch_bounds__(32) s2o_promote(S2OArgs a) {
+	int l = blockIdx.x, n = l % a.segs;
+	int wlo, whi;
+	s2o_window(a, n, wlo, whi);
+	u64* kb = a.kbuf + (long long)a.kv_start[l] + (whi - wlo);
+	for (int o = threadIdx.x; o < a.outliers; o += blockDim.x) {
+		long long slot = (long long)l * a.outliers + o;
+		u64 top = a.otop[slot];
+		if (a.otok[slot] < 0 || top == ~0ull) continue;
+		int j = (int)(u32)top;
+		kb[j < wlo ? j : wlo + (j - whi)] = (u64)(u32)j;
 	}
 }
 

@@ -12,12 +12,16 @@ import (
 // s2oPlanners are the S2O configurations the device planner is checked
 // with: Q_perm with the CLI's τ, exact (s2o.NoStop) with a local window, and
 // the fused NoQueryPerm variant with a window that is no multiple of a
-// block. Segments are multiples of every shape's BlockQ.
+// block, all with the default outlier query (s2o.DefaultOutliers); then
+// three outlier queries a segment, and none (the paper's key order).
+// Segments are multiples of every shape's BlockQ.
 func s2oPlanners() []plan.Planner {
 	return []plan.Planner{
 		s2o.Planner{Segment: 256, Tau: 0.005},
 		s2o.Planner{Segment: 512, Tau: s2o.NoStop, Window: 128},
 		s2o.Planner{Segment: 256, Tau: 0.005, Window: 100, NoQueryPerm: true},
+		s2o.Planner{Segment: 256, Tau: 0.005, Outliers: 3},
+		s2o.Planner{Segment: 256, Tau: 0.005, Outliers: s2o.NoOutliers},
 	}
 }
 
@@ -49,7 +53,7 @@ func repeatRows(x *tensor.Tensor, every int) {
 }
 
 // caseName names p's cases: the planner's name, with S2O's segment, τ,
-// window and variant, which tell its three configurations apart.
+// window, variant and outlier count, which tell its configurations apart.
 func caseName(p plan.Planner) string {
 	s, ok := p.(s2o.Planner)
 	if !ok {
@@ -58,6 +62,9 @@ func caseName(p plan.Planner) string {
 	name := fmt.Sprintf("s2o S=%d τ=%g W=%d", s.Segment, s.Tau, s.Window)
 	if s.NoQueryPerm {
 		name += " noqperm"
+	}
+	if s.Outliers != 0 {
+		name += fmt.Sprintf(" outliers=%d", s.Outliers)
 	}
 	return name
 }

@@ -80,17 +80,20 @@ func TestPlanMatchesComparisonSortPlanner(t *testing.T) {
 				snap(k, r)
 			}
 			for _, tau := range []float64{NoStop, 0.01} {
-				pl := s.planner(tau)
-				got, err := pl.Plan(context.Background(), tl, q, k, v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, err := planRef(pl, tl, q, k)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !reflect.DeepEqual(got, want) {
-					t.Fatalf("%s grid=%v τ=%v: plan differs from the comparison-sort planner's", s.Name, grid, tau)
+				for _, outliers := range []int{NoOutliers, 0, 3} {
+					pl := s.planner(tau)
+					pl.Outliers = outliers
+					got, err := pl.Plan(context.Background(), tl, q, k, v)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, err := planRef(pl.Resolve(tl), tl, q, k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Fatalf("%s grid=%v τ=%v outliers=%d: plan differs from the comparison-sort planner's", s.Name, grid, tau, outliers)
+					}
 				}
 			}
 		}
@@ -188,10 +191,68 @@ func (s Planner) ordersRef(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h
 				score[j] = Score(keys[int(j)*d:int(j+1)*d], qmean)
 			}
 			slices.SortStableFunc(ranked, func(a, b int32) int { return descending(score[a], score[b]) })
+			ranked = outliersRef(ranked, qrows[qlo*d:qhi*d], qmean, keys, d, s.Outliers)
 		}
 		ho.segs[n] = segOrder{keys: append(keysOrder, ranked...), local: local}
 	}
 	return ho
+}
+
+// outliersRef is the outlier rule of outlier.go written out plainly on
+// the segment's queries qrows (qmean their mean) and its ranked keys, which
+// KV_perm has sorted: the k queries farthest from qmean (each distance a
+// float64 sum in increasing d, NaN as −1, the earliest of ties first),
+// each one's top ranked key (the largest Score, NaN last, the earliest
+// token of ties), and those
+// keys moved to the front in increasing token order. k ≤ 0 changes
+// nothing.
+func outliersRef(ranked []int32, qrows, qmean, keys []float32, d, k int) []int32 {
+	n := len(qrows) / d
+	dist := make([]float64, n)
+	for i := range n {
+		for c := range d {
+			e := float64(qrows[i*d+c]) - float64(qmean[c])
+			dist[i] += float64(e * e)
+		}
+		if math.IsNaN(dist[i]) {
+			dist[i] = -1
+		}
+	}
+	byDist := make([]int, n)
+	for i := range byDist {
+		byDist[i] = i
+	}
+	slices.SortStableFunc(byDist, func(a, b int) int {
+		switch {
+		case dist[a] > dist[b]:
+			return -1
+		case dist[a] < dist[b]:
+			return 1
+		}
+		return 0
+	})
+	tokens := slices.Sorted(slices.Values(ranked))
+	var moved []int32
+	for _, i := range byDist[:min(max(k, 0), n)] {
+		best := int32(-1)
+		var bestS float32
+		for _, j := range tokens {
+			if s := Score(qrows[i*d:(i+1)*d], keys[int(j)*d:int(j+1)*d]); best < 0 || s > bestS || bestS != bestS && s == s {
+				best, bestS = j, s
+			}
+		}
+		if !slices.Contains(moved, best) {
+			moved = append(moved, best)
+		}
+	}
+	slices.Sort(moved)
+	out := slices.Clone(moved)
+	for _, j := range ranked {
+		if !slices.Contains(moved, j) {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 // descending orders larger scores first: the comparison sort the ranker

@@ -26,6 +26,14 @@
 // discards; it is already computed, so keeping it only lowers the error.
 // Nothing is copied in the planner; the executor gathers rows by index.
 //
+// Our extension, not in the paper (outlier.go): each segment's outlier
+// queries, those farthest from the mean query that KV_perm is built from,
+// are scored against the ranked keys too, and their top keys lead the
+// ranked part of the segment's key order, so that pass 2 computes them
+// before the stop can fire: a key that one query alone retrieves (a
+// needle) ranks low against the mean and would be skipped. Outliers
+// sets how many (DefaultOutliers); NoOutliers gives the paper's order.
+//
 // NoQueryPerm gives the fused single-pass variant of Alg. 4: queries in
 // natural order, pass 1 and pass 2 streamed as one row, pass 1 protected
 // from the stop rule by a per-row StopRule.RowAfter. Non-causal attention
@@ -70,6 +78,13 @@ type Planner struct {
 	// NoQueryPerm keeps queries in their natural order (Alg. 4, and the
 	// "w/o Q_perm" ablation of Table 3).
 	NoQueryPerm bool
+	// Outliers is the number of outlier queries per segment, our
+	// extension of KV_perm (outlier.go): the segment's queries farthest
+	// from its mean query, each scored against the ranked keys, whose top
+	// keys move to the front of the segment's ranked keys. 0 means
+	// DefaultOutliers; a negative value (NoOutliers) checks none, the
+	// paper's order.
+	Outliers int
 }
 
 // Name returns "s2o".
@@ -99,6 +114,9 @@ func (s Planner) Resolve(t plan.Tiling) Planner {
 	}
 	if s.Tau == 0 {
 		s.Tau = DefaultTau
+	}
+	if s.Outliers == 0 {
+		s.Outliers = DefaultOutliers
 	}
 	return s
 }
@@ -138,6 +156,10 @@ func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 	perHead := make([]headOrders, g.B*g.Hq)
 	err := heads.ForEachWorker(ctx, len(perHead), func() func(int) {
 		keys := make([]float32, g.Nk*g.D) // the head's keys, row-major
+		var keyT []float32                // the same keys in panels, where scores uses them
+		if panels {
+			keyT = make([]float32, panelKeys(g.Nk)*g.D)
+		}
 		lastKV := -1
 		var sc scratch
 		return func(i int) {
@@ -146,9 +168,12 @@ func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor
 				for j := range g.Nk {
 					k.ReadRow(b, g.KVHead(h), j, keys[j*g.D:(j+1)*g.D])
 				}
+				if panels {
+					interleave(keyT, keys, g.D)
+				}
 				lastKV = kv
 			}
-			perHead[i] = s.orders(t, q, keys, b, h, segs, &sc)
+			perHead[i] = s.orders(t, q, keys, keyT, b, h, segs, &sc)
 		}
 	})
 	if err != nil {
@@ -265,15 +290,27 @@ type segOrder struct {
 
 // scratch is one worker's reusable buffers for orders.
 type scratch struct {
-	qrows []float32 // one segment's queries, row-major
-	score []float32 // per token: query scores (Eq. 1), then key scores (Eq. 2)
-	rank  ranker
+	qrows  []float32 // one segment's queries, row-major
+	score  []float32 // per query token: scores against the guide key (Eq. 1)
+	kscore []float32 // panelRows segments' key scores (Eq. 2), Nk each
+	qmeans []float32 // every segment's mean query, D each
+	rank   ranker
+	panel  panelScratch
+	dist   []float64 // one segment's queries' squared distances from its mean
+	pick   []int     // one segment's outlier queries, offsets in the segment
+	outq   []float32 // every segment's outlier queries, Outliers rows each
+	nout   []int     // how many outlier queries each segment has
+	top    []uint64  // each outlier query's top key, as keyRank (MaxUint64: none)
+	moved  []int32   // one segment's moved keys, distinct, in increasing order
 }
 
 // orders computes Q_perm and the key orders of query head h in batch b.
-// keys holds the head's keys row-major. Queries are read one segment at a
-// time: Eq. 1 and the segment's mean query need no other.
-func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h, segs int, sc *scratch) headOrders {
+// keys holds the head's keys row-major and keyT the same keys in panels
+// (panelKeys; nil unless panels). Queries are read one segment at a time: Eq. 1, the
+// segment's mean query and its outliers need no other. The key scores of
+// Eq. 2 (and the outliers' scores) are then computed panelRows segments at
+// a time, every row against the same key panels.
+func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys, keyT []float32, b, h, segs int, sc *scratch) headOrders {
 	g := t.Geometry
 	d := g.D
 	off := g.QueryOffset()
@@ -281,13 +318,12 @@ func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h, s
 	for i := range ho.query {
 		ho.query[i] = int32(i)
 	}
-	if cap(sc.qrows) < min(s.Segment, g.Nq)*d {
-		sc.qrows = make([]float32, min(s.Segment, g.Nq)*d)
-	}
-	if cap(sc.score) < max(g.Nq, g.Nk) {
-		sc.score = make([]float32, max(g.Nq, g.Nk))
-	}
-	score := sc.score[:max(g.Nq, g.Nk)]
+	sc.qrows = grow(sc.qrows, min(s.Segment, g.Nq)*d)
+	sc.score = grow(sc.score, g.Nq)
+	sc.qmeans = grow(sc.qmeans, segs*d)
+	outliers := max(s.Outliers, 0)
+	sc.outq = grow(sc.outq, segs*outliers*d)
+	sc.nout = slices.Grow(sc.nout[:0], segs)[:segs]
 	var guide []float32
 	if !s.NoQueryPerm {
 		guide = meanRows(keys, d, 0, min(s.Segment, g.Nk))
@@ -313,21 +349,32 @@ func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h, s
 		// the mean key of the first segment, and sorted within their
 		// segment.
 		if !s.NoQueryPerm {
-			scoreAll(score, ho.query[qlo:qhi], guide, func(i int32) []float32 { return qrows[(int(i)-qlo)*d : (int(i)-qlo+1)*d] })
-			sc.rank.sort(ho.query[qlo:qhi], score)
+			scoreAll(sc.score, ho.query[qlo:qhi], guide, func(i int32) []float32 { return qrows[(int(i)-qlo)*d : (int(i)-qlo+1)*d] })
+			sc.rank.sort(ho.query[qlo:qhi], sc.score)
+		}
+		// Alg. 1 line 3: the segment's mean query, and its outliers.
+		qmean := sc.qmeans[n*d : (n+1)*d]
+		meanInto(qmean, qrows, d)
+		sc.nout[n] = 0
+		if outliers > 0 {
+			sc.dist = grow64(sc.dist, qhi-qlo)
+			distances(sc.dist, qrows, qmean, d)
+			sc.pick = pickOutliers(sc.pick[:0], sc.dist, outliers)
+			for o, i := range sc.pick {
+				copy(sc.outq[(n*outliers+o)*d:], qrows[i*d:(i+1)*d])
+			}
+			sc.nout[n] = len(sc.pick)
 		}
 
-		// S2O Alg. 1 lines 10–13, Eq. 2: the segment's prefix keys scored
-		// against its mean query and sorted, after the segment's own
-		// window. The segment's own keys sit at the positions of its
-		// queries.
+		// The segment's key order: its own window (its own keys sit at
+		// the positions of its queries), then the ranked keys in token
+		// order, sorted below.
 		wlo, whi := s.window(t, n)
 		start := len(store)
 		for j := wlo; j < whi; j++ {
 			store = append(store, int32(j))
 		}
 		local := len(store) - start
-		rstart := len(store)
 		for j := range wlo {
 			store = append(store, int32(j))
 		}
@@ -336,12 +383,80 @@ func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h, s
 				store = append(store, int32(j))
 			}
 		}
-		if ranked := store[rstart:]; len(ranked) > 0 {
-			qmean := meanRows(qrows, d, 0, qhi-qlo)
-			scoreAll(score, ranked, qmean, func(j int32) []float32 { return keys[int(j)*d : int(j+1)*d] })
-			sc.rank.sort(ranked, score)
-		}
 		ho.segs[n] = segOrder{keys: store[start:len(store):len(store)], local: local}
+	}
+
+	// S2O Alg. 1 lines 10–13, Eq. 2: each segment's ranked keys scored
+	// against its mean query and sorted, panelRows segments at a time.
+	// A segment ranks the keys before its window (causal) or every key
+	// outside it; the panels cover every key up to the last one ranked.
+	ranked := func(n int) []int32 { o := ho.segs[n]; return o.keys[o.local:] }
+	reach := func(n int) int {
+		if !t.Causal {
+			return g.Nk
+		}
+		wlo, _ := s.window(t, n)
+		return wlo
+	}
+	sc.kscore = grow(sc.kscore, panelRows*g.Nk)
+	var vis [panelRows]int
+	for n0 := 0; n0 < segs; n0 += panelRows {
+		rows := min(panelRows, segs-n0)
+		for r := range rows {
+			vis[r] = reach(n0 + r)
+		}
+		sc.panel.scores(sc.qmeans[n0*d:(n0+rows)*d], d, keyT, keys, vis[:rows], func(r, j0 int, out []float64) {
+			dst := sc.kscore[r*g.Nk+j0 : r*g.Nk+j0+len(out)]
+			for i, v := range out {
+				dst[i] = float32(v)
+			}
+		})
+		for r := range rows {
+			if keys := ranked(n0 + r); len(keys) > 0 {
+				sc.rank.sort(keys, sc.kscore[r*g.Nk:(r+1)*g.Nk])
+			}
+		}
+	}
+	if outliers == 0 {
+		return ho
+	}
+
+	// The outliers' top keys (outlier.go), panelRows outliers at a time,
+	// then moved to the front of their segments' ranked keys.
+	sc.top = slices.Grow(sc.top[:0], segs*outliers)[:segs*outliers]
+	nrows := segs * outliers
+	for r0 := 0; r0 < nrows; r0 += panelRows {
+		rows := min(panelRows, nrows-r0)
+		for r := range rows {
+			n := (r0 + r) / outliers
+			vis[r] = 0
+			if (r0+r)%outliers < sc.nout[n] && len(ranked(n)) > 0 {
+				vis[r] = reach(n)
+			}
+			sc.top[r0+r] = math.MaxUint64 // none
+		}
+		sc.panel.scores(sc.outq[r0*d:(r0+rows)*d], d, keyT, keys, vis[:rows], func(r, j0 int, out []float64) {
+			n := (r0 + r) / outliers
+			wlo, whi := s.window(t, n)
+			top := &sc.top[r0+r]
+			for i, v := range out {
+				j := j0 + i
+				if j >= wlo && j < whi {
+					continue // the segment's window: not ranked
+				}
+				*top = min(*top, keyRank(float32(v), j))
+			}
+		})
+	}
+	for n := range segs {
+		sc.moved = sc.moved[:0]
+		for _, top := range sc.top[n*outliers : n*outliers+sc.nout[n]] {
+			if j := int32(uint32(top)); top != math.MaxUint64 && !slices.Contains(sc.moved, j) {
+				sc.moved = append(sc.moved, j)
+			}
+		}
+		slices.Sort(sc.moved)
+		promote(ranked(n), sc.moved)
 	}
 	return ho
 }

@@ -97,6 +97,12 @@ func TestOrdersMatchEquations(t *testing.T) {
 			off := g.QueryOffset()
 			segs := (g.Nq + s.segment - 1) / s.segment
 			o := p.Order
+			checked, withRanked := 0, 0 // segments whose outlier and top key are clear in float64; segments with ranked keys
+			defer func() {
+				if withRanked > 0 && checked == 0 && !t.Failed() {
+					t.Errorf("no segment had a clear outlier query and top key")
+				}
+			}()
 			if s.noQPerm != (o.Query == nil) {
 				t.Fatalf("query order present = %v with NoQueryPerm = %v", o.Query != nil, s.noQPerm)
 			}
@@ -149,6 +155,19 @@ func TestOrdersMatchEquations(t *testing.T) {
 							t.Fatalf("head %d segment %d: ranked keys %v, want the set %v", bh, n, got, want)
 						}
 						qmean := mean64(q, b, h, qlo, qhi)
+						// The outlier query's top key leads the ranked
+						// keys (outlier.go); the others follow KV_perm.
+						if len(ranked) > 0 {
+							withRanked++
+							top, clear := outlierTopKey(q, k, b, h, kh, qlo, qhi, qmean, want)
+							if clear {
+								checked++
+								if ranked[0] != top {
+									t.Fatalf("head %d segment %d: ranked keys start with %d, want the outlier query's top key %d", bh, n, ranked[0], top)
+								}
+							}
+							ranked = ranked[1:]
+						}
 						var scores []float64
 						for _, j := range ranked {
 							scores = append(scores, dot64(qmean, k, b, kh, int(j)))
@@ -201,6 +220,42 @@ func TestOrdersMatchEquations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// outlierTopKey recomputes in float64 the top key, among the ranked keys
+// (in increasing order), of the query of [qlo, qhi) farthest from the
+// segment's mean query qmean, and says whether both choices are clear: the
+// largest distance and the largest score each ahead of the next by more
+// than the planner's float32 roundings can explain.
+func outlierTopKey(q, k *tensor.Tensor, b, h, kh, qlo, qhi int, qmean []float64, ranked []int32) (top int32, clear bool) {
+	far, d1, d2 := -1, math.Inf(-1), math.Inf(-1) // the farthest query, its distance, the runner-up's
+	for i := qlo; i < qhi; i++ {
+		var r float64
+		for c, m := range qmean {
+			e := float64(q.At(b, h, i, c)) - m
+			r += e * e
+		}
+		switch {
+		case r > d1:
+			far, d1, d2 = i, r, d1
+		case r > d2:
+			d2 = r
+		}
+	}
+	x := make([]float64, len(qmean))
+	for c := range x {
+		x[c] = float64(q.At(b, h, far, c))
+	}
+	s1, s2 := math.Inf(-1), math.Inf(-1)
+	for _, j := range ranked {
+		switch v := dot64(x, k, b, kh, int(j)); {
+		case v > s1:
+			top, s1, s2 = j, v, s1
+		case v > s2:
+			s2 = v
+		}
+	}
+	return top, d1-d2 > 1e-4*(1+d1) && s1-s2 > 1e-4*(1+math.Abs(s1))
 }
 
 // passes splits row r of an S2O plan into its pass-1 and pass-2 tiles,
