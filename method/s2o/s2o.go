@@ -135,6 +135,12 @@ func (s Planner) check(t plan.Tiling) error {
 	if s.Window < 0 {
 		return fmt.Errorf("%w: s2o local window %d must be ≥ 0", plan.ErrInvalid, s.Window)
 	}
+	// More outlier queries than a segment holds would only cost: memory
+	// and rounds of pickOutliers that grow with the count, not the input.
+	if s.Outliers < NoOutliers || s.Outliers > s.Segment {
+		return fmt.Errorf("%w: s2o outlier queries %d per segment must be in [1, %d], the segment's length (0: %d; %d: none, the paper's order)",
+			plan.ErrInvalid, s.Outliers, s.Segment, DefaultOutliers, NoOutliers)
+	}
 	return nil
 }
 

@@ -572,6 +572,8 @@ func TestRejectsBadOptions(t *testing.T) {
 		{"tau-nan", Planner{Segment: 64, Tau: math.NaN()}},
 		{"tau-minus-inf", Planner{Segment: 64, Tau: math.Inf(-1)}},
 		{"negative-window", Planner{Segment: 64, Window: -1}},
+		{"outliers-below-none", Planner{Segment: 64, Outliers: -2}},
+		{"outliers-past-segment", Planner{Segment: 64, Outliers: 65}},
 	} {
 		if _, err := tc.p.Plan(context.Background(), tl, q, k, nil); !errors.Is(err, plan.ErrInvalid) {
 			t.Errorf("%s: got %v, want plan.ErrInvalid", tc.name, err)
