@@ -37,6 +37,7 @@ func autoProfiles() []autoProfile {
 		}},
 		{"compositions", []auto.Head{
 			{Method: "xattn+psa", Knob: 0.8}, {Method: "sparge", Knob: 0.9}, {Method: "sparge+psa", Knob: 0.9}, {Method: "psa", Knob: 1.2},
+			{Method: "window+psa", Knob: 256}, {Method: "unisparse+psa", Knob: 0.9},
 		}},
 		{"one choice", []auto.Head{{Method: "sparge+psa", Knob: 0.9}}},
 	}
