@@ -88,6 +88,7 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_unisparse.cu", "uni_pool_avg", bmStubDefs},
 		{"plan_psa.cu", "psa_outliers", nil},
 		{"plan_psa.cu", "psa_tokens", nil},
+		{"plan_s2o.cu", "s2o_qscore", nil},
 		{"plan_s2o.cu", "s2o_sort", nil},
 		{"plan_s2o.cu", "s2o_kscore", nil},
 		{"plan_s2o.cu", "s2o_outq", nil},

@@ -168,6 +168,20 @@ extern "C" __global__ void __launch_bounds__(128) s2o_means(S2OArgs a) {
 
 #define QS_COLS 64 // head-dimension columns s2o_qscore stages at a time
 
+// stage_query_cols copies columns c0 … c0 + QS_COLS − 1 (those below D)
+// of a warp's rows query tokens i0 … i0 + rows − 1 (head offset base) into
+// tile, a row per token, and syncs the warp: qscore_rows' and outq_pass'
+// staging.
+template <int DT>
+__device__ __forceinline__ void stage_query_cols(const S2OArgs& a, float (*tile)[QS_COLS + 1], long long base, int i0, int rows, int c0, int lane) {
+	for (int r = 0; r < rows; r++) {
+#pragma unroll
+		for (int u = 0; u < QS_COLS; u += 32)
+			if (c0 + u + lane < a.D) tile[r][u + lane] = elem<DT>(a.q.ptr, base + (long long)(i0 + r) * a.q.sn + c0 + u + lane);
+	}
+	__syncwarp();
+}
+
 // qscore_rows is s2o_qscore for input type DT: each warp stages its 32
 // queries' rows in shared memory, QS_COLS columns at a time, with loads
 // along a row (a thread reading its own row touched 32 rows a load), then
@@ -181,12 +195,7 @@ template <int DT> __device__ __forceinline__ void qscore_rows(const S2OArgs& a, 
 	int rows = min(32, a.Nq - i0);
 	double s = 0.0;
 	for (int c0 = 0; c0 < a.D; c0 += QS_COLS) {
-		for (int r = 0; r < rows; r++) {
-#pragma unroll
-			for (int u = 0; u < QS_COLS; u += 32)
-				if (c0 + u + lane < a.D) tile[r][u + lane] = elem<DT>(a.q.ptr, base + (long long)(i0 + r) * a.q.sn + c0 + u + lane);
-		}
-		__syncwarp();
+		stage_query_cols<DT>(a, tile, base, i0, rows, c0, lane);
 		int nc = min(QS_COLS, a.D - c0);
 		if (i < a.Nq)
 			for (int c = 0; c < nc; c++) s = __fma_rn((double)tile[lane][c], (double)g[c0 + c], s);
@@ -229,12 +238,7 @@ template <int DT> __device__ __forceinline__ void outq_pass(const S2OArgs& a, in
 		int rows = min(32, qhi - i0), i = i0 + lane;
 		double r = 0.0;
 		for (int c0 = 0; c0 < a.D; c0 += QS_COLS) {
-			for (int rr = 0; rr < rows; rr++) {
-#pragma unroll
-				for (int u = 0; u < QS_COLS; u += 32)
-					if (c0 + u + lane < a.D) tile[rr][u + lane] = elem<DT>(a.q.ptr, base + (long long)(i0 + rr) * a.q.sn + c0 + u + lane);
-			}
-			__syncwarp();
+			stage_query_cols<DT>(a, tile, base, i0, rows, c0, lane);
 			int nc = min(QS_COLS, a.D - c0);
 			if (lane < rows)
 				for (int c = 0; c < nc; c++) {
