@@ -62,8 +62,9 @@ func TestS2OArgsLayout(t *testing.T) {
 
 // TestCompileBlockMass compiles bm_mass (for XAttention's bf16 inputs and
 // UniSparse's hi and lo halves, D 128, the stages planner_mass.go picks,
-// and UniSparse's outlier pass), uni_pool, uni_outlier and S2O's sort, key
-// scores, outlier queries, means and promotion for sm_90 with NVRTC alone
+// and UniSparse's outlier pass), uni_pool, uni_outlier, PSA's outlier
+// scores and draws, and S2O's query scores, sort, key scores, outlier
+// queries, means and promotion for sm_90 with NVRTC alone
 // (no GPU is needed) and logs ptxas's register and spill report.
 func TestCompileBlockMass(t *testing.T) {
 	nv, err := driver.LoadNVRTC()
