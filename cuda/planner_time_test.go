@@ -80,19 +80,25 @@ func timePlanners(t *testing.T, e *Engine, planners []plan.Planner, n int, causa
 	q, k, v := benchTensor(t, e, g.Hq, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x)
 	var denseMS float64
 	for _, p := range planners {
-		name := "dense"
-		if p != nil {
-			name = p.Name()
-		}
-		if s, ok := p.(s2o.Planner); ok {
-			name = fmt.Sprintf("s2o S=%d", s.Segment)
-		}
+		name := benchName(p)
 		tm := timeRunner(t, e, tl, p, q, k, v)
 		if p == nil {
 			denseMS = tm.run
 		}
 		t.Logf("N=%d causal=%v %-12s plan %.3f ms (min %.3f) run %.3f ms; plan/dense run %.1f%%; density %.3f", n, causal, name, tm.plan, tm.minPlan, tm.run, 100*tm.plan/denseMS, tm.density)
 	}
+}
+
+// benchName is p's name in the timing tests' lines: dense for nil, and
+// s2o with its segment.
+func benchName(p plan.Planner) string {
+	if p == nil {
+		return "dense"
+	}
+	if s, ok := p.(s2o.Planner); ok {
+		return fmt.Sprintf("s2o S=%d", s.Segment)
+	}
+	return p.Name()
 }
 
 // runnerTimes are a runner's median plan and run times over five calls

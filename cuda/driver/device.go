@@ -221,11 +221,19 @@ type Stream uintptr
 type Ctx struct {
 	d      *Device
 	stream Stream
+	after  func(*Ctx, Function) error
 }
 
 // OnStream returns a Ctx whose asynchronous work goes to stream s, a
 // stream the caller created in the device's primary context.
-func (c *Ctx) OnStream(s Stream) *Ctx { return &Ctx{d: c.d, stream: s} }
+func (c *Ctx) OnStream(s Stream) *Ctx { return &Ctx{d: c.d, stream: s, after: c.after} }
+
+// Observed returns a Ctx like c whose Launch calls after (with c) once a
+// kernel is queued, before it returns: a hook for timing each kernel of a
+// sequence with events. An error from after is Launch's.
+func (c *Ctx) Observed(after func(c *Ctx, f Function) error) *Ctx {
+	return &Ctx{d: c.d, stream: c.stream, after: after}
+}
 
 // Stream is the stream c's asynchronous work goes to.
 func (c *Ctx) Stream() Stream { return c.stream }
@@ -338,9 +346,13 @@ func (c *Ctx) Launch(f Function, grid, block Dim3, sharedBytes int, args ...unsa
 		params[i] = a
 	}
 	pin.Pin(&params[0])
-	return c.check("cuLaunchKernel", c.d.api.cuLaunchKernel(uintptr(f),
+	err := c.check("cuLaunchKernel", c.d.api.cuLaunchKernel(uintptr(f),
 		grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, uint32(sharedBytes), uintptr(c.stream),
 		unsafe.Pointer(&params[0]), nil))
+	if err == nil && c.after != nil {
+		err = c.after(&Ctx{d: c.d, stream: c.stream}, f)
+	}
+	return err
 }
 
 // Sync waits for all work on the device; it reports errors of earlier
