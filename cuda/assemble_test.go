@@ -14,8 +14,7 @@ import (
 )
 
 // TestAssembleOrder checks the device's CSR assembly on both of its paths
-// (csr_heads below csrHeadsMaxRows rows and csrHeadsMaxQBlocks query
-// blocks a head, the three launches above): the plan the runner downloads
+// (csr_rows up to csrRowsMax rows, the three launches above): the plan the runner downloads
 // validates and lists, row by row, what the planner wrote, and where the
 // variant reads a launch order, the order on the device is longestFirst's
 // over each head's rows. Rows of unequal lengths come from sparge on
@@ -28,11 +27,12 @@ func TestAssembleOrder(t *testing.T) {
 		hq, hkv, n, bq int
 		causal         bool
 	}{
-		{4, 2, 1000, 128, true},    // csr_heads: 8 rows a head
-		{32, 8, 8192, 128, true},   // csr_heads: 2048 rows, 64 a head
-		{2, 1, 20000, 64, false},   // three launches: 313 rows a head
-		{40, 8, 12800, 128, true},  // csr_heads: 4000 rows, 100 a head
-		{48, 8, 12800, 128, false}, // three launches: 4800 rows
+		{4, 2, 1000, 128, true},   // csr_rows: 8 rows a head, 4 blocks of 8 rows
+		{32, 8, 8192, 128, true},  // csr_rows: 2048 rows, 64 a head
+		{2, 1, 20000, 64, false},  // csr_rows: 313 rows a head, heads straddling blocks
+		{40, 8, 12800, 128, true}, // csr_rows: 4000 rows, 100 a head
+		{3, 1, 300, 64, true},     // csr_rows: 15 rows, the last block part empty
+		{64, 8, 20000, 64, true},  // three launches: 20032 rows
 	} {
 		t.Run(fmt.Sprintf("Hq%d_Hkv%d_N%d_bq%d_causal%v", tc.hq, tc.hkv, tc.n, tc.bq, tc.causal), func(t *testing.T) {
 			g := tensor.Geometry{B: 1, Hq: tc.hq, Hkv: tc.hkv, Nq: tc.n, Nk: tc.n, D: 64, Dv: 64}
@@ -107,8 +107,7 @@ func TestAssembleOrder(t *testing.T) {
 					t.Errorf("device order differs from longestFirst (first rows %v, want %v)", order[:min(8, rows)], want[:min(8, rows)])
 				}
 			}
-			t.Logf("%d rows, %d entries, %d distinct lengths, ordered %v, csr_heads %v", rows, p.RowStart[rows], len(distinct), ordered,
-				rows <= csrHeadsMaxRows && qb <= csrHeadsMaxQBlocks)
+			t.Logf("%d rows, %d entries, %d distinct lengths, ordered %v, csr_rows %v", rows, p.RowStart[rows], len(distinct), ordered, rows <= csrRowsMax)
 		})
 	}
 }

@@ -95,6 +95,7 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_s2o.cu", "s2o_outq", nil},
 		{"plan_s2o.cu", "s2o_means", nil},
 		{"plan_s2o.cu", "s2o_promote", nil},
+		{"runtime.cu", "csr_rows", nil},
 	} {
 		head, err := auxSources.ReadFile("kernels/device.cuh")
 		if err != nil {

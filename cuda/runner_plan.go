@@ -46,19 +46,16 @@ func (r *Runner) plan(c *driver.Ctx, q, k, v *Tensor) error {
 	return nil
 }
 
-// csrHeadsMaxRows and csrHeadsMaxQBlocks bound the plans that csr_heads
-// assembles in one launch (kernels/runtime.cu; CSR_HEADS_MAX is the
-// second): each of its blocks sums the lengths of every row before its
-// head and ranks its rows by a quadratic count, so longer plans keep the
-// three launches, whose work is spread over a block a row.
-const (
-	csrHeadsMaxRows    = 4096
-	csrHeadsMaxQBlocks = 256
-)
+// csrRowsMax bounds the plans that csr_rows assembles in one launch
+// (kernels/runtime.cu): each of its blocks sums the lengths of every row
+// before its own, a read that grows with the square of the rows. At 16384
+// rows (64K tokens of 32 heads in 128-row blocks) the blocks read 64 MB
+// from L2 in all; longer plans take the three launches.
+const csrRowsMax = 16384
 
 // assemble turns the planner's row lengths and lists into the CSR arrays,
 // and orders the rows longest first where the variant reads an order:
-// csr_heads for short plans, else csr_scan, csr_compact and longest_first.
+// csr_rows for plans of up to csrRowsMax rows, else csr_scan, csr_compact and longest_first.
 func (r *Runner) assemble(c *driver.Ctx, in *planInput) error {
 	b := &r.bufs
 	rows, qb := in.rows(), qBlocks(r.t)
@@ -69,17 +66,17 @@ func (r *Runner) assemble(c *driver.Ctx, in *planInput) error {
 		return err
 	}
 	ordered := vr.ws && vr.dynamic && r.e.order == OrderAuto // each head's rows longest first, as rowOrder does on the host
-	if rows <= csrHeadsMaxRows && qb <= csrHeadsMaxQBlocks && rows%qb == 0 {
-		fn, err := r.e.auxFunction(c, "runtime.cu", "csr_heads")
+	if rows <= csrRowsMax {
+		fn, err := r.e.auxFunction(c, "runtime.cu", "csr_rows")
 		if err != nil {
 			return err
 		}
 		if !ordered {
 			ord = 0
 		}
-		q32 := int32(qb)
-		return c.Launch(fn, driver.Dim3{X: uint32(rows / qb), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
-			driver.Arg(&rl), driver.Arg(&ls), driver.Arg(&rs), driver.Arg(&kv), driver.Arg(&ord), driver.Arg(&q32), driver.Arg(&stride))
+		n, q32 := int32(rows), int32(qb)
+		return c.Launch(fn, driver.Dim3{X: uint32((rows + 7) / 8), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
+			driver.Arg(&rl), driver.Arg(&ls), driver.Arg(&rs), driver.Arg(&kv), driver.Arg(&ord), driver.Arg(&n), driver.Arg(&q32), driver.Arg(&stride))
 	}
 	n := int32(rows)
 	scan, err := r.e.auxFunction(c, "runtime.cu", "csr_scan")

@@ -67,56 +67,55 @@ extern "C" __global__ void longest_first(const int* row_start, int* order, int q
 	}
 }
 
-// csr_heads does what csr_scan, csr_compact and longest_first do, in one
-// launch, for plans of at most CSR_HEADS_MAX rows a head (q_blocks): one
-// block of CSR_HEADS_THREADS threads per head, the window of q_blocks
-// consecutive rows. Each block sums the lengths of the rows before its
-// head (so that the blocks need not wait for each other), scans its own,
-// copies its rows' lists to kv_block (a warp a row), and, when order is
-// not null, ranks its rows longest first, rows of equal length in plan
-// order. The last head writes row_start[rows]. Meant for short plans,
-// where three launches cost more than the work: cuda.csrHeadsMaxRows.
-#define CSR_HEADS_THREADS 256
-#define CSR_HEADS_MAX 256
-extern "C" __global__ void __launch_bounds__(CSR_HEADS_THREADS)
-    csr_heads(const int* row_len, const int* lists, int* row_start, int* kv_block, int* order, int q_blocks, int stride) {
-	__shared__ int len[CSR_HEADS_MAX], at[CSR_HEADS_MAX];
-	__shared__ int part[CSR_HEADS_THREADS / 32];
-	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, base = blockIdx.x * q_blocks;
+// csr_rows does what csr_scan, csr_compact and longest_first do, in one
+// launch, for plans of at most cuda.csrRowsMax rows: one block of
+// CSR_ROWS_THREADS threads per CSR_ROWS_WARPS consecutive rows, a warp a
+// row. Each block sums the lengths of every row before its own (16-byte
+// loads; so that the blocks need not wait for each other), places its
+// rows, copies their lists to kv_block, and, when order is not null,
+// ranks each row among its head's q_blocks rows, longest first, rows of
+// equal length in plan order. The last block writes row_start[rows].
+// row_len must be 16-byte aligned.
+#define CSR_ROWS_WARPS 8
+#define CSR_ROWS_THREADS (CSR_ROWS_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(CSR_ROWS_THREADS)
+    csr_rows(const int* row_len, const int* lists, int* row_start, int* kv_block, int* order, int rows, int q_blocks, int stride) {
+	__shared__ int part[CSR_ROWS_WARPS], len[CSR_ROWS_WARPS];
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, r0 = blockIdx.x * CSR_ROWS_WARPS;
+	// Rows [0, r0): r0 is a multiple of 8, so whole int4s.
 	int before = 0;
-	for (int i = tid; i < base; i += CSR_HEADS_THREADS) before += row_len[i];
+	const int4* v4 = (const int4*)row_len;
+	for (int i = tid; i < r0 / 4; i += CSR_ROWS_THREADS) {
+		const int4 x = v4[i];
+		before += x.x + x.y + x.z + x.w;
+	}
 	before = __reduce_add_sync(0xffffffffu, before);
-	if (lane == 0) part[warp] = before;
-	for (int i = tid; i < q_blocks; i += CSR_HEADS_THREADS) len[i] = row_len[base + i];
-	__syncthreads();
-	if (warp == 0) { // the exclusive scan of the head's lengths, 32 rows a step
-		int carry = 0;
-#pragma unroll
-		for (int w = 0; w < CSR_HEADS_THREADS / 32; w++) carry += part[w];
-		for (int c0 = 0; c0 < q_blocks; c0 += 32) {
-			int i = c0 + lane, x = i < q_blocks ? len[i] : 0, incl = x;
-#pragma unroll
-			for (int o = 1; o < 32; o <<= 1) {
-				int y = __shfl_up_sync(0xffffffffu, incl, o);
-				if (lane >= o) incl += y;
-			}
-			if (i < q_blocks) at[i] = carry + incl - x, row_start[base + i] = carry + incl - x;
-			carry += __shfl_sync(0xffffffffu, incl, 31);
-		}
-		if (lane == 0 && blockIdx.x == gridDim.x - 1) row_start[base + q_blocks] = carry;
+	const int r = r0 + warp, n = r < rows ? row_len[r] : 0;
+	if (lane == 0) {
+		part[warp] = before;
+		len[warp] = n;
 	}
 	__syncthreads();
-	for (int i = warp; i < q_blocks; i += CSR_HEADS_THREADS / 32) {
-		const int* src = lists + (long long)(base + i) * stride;
-		int* dst = kv_block + at[i];
-		for (int j = lane; j < len[i]; j += 32) dst[j] = src[j];
+	int at = 0;
+#pragma unroll
+	for (int w = 0; w < CSR_ROWS_WARPS; w++) at += part[w] + (w < warp ? len[w] : 0);
+	if (r >= rows) return;
+	if (lane == 0) {
+		row_start[r] = at;
+		if (r == rows - 1) row_start[rows] = at + n;
 	}
-	if (order != nullptr)
-		for (int i = tid; i < q_blocks; i += CSR_HEADS_THREADS) {
-			int li = len[i], rank = 0;
-			for (int j = 0; j < q_blocks; j++) rank += (len[j] > li) || (len[j] == li && j < i);
-			order[base + rank] = base + i;
+	const int* src = lists + (long long)r * stride;
+	for (int j = lane; j < n; j += 32) kv_block[at + j] = src[j];
+	if (order != nullptr) {
+		const int base = r - r % q_blocks, i = r - base;
+		int rank = 0;
+		for (int j = lane; j < q_blocks; j += 32) {
+			const int lj = row_len[base + j];
+			rank += (lj > n) || (lj == n && j < i);
 		}
+		rank = __reduce_add_sync(0xffffffffu, rank);
+		if (lane == 0) order[base + rank] = r;
+	}
 }
 
 __device__ __forceinline__ u16 f32_to_bf16(float f) {
