@@ -67,18 +67,41 @@ __device__ __forceinline__ void psa_stage(const View& x, u32* xs, int pw, int b,
 	int j = threadIdx.x / upr, u = threadIdx.x - j * upr;
 	const int dj = blockDim.x / upr, du = blockDim.x - dj * upr;
 	char* dst = (char*)xs;
-#pragma unroll 4
+	if (ub == 16) {
+		// Four pieces' loads in flight before their stores.
+		for (int i = threadIdx.x; i < total; i += 4 * blockDim.x) {
+			uint4 v[4];
+			int at[4];
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				at[q] = -1;
+				if (i + q * (int)blockDim.x < total) {
+					v[q] = __ldg(reinterpret_cast<const uint4*>(base + j * rs + u * 16));
+					at[q] = j * pw * 4 + u * 16;
+				}
+				u += du;
+				j += dj;
+				if (u >= upr) {
+					u -= upr;
+					j++;
+				}
+			}
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				if (at[q] < 0) continue;
+				u32* w = reinterpret_cast<u32*>(dst + at[q]); // 4-byte aligned only: the pitch is odd
+				w[0] = v[q].x;
+				w[1] = v[q].y;
+				w[2] = v[q].z;
+				w[3] = v[q].w;
+			}
+		}
+		return;
+	}
 	for (int i = threadIdx.x; i < total; i += blockDim.x) {
 		const char* src = base + j * rs + u * ub;
 		char* at = dst + j * pw * 4 + u * ub;
-		if (ub == 16) {
-			const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
-			u32* w = reinterpret_cast<u32*>(at); // 4-byte aligned only: the pitch is odd
-			w[0] = v.x;
-			w[1] = v.y;
-			w[2] = v.z;
-			w[3] = v.w;
-		} else if (ub == 4) {
+		if (ub == 4) {
 			*reinterpret_cast<u32*>(at) = __ldg(reinterpret_cast<const unsigned int*>(src));
 		} else {
 			*reinterpret_cast<u16*>(at) = __ldg(reinterpret_cast<const unsigned short*>(src));
