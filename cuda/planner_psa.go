@@ -49,7 +49,33 @@ const (
 	// psaOutlierThreads is psa_outliers' CTA: a block's dimensions, then
 	// its tokens, a thread each.
 	psaOutlierThreads = 128
+	// psaOutlierStageMax is the most shared memory psa_outliers stages a
+	// block in (two CTAs a multiprocessor); larger blocks read the input
+	// directly.
+	psaOutlierStageMax = 112 << 10
 )
+
+// psaOutlierPitch is psa_outlier_pitch in kernels/plan_psa.cu: the 32-bit
+// words of a staged row of d elements (16-bit elements in pairs), rounded
+// up to an odd count.
+func psaOutlierPitch(d int, dtype int32) int {
+	w := (d + 1) / 2
+	if dtype == dtypeCode(tensor.Float32) {
+		w = d
+	}
+	return w | 1
+}
+
+// psaOutlierSmem is psa_outliers' dynamic shared memory for blocks of bs
+// tokens of d elements: the means, inverse spreads and scores (d rounded
+// up to even), and with staged the block's rows.
+func psaOutlierSmem(d, bs int, dtype int32, staged bool) int {
+	n := (2*((d+1)&^1) + bs) * 8
+	if staged {
+		n += bs * psaOutlierPitch(d, dtype) * 4
+	}
+	return n
+}
 
 // psaPlanner is psa.Planner on the device (kernels/plan_psa.cu and
 // plan_psa_score.cu). Sampling draws the CPU's tokens bit for bit (the
@@ -324,9 +350,16 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 			continue
 		}
 		sd, v := int32(side), o.v
-		smem := (2*g.D + o.bs) * 8 // mean, 1/v, scores: at most 4 KiB, within the default allowance
+		staged := int32(1)
+		smem := psaOutlierSmem(g.D, o.bs, v.dtype, true)
+		if smem > min(psaOutlierStageMax, in.e.dev.MaxSharedOptin) {
+			staged, smem = 0, psaOutlierSmem(g.D, o.bs, v.dtype, false) // at most 6 KiB, within the default allowance
+		}
+		if err := c.SetMaxDynamicShared(fns["psa_outliers"], smem); err != nil {
+			return err
+		}
 		if err := c.Launch(fns["psa_outliers"], driver.Dim3{X: uint32(o.blocks), Y: 1, Z: 1}, driver.Dim3{X: psaOutlierThreads, Y: 1, Z: 1}, smem,
-			driver.Arg(&pa), driver.Arg(&a), driver.Arg(&v), driver.Arg(&sd)); err != nil {
+			driver.Arg(&pa), driver.Arg(&a), driver.Arg(&v), driver.Arg(&sd), driver.Arg(&staged)); err != nil {
 			return err
 		}
 	}

@@ -107,3 +107,30 @@ func TestPsaScoreDefines(t *testing.T) {
 		}
 	}
 }
+
+// TestPsaOutlierSmem checks psa_outliers' shared memory at the timed
+// shape (bf16, D 128, 128 × 64 blocks: both sides staged, the queries'
+// 36 KiB leaving room for six CTAs a multiprocessor) and that an f32 block of 256 keys falls back to
+// reading its input.
+func TestPsaOutlierSmem(t *testing.T) {
+	bf16, f32 := dtypeCode(tensor.BFloat16), dtypeCode(tensor.Float32)
+	for _, c := range []struct {
+		d, bs  int
+		dtype  int32
+		staged bool
+		want   int
+	}{
+		{128, 128, bf16, true, (2*128+128)*8 + 128*65*4},
+		{128, 64, bf16, true, (2*128+64)*8 + 64*65*4},
+		{37, 64, bf16, true, (2*38+64)*8 + 64*19*4},
+		{96, 64, f32, true, (2*96+64)*8 + 64*97*4},
+		{128, 256, f32, false, (2*128 + 256) * 8},
+	} {
+		if got := psaOutlierSmem(c.d, c.bs, c.dtype, c.staged); got != c.want {
+			t.Errorf("d %d bs %d dtype %d staged %v: %d bytes, want %d", c.d, c.bs, c.dtype, c.staged, got, c.want)
+		}
+	}
+	if n := psaOutlierSmem(128, 256, f32, true); n <= psaOutlierStageMax {
+		t.Errorf("an f32 block of 256 keys stages in %d bytes, within %d", n, psaOutlierStageMax)
+	}
+}

@@ -44,6 +44,142 @@ __device__ __forceinline__ u64 pcg_intn(Pcg& p, u64 n) {
 	return hi;
 }
 
+// psa_outlier_pitch is the 32-bit word pitch of a row of psa_outliers'
+// staged block: the row's words (D floats, or D 16-bit elements in pairs)
+// rounded up to an odd count, so that the 32 rows that a warp's threads
+// read at one word lie in 32 distinct banks (cuda.psaOutlierPitch).
+__device__ __forceinline__ int psa_outlier_pitch(int D, int dtype) { return (dtype == DT_F32 ? D : (D + 1) / 2) | 1; }
+
+// psa_stage copies the n rows of D elements from token lo of head h of
+// batch b of x to xs (a row every pw words, as they are: 16-bit elements
+// in pairs), in 16-byte pieces where the rows allow it, else 4- or 2-byte
+// ones; the read-only loads go ahead of the shared stores.
+__device__ __forceinline__ void psa_stage(const View& x, u32* xs, int pw, int b, int h, int lo, int n, int D) {
+	const int es = x.dtype == DT_F32 ? 4 : 2;
+	const char* base = (const char*)x.ptr + ((long long)b * x.sb + (long long)h * x.sh + (long long)lo * x.sn) * es;
+	const long long rs = x.sn * es;
+	const int rb = D * es;
+	const unsigned long long al = (unsigned long long)base | (unsigned long long)rs;
+	const int ub = (al & 15) == 0 && rb % 16 == 0 ? 16 : ((al & 3) == 0 && rb % 4 == 0 ? 4 : 2); // piece bytes
+	const int upr = rb / ub, total = n * upr;
+	// Piece i is row j = i / upr, piece u = i % upr, advanced without
+	// divisions.
+	int j = threadIdx.x / upr, u = threadIdx.x - j * upr;
+	const int dj = blockDim.x / upr, du = blockDim.x - dj * upr;
+	char* dst = (char*)xs;
+	if (ub == 16) {
+		// Four pieces' loads in flight before their stores.
+		for (int i = threadIdx.x; i < total; i += 4 * blockDim.x) {
+			uint4 v[4];
+			int at[4];
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				at[q] = -1;
+				if (i + q * (int)blockDim.x < total) {
+					v[q] = __ldg(reinterpret_cast<const uint4*>(base + j * rs + u * 16));
+					at[q] = j * pw * 4 + u * 16;
+				}
+				u += du;
+				j += dj;
+				if (u >= upr) {
+					u -= upr;
+					j++;
+				}
+			}
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				if (at[q] < 0) continue;
+				u32* w = reinterpret_cast<u32*>(dst + at[q]); // 4-byte aligned only: the pitch is odd
+				w[0] = v[q].x;
+				w[1] = v[q].y;
+				w[2] = v[q].z;
+				w[3] = v[q].w;
+			}
+		}
+		return;
+	}
+	for (int i = threadIdx.x; i < total; i += blockDim.x) {
+		const char* src = base + j * rs + u * ub;
+		char* at = dst + j * pw * 4 + u * ub;
+		if (ub == 4) {
+			*reinterpret_cast<u32*>(at) = __ldg(reinterpret_cast<const unsigned int*>(src));
+		} else {
+			*reinterpret_cast<u16*>(at) = __ldg(reinterpret_cast<const unsigned short*>(src));
+		}
+		u += du;
+		j += dj;
+		if (u >= upr) {
+			u -= upr;
+			j++;
+		}
+	}
+}
+
+// psa_ox is element d of row j of the block: from the staged rows xs
+// (DT the input type) or, with DT 0, from x itself (token lo + j).
+template <int DT>
+__device__ __forceinline__ float psa_ox(const View& x, const u32* xs, int pw, int b, int h, int lo, int j, int d) {
+	if (DT == 0) return load(x, b, h, lo + j, d);
+	if (DT == DT_F32) return __uint_as_float(xs[j * pw + d]);
+	const u16 v = reinterpret_cast<const u16*>(xs)[2 * j * pw + d];
+	return DT == DT_F16 ? f16_to_f32(v) : bf16_to_f32(v);
+}
+
+// psa_zterm adds dimension d's term (x − μ)²/v, as x − μ, its square and
+// the product by 1/v each rounded, to the running score sc.
+__device__ __forceinline__ double psa_zterm(double sc, float x, double mu, double inv) {
+	const double y = __dsub_rn((double)x, mu);
+	return add64(sc, mul64(mul64(y, y), inv));
+}
+
+// psa_outlier_scores writes the outlier scores of the block's n rows to
+// z: the mean and 1/v per dimension (a thread a dimension, summed in
+// token order), then the score per token (a thread a token, summed in
+// dimension order), as outlierScores.
+template <int DT>
+__device__ __forceinline__ void psa_outlier_scores(const View& x, const u32* xs, int pw, int b, int h, int lo, int n, int D, double* mean, double* inv,
+                                                   double* z) {
+	for (int d = threadIdx.x; d < D; d += blockDim.x) {
+		double sum = 0.0;
+#pragma unroll 8
+		for (int j = 0; j < n; j++) sum = add64(sum, (double)psa_ox<DT>(x, xs, pw, b, h, lo, j, d));
+		const double mu = __ddiv_rn(sum, (double)n);
+		double v = 0.0;
+#pragma unroll 8
+		for (int j = 0; j < n; j++) {
+			const double y = __dsub_rn((double)psa_ox<DT>(x, xs, pw, b, h, lo, j, d), mu);
+			v = add64(v, mul64(y, y));
+		}
+		mean[d] = mu;
+		inv[d] = v > 0.0 ? __ddiv_rn(1.0, v) : v; // v is 0 (or NaN, kept as the CPU keeps it)
+	}
+	__syncthreads();
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		double sc = 0.0;
+		if (DT == DT_BF16 || DT == DT_F16) {
+			// A word (two elements) a step: row j's words sit in distinct
+			// banks from its warp neighbours' (the odd pitch).
+			const u32* row = xs + j * pw;
+			const int hw = D >> 1;
+#pragma unroll 4
+			for (int w = 0; w < hw; w++) {
+				const u32 v = row[w];
+				const float x0 = DT == DT_BF16 ? __uint_as_float(v << 16) : f16_to_f32((u16)(v & 0xffffu));
+				const float x1 = DT == DT_BF16 ? __uint_as_float(v & 0xffff0000u) : f16_to_f32((u16)(v >> 16));
+				const double2 mu = reinterpret_cast<const double2*>(mean)[w], iv = reinterpret_cast<const double2*>(inv)[w];
+				sc = psa_zterm(sc, x0, mu.x, iv.x);
+				sc = psa_zterm(sc, x1, mu.y, iv.y);
+			}
+			if (D & 1) sc = psa_zterm(sc, psa_ox<DT>(x, xs, pw, b, h, lo, j, D - 1), mean[D - 1], inv[D - 1]);
+		} else {
+#pragma unroll 4
+			for (int d = 0; d < D; d++) sc = psa_zterm(sc, psa_ox<DT>(x, xs, pw, b, h, lo, j, d), mean[d], inv[d]);
+		}
+		z[j] = sc;
+	}
+	__syncthreads();
+}
+
 // psa_outliers writes, per block of a side (0: queries, per (b, h, qb);
 // 1: keys, per (b, kh, kb)), one CTA each, the offsets of the block's m
 // most outlying tokens (m = s.oq or s.ok), largest score first, ties to
@@ -51,61 +187,65 @@ __device__ __forceinline__ u64 pcg_intn(Pcg& p, u64 n) {
 // outlierScores and estimator.draw; our extension of PSA §3.3.1). The
 // scores are the CPU's canonical float64, bit for bit: the mean and the
 // squared deviations summed in token order per dimension (a thread a
-// dimension), one division each for the mean and 1/v (0 where v = 0), the
-// score summed in dimension order per token (a thread a token), every
-// product and difference rounded on its own. Blocks that Sampling takes
-// whole (n ≤ the draw) are left alone. Dynamic shared memory: 2·D + bs
-// doubles (bs the side's block size).
-extern "C" __global__ void psa_outliers(const PlanArgs a, const PsaArgs s, View x, int side) {
+// dimension), one division each for the mean and 1/v (v where v is not
+// > 0), the score summed in dimension order per token (a thread a token),
+// every product and difference rounded on its own. With staged set the
+// CTA first copies its block to shared memory as it is (coalesced, the
+// rows at psa_outlier_pitch), so that each element is read from memory
+// once; else it reads x directly (blocks too large to stage). Each
+// token's rank (how many scores are larger, or equal at a lower offset;
+// scores compared as their bits, which order as the numbers do since they
+// are ≥ +0 for finite inputs) places it, so that the m largest land in
+// order without a serial selection. Blocks that Sampling takes whole (n ≤
+// the draw) are left alone. Dynamic shared memory: 2·D + bs doubles (bs
+// the side's block size; D rounded up to even), then, staged, bs rows of
+// psa_outlier_pitch words.
+extern "C" __global__ void __launch_bounds__(128) psa_outliers(const PlanArgs a, const PsaArgs s, View x, int side, int staged) {
 	extern __shared__ __align__(16) unsigned char smem[];
+	const int bs = side == 0 ? a.bq : a.bk, N = side == 0 ? a.Nq : a.Nk;
 	double* mean = (double*)smem;
-	double* inv = mean + a.D;
-	double* z = inv + a.D;
-	const int nb = side == 0 ? (a.Nq + a.bq - 1) / a.bq : (a.Nk + a.bk - 1) / a.bk;
+	double* inv = mean + ((a.D + 1) & ~1); // 16-byte aligned: psa_outlier_scores reads pairs
+	double* z = inv + ((a.D + 1) & ~1);
+	u32* xs = (u32*)(z + bs);
+	const int nb = (N + bs - 1) / bs;
 	const int heads = side == 0 ? a.Hq : a.Hkv;
 	const long long i = blockIdx.x;
 	if (i >= (long long)a.B * heads * nb) return;
 	const int blk = (int)(i % nb), bh = (int)(i / nb), b = bh / heads, h = bh % heads;
-	const int bs = side == 0 ? a.bq : a.bk, N = side == 0 ? a.Nq : a.Nk;
 	const int lo = blk * bs, n = min(lo + bs, N) - lo;
 	const int want = side == 0 ? s.sq : s.sk, m = min(side == 0 ? s.oq : s.ok, want);
 	if (m <= 0 || want >= n) return;
-	for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
-		double sum = 0.0;
-		for (int j = 0; j < n; j++) sum = add64(sum, (double)load(x, b, h, lo + j, d));
-		const double mu = __ddiv_rn(sum, (double)n);
-		double v = 0.0;
-		for (int j = 0; j < n; j++) {
-			const double y = __dsub_rn((double)load(x, b, h, lo + j, d), mu);
-			v = add64(v, mul64(y, y));
+	const int pw = psa_outlier_pitch(a.D, x.dtype);
+	if (!staged) {
+		psa_outlier_scores<0>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
+	} else {
+		psa_stage(x, xs, pw, b, h, lo, n, a.D);
+		__syncthreads();
+		switch (x.dtype) {
+		case DT_F32:
+			psa_outlier_scores<DT_F32>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
+			break;
+		case DT_F16:
+			psa_outlier_scores<DT_F16>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
+			break;
+		default:
+			psa_outlier_scores<DT_BF16>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
 		}
-		mean[d] = mu;
-		inv[d] = v > 0.0 ? __ddiv_rn(1.0, v) : 0.0;
 	}
-	__syncthreads();
-	for (int j = threadIdx.x; j < n; j += blockDim.x) {
-		double sc = 0.0;
-		for (int d = 0; d < a.D; d++) {
-			const double y = __dsub_rn((double)load(x, b, h, lo + j, d), mean[d]);
-			sc = add64(sc, mul64(mul64(y, y), inv[d]));
-		}
-		z[j] = sc;
-	}
-	__syncthreads();
-	if (threadIdx.x != 0) return;
 	// The m largest, largest first, ties to the lower offset: the offsets
 	// estimator.draw's selection sort swaps into place (it compares
 	// offsets, not positions, so the order does not depend on its swaps).
+	const u64* zb = (const u64*)z;
 	int* out = (side == 0 ? s.qout : s.kout) + i * m;
-	for (int r = 0; r < m; r++) {
-		int best = -1;
-		for (int j = 0; j < n; j++) {
-			bool taken = false;
-			for (int q = 0; q < r; q++) taken |= out[q] == j;
-			if (taken) continue;
-			if (best < 0 || z[j] > z[best]) best = j; // j ascending: a tie keeps the lower offset
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		const u64 zj = zb[j];
+		int r = 0;
+#pragma unroll 8
+		for (int k = 0; k < n; k++) {
+			const u64 zk = zb[k];
+			r += (zk > zj || (zk == zj && k < j)) ? 1 : 0;
 		}
-		out[r] = best;
+		if (r < m) out[r] = j;
 	}
 }
 
@@ -138,10 +278,15 @@ extern "C" __global__ void psa_tokens(const PlanArgs a, const PsaArgs s, int sid
 			p.lo = ((u64)side << 60) ^ ((u64)b << 40) ^ ((u64)h << 20) ^ (u64)blk;
 			const int m = min(side == 0 ? s.oq : s.ok, want);
 			const int* top = (side == 0 ? s.qout : s.kout) + i * max(m, 0);
+			// top[j] sits where the swaps before it moved it: a swap at j'
+			// moves only what sat at j' (to kpos[j'], where top[j'] was),
+			// so follow those from top[j] instead of scanning perm.
+			int kpos[256];
 			for (int j = 0; j < m; j++) {
-				int k = j;
-				while (k < n && perm[k] != top[j]) k++;
-				if (k == n) k = j; // never, with psa_outliers' distinct offsets in [0, n): no read past perm
+				int k = top[j];
+				for (int q = 0; q < j; q++) k = k == q ? kpos[q] : k;
+				k = k >= j && k < n ? k : j; // always, with psa_outliers' distinct offsets in [0, n): no access past perm
+				kpos[j] = k;
 				int x = perm[j];
 				perm[j] = perm[k];
 				perm[k] = x;
