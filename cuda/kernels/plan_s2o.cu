@@ -7,15 +7,18 @@
 //   - s2o_means: the guide key (mean key of the first segment) per KV head
 //     and the mean query of every segment, each a float64 sum in row order
 //     divided by the count and rounded to float32, as s2o's meanRows;
-//   - s2o_qscore: each query's score against the guide key (Eq. 1);
+//   - s2o_qscore: each query's score against the guide key (Eq. 1), when
+//     there are no outlier queries (s2o_outq scores them otherwise);
 //   - s2o_kscore: each ranked key's score against its segment's mean
 //     query (Eq. 2), per tile of keys for every query head and segment;
 //   - s2o_outq (our extension, method/s2o/outlier.go): each segment's
 //     outlier queries, those farthest from its mean query, picked as s2o's
-//     pickOutliers; s2o_kscore then also finds each one's top ranked key;
+//     pickOutliers, and in the same read each query's score of Eq. 1;
+//     s2o_kscore then also finds each outlier's top ranked key;
 //   - s2o_promote: the outliers' top keys get sort key 0 (first);
 //   - s2o_sort: a stable descending sort of every list (a segment's
-//     queries, or a segment's ranked keys), one CTA per list.
+//     queries, or a segment's ranked keys), one CTA per list, the longest
+//     key lists first.
 //
 // Scores are s2o.Score: the float64 dot product with exact products added
 // in index order (an FMA gives the same bits, the product being exact),
@@ -693,11 +696,18 @@ extern "C" __global__ void __launch_bounds__(32) s2o_promote(S2OArgs a) {
 	}
 }
 
-// s2o_sort sorts list blockIdx.x = (b·Hq + h)·segs + n: the segment's
-// queries (keys == 0, into Q_perm) or its ranked keys (keys == 1, into the
-// ranked part of its key order).
+// s2o_sort sorts list l = (b·Hq + h)·segs + n: the segment's queries
+// (keys == 0, into Q_perm; l = blockIdx.x) or its ranked keys (keys == 1,
+// into the ranked part of its key order). Key lists go longest first (the
+// last segments of every head, whose causal prefixes are longest, get the
+// first blocks), so that the longest sorts do not start last and run on
+// alone: blockIdx.x = (segs − 1 − n)·B·Hq + b·Hq + h.
 extern "C" __global__ void __launch_bounds__(SORT_THREADS, 3) s2o_sort(S2OArgs a, int keys) {
 	int l = blockIdx.x, bh = l / a.segs, n = l % a.segs;
+	if (keys) {
+		int heads = a.B * a.Hq;
+		bh = l % heads, n = a.segs - 1 - l / heads, l = bh * a.segs + n;
+	}
 	if (!keys) {
 		long long lo = (long long)bh * a.Nq + n * a.seg;
 		int len = min((n + 1) * a.seg, a.Nq) - n * a.seg;
