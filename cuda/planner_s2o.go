@@ -51,6 +51,11 @@ type s2oArgs struct {
 	outliers               int32
 }
 
+// s2oKscoreShared is KS_SHARED in kernels/plan_s2o.cu: s2o_kscore's
+// dynamic shared memory, a tile of 64 keys as float64 (130 a row) and each
+// of its 8 warps' 8 vectors' 32 staged columns.
+const s2oKscoreShared = (64*130 + 8*8*32) * 8
+
 // s2oStage is one kernel launch of the S2O device planner.
 type s2oStage struct {
 	name   string
@@ -75,7 +80,8 @@ func (p s2oPlanner) planPasses(c *driver.Ctx, in *planInput, header *plan.Plan, 
 
 // stages prepares the pass buffers and scratch and returns the planner's
 // launches in order: the means, the outlier queries (our extension,
-// s2o.Planner.Outliers > 0), the query scores (Q_perm only), the key scores
+// s2o.Planner.Outliers > 0; with Q_perm they also score the queries), the
+// query scores (Q_perm with no outlier queries), the key scores
 // (and the outliers' top keys), the outliers' top keys put first, then the
 // query lists' sort (Q_perm only) and the key lists'.
 func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *genBufs) ([]s2oStage, error) {
@@ -142,7 +148,7 @@ func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *
 		}
 	}
 	one := func(n int64) driver.Dim3 { return driver.Dim3{X: uint32(n), Y: 1, Z: 1} }
-	launch := func(name string, grid, block driver.Dim3, args ...unsafe.Pointer) s2oStage {
+	launchShared := func(name string, grid, block driver.Dim3, shared int, args ...unsafe.Pointer) s2oStage {
 		label := name
 		if len(args) > 1 && *(*int32)(args[1]) == 0 {
 			label += " (queries)"
@@ -154,17 +160,28 @@ func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *
 			if err != nil {
 				return err
 			}
-			return c.Launch(fn, grid, block, 0, args...)
+			if shared > 48<<10 {
+				if err := c.SetMaxDynamicShared(fn, shared); err != nil {
+					return err
+				}
+			}
+			return c.Launch(fn, grid, block, shared, args...)
 		}}
+	}
+	launch := func(name string, grid, block driver.Dim3, args ...unsafe.Pointer) s2oStage {
+		return launchShared(name, grid, block, 0, args...)
+	}
+	if s2oKscoreShared > in.e.dev.MaxSharedOptin {
+		return nil, fmt.Errorf("%w: s2o_kscore needs %d bytes of shared memory, the device allows %d", ErrUnsupported, s2oKscoreShared, in.e.dev.MaxSharedOptin)
 	}
 	st := []s2oStage{launch("s2o_means", one(int64(g.B*g.Hkv)+heads*int64(segs)), one(128), driver.Arg(a))}
 	if outs > 0 {
 		st = append(st, launch("s2o_outq", one(heads*int64(segs)), one(128), driver.Arg(a)))
 	}
-	if perm {
+	if perm && outs == 0 { // s2o_outq scores the queries otherwise
 		st = append(st, launch("s2o_qscore", driver.Dim3{X: uint32((g.Nq + 127) / 128), Y: uint32(heads), Z: 1}, one(128), driver.Arg(a)))
 	}
-	st = append(st, launch("s2o_kscore", driver.Dim3{X: uint32((g.Nk + 63) / 64), Y: uint32(g.B * g.Hkv), Z: 1}, one(256), driver.Arg(a)))
+	st = append(st, launchShared("s2o_kscore", driver.Dim3{X: uint32((g.Nk + 63) / 64), Y: uint32(g.B * g.Hkv), Z: 1}, one(256), s2oKscoreShared, driver.Arg(a)))
 	if outs > 0 {
 		st = append(st, launch("s2o_promote", one(heads*int64(segs)), one(32), driver.Arg(a)))
 	}

@@ -7,15 +7,18 @@
 //   - s2o_means: the guide key (mean key of the first segment) per KV head
 //     and the mean query of every segment, each a float64 sum in row order
 //     divided by the count and rounded to float32, as s2o's meanRows;
-//   - s2o_qscore: each query's score against the guide key (Eq. 1);
+//   - s2o_qscore: each query's score against the guide key (Eq. 1), when
+//     there are no outlier queries (s2o_outq scores them otherwise);
 //   - s2o_kscore: each ranked key's score against its segment's mean
 //     query (Eq. 2), per tile of keys for every query head and segment;
 //   - s2o_outq (our extension, method/s2o/outlier.go): each segment's
 //     outlier queries, those farthest from its mean query, picked as s2o's
-//     pickOutliers; s2o_kscore then also finds each one's top ranked key;
+//     pickOutliers, and in the same read each query's score of Eq. 1;
+//     s2o_kscore then also finds each outlier's top ranked key;
 //   - s2o_promote: the outliers' top keys get sort key 0 (first);
 //   - s2o_sort: a stable descending sort of every list (a segment's
-//     queries, or a segment's ranked keys), one CTA per list.
+//     queries, or a segment's ranked keys), one CTA per list, the longest
+//     key lists first.
 //
 // Scores are s2o.Score: the float64 dot product with exact products added
 // in index order (an FMA gives the same bits, the product being exact),
@@ -186,11 +189,10 @@ __device__ __forceinline__ void stage_query_cols(const S2OArgs& a, float (*tile)
 // queries' rows in shared memory, QS_COLS columns at a time, with loads
 // along a row (a thread reading its own row touched 32 rows a load), then
 // each thread adds its row's products in column order.
-template <int DT> __device__ __forceinline__ void qscore_rows(const S2OArgs& a, float (*tile)[QS_COLS + 1]) {
+template <int DT> __device__ __forceinline__ void qscore_rows(const S2OArgs& a, float (*tile)[QS_COLS + 1], const double* g) {
 	int bh = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	int i0 = blockIdx.x * blockDim.x + w * 32, i = i0 + lane;
 	int b = bh / a.Hq, h = bh % a.Hq;
-	const float* g = a.guide + (long long)(b * a.Hkv + h / (a.Hq / a.Hkv)) * a.D;
 	const long long base = (long long)b * a.q.sb + (long long)h * a.q.sh;
 	int rows = min(32, a.Nq - i0);
 	double s = 0.0;
@@ -198,28 +200,40 @@ template <int DT> __device__ __forceinline__ void qscore_rows(const S2OArgs& a, 
 		stage_query_cols<DT>(a, tile, base, i0, rows, c0, lane);
 		int nc = min(QS_COLS, a.D - c0);
 		if (i < a.Nq)
-			for (int c = 0; c < nc; c++) s = __fma_rn((double)tile[lane][c], (double)g[c0 + c], s);
+			for (int c = 0; c < nc; c++) s = __fma_rn((double)tile[lane][c], g[c0 + c], s);
 		__syncwarp();
 	}
 	if (i < a.Nq) a.qbuf[(long long)bh * a.Nq + i] = (u64)desc_key((float)s) << 32 | (u32)i;
 }
 
+// stage_guide copies the guide key of query head bh's KV head to gs as
+// float64 (exact), and syncs the block.
+__device__ __forceinline__ void stage_guide(const S2OArgs& a, int bh, double* gs) {
+	int b = bh / a.Hq, h = bh % a.Hq;
+	const float* g = a.guide + (long long)(b * a.Hkv + h / (a.Hq / a.Hkv)) * a.D;
+	for (int c = threadIdx.x; c < a.D; c += blockDim.x) gs[c] = (double)g[c];
+	__syncthreads();
+}
+
 // s2o_qscore: thread per query (blockIdx.y = b·Hq + h) scores it against
 // its KV head's guide key (Eq. 1): its list element, in token order
-// (qscore_rows). 128 threads.
+// (qscore_rows; the guide staged as float64, stage_guide). Only with no
+// outlier queries: s2o_outq scores the queries otherwise. 128 threads.
 extern "C" __global__ void __launch_bounds__(128) s2o_qscore(S2OArgs a) {
 	__shared__ float tile[4][32][QS_COLS + 1];
+	__shared__ double gs[128];
 	float(*mine)[QS_COLS + 1] = tile[threadIdx.x >> 5];
+	stage_guide(a, blockIdx.y, gs);
 	if (blockIdx.x * blockDim.x + (threadIdx.x & ~31) >= a.Nq) return; // a warp past the last query
 	switch (a.q.dtype) {
 	case DT_F32:
-		qscore_rows<DT_F32>(a, mine);
+		qscore_rows<DT_F32>(a, mine, gs);
 		break;
 	case DT_F16:
-		qscore_rows<DT_F16>(a, mine);
+		qscore_rows<DT_F16>(a, mine, gs);
 		break;
 	default:
-		qscore_rows<DT_BF16>(a, mine);
+		qscore_rows<DT_BF16>(a, mine, gs);
 	}
 }
 
@@ -230,23 +244,28 @@ extern "C" __global__ void __launch_bounds__(128) s2o_qscore(S2OArgs a) {
 // float64 difference of the float32 values, squared and rounded, then
 // added (s2o's distances; NaN as −1) — and keeps the largest (distance,
 // earliest token) strictly below the previous pick (pd, pi; none when pi
-// < 0) in (bd, bi).
-template <int DT> __device__ __forceinline__ void outq_pass(const S2OArgs& a, int b, int h, int qlo, int qhi, const double* m, float (*tile)[QS_COLS + 1], double pd, int pi, double& bd, int& bi) {
+// < 0) in (bd, bi). With SCORE (the first pass, Q_perm on), each lane also
+// scores its query against the guide key g (Eq. 1, as qscore_rows: one
+// read of the queries for both) and writes its list element.
+template <int DT, bool SCORE> __device__ __forceinline__ void outq_pass(const S2OArgs& a, int b, int h, int qlo, int qhi, const double* m, const double* g, float (*tile)[QS_COLS + 1], double pd, int pi, double& bd, int& bi) {
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	const long long base = (long long)b * a.q.sb + (long long)h * a.q.sh;
 	for (int i0 = qlo + w * 32; i0 < qhi; i0 += blockDim.x) {
 		int rows = min(32, qhi - i0), i = i0 + lane;
-		double r = 0.0;
+		double r = 0.0, s = 0.0;
 		for (int c0 = 0; c0 < a.D; c0 += QS_COLS) {
 			stage_query_cols<DT>(a, tile, base, i0, rows, c0, lane);
 			int nc = min(QS_COLS, a.D - c0);
 			if (lane < rows)
 				for (int c = 0; c < nc; c++) {
-					double e = __dsub_rn((double)tile[lane][c], m[c0 + c]);
+					double x = (double)tile[lane][c];
+					double e = __dsub_rn(x, m[c0 + c]);
 					r = __dadd_rn(r, __dmul_rn(e, e));
+					if (SCORE) s = __fma_rn(x, g[c0 + c], s);
 				}
 			__syncwarp();
 		}
+		if (SCORE && lane < rows) a.qbuf[(long long)(b * a.Hq + h) * a.Nq + i] = (u64)desc_key((float)s) << 32 | (u32)i;
 		if (lane < rows) {
 			if (r != r) r = -1.0;
 			bool below = pi < 0 || r < pd || (r == pd && i > pi);
@@ -261,15 +280,20 @@ template <int DT> __device__ __forceinline__ void outq_pass(const S2OArgs& a, in
 // are recomputed each round, in the same operations), writes each one's
 // token to otok and its row to oq (float32 values as float64), and sets
 // the top-key slots otop that s2o_kscore lowers to ~0. A round past the
-// segment's last query writes token −1. 128 threads.
+// segment's last query writes token −1. With a.qbuf (Q_perm), the first
+// round also gives each of the segment's queries its list element, as
+// s2o_qscore does (which then does not run). The mean query and the guide
+// key are staged as float64. 128 threads.
 extern "C" __global__ void __launch_bounds__(128) s2o_outq(S2OArgs a) {
 	__shared__ float tile[4][32][QS_COLS + 1];
-	__shared__ double wd[4], pickd;
+	__shared__ double wd[4], pickd, ms[128], gs[128];
 	__shared__ int wi[4], pick;
 	float(*mine)[QS_COLS + 1] = tile[threadIdx.x >> 5];
 	int l = blockIdx.x, bh = l / a.segs, n = l % a.segs, b = bh / a.Hq, h = bh % a.Hq;
 	int qlo = n * a.seg, qhi = min(qlo + a.seg, a.Nq);
-	const double* m = a.qmean + (long long)l * a.D;
+	const double* m = ms;
+	for (int c = threadIdx.x; c < a.D; c += blockDim.x) ms[c] = a.qmean[(long long)l * a.D + c];
+	stage_guide(a, bh, gs); // and syncs ms
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	double pd = 0.0;
 	int pi = -1;
@@ -277,16 +301,27 @@ extern "C" __global__ void __launch_bounds__(128) s2o_outq(S2OArgs a) {
 		long long slot = (long long)l * a.outliers + o;
 		double bd = 0.0;
 		int bi = -1;
-		if (pi >= 0 || o == 0) {
+		if (o == 0 && a.qbuf) {
 			switch (a.q.dtype) {
 			case DT_F32:
-				outq_pass<DT_F32>(a, b, h, qlo, qhi, m, mine, pd, pi, bd, bi);
+				outq_pass<DT_F32, true>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
 				break;
 			case DT_F16:
-				outq_pass<DT_F16>(a, b, h, qlo, qhi, m, mine, pd, pi, bd, bi);
+				outq_pass<DT_F16, true>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
 				break;
 			default:
-				outq_pass<DT_BF16>(a, b, h, qlo, qhi, m, mine, pd, pi, bd, bi);
+				outq_pass<DT_BF16, true>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
+			}
+		} else if (pi >= 0 || o == 0) {
+			switch (a.q.dtype) {
+			case DT_F32:
+				outq_pass<DT_F32, false>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
+				break;
+			case DT_F16:
+				outq_pass<DT_F16, false>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
+				break;
+			default:
+				outq_pass<DT_BF16, false>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
 			}
 		}
 		// The block's best: larger distance first, then the earlier token
@@ -315,70 +350,166 @@ extern "C" __global__ void __launch_bounds__(128) s2o_outq(S2OArgs a) {
 	}
 }
 
-#define KS_KEYS 64
+#define KS_KEYS 64   // keys a block stages, two a lane
 #define KS_WARPS 8
+#define KS_VECS 8    // query vectors (mean and outlier queries) a warp scores at once
+#define KS_COLS 32   // columns of its vectors a warp stages at a time
+#define KS_STRIDE 130 // doubles a staged key row takes: 16-byte rows, double2 loads without bank conflicts
+// KS_SHARED is s2o_kscore's dynamic shared memory (cuda.s2oKscoreShared):
+// the key tile as float64 and each warp's staged vector columns.
+#define KS_SHARED ((KS_KEYS * KS_STRIDE + KS_WARPS * KS_VECS * KS_COLS) * 8)
+static_assert(KS_SHARED == 82944, "KS_SHARED: cuda.s2oKscoreShared");
 
 // s2o_kscore: a tile of KS_KEYS keys of KV head blockIdx.y (b·Hkv + kh),
-// staged as float32; warp w takes the (query head of the group, segment)
-// pairs w, w + KS_WARPS, …, and writes each ranked key's list element
+// staged once as float64 (so the inner loop converts nothing: with a
+// float32 tile, one float32-to-float64 conversion per product, at a
+// quarter of the FP64 rate, bound the kernel). The vectors that rank the
+// tile — for every segment with a ranked key in it, each query head of
+// the group's mean query, then its outlier queries (s2o_outq), G1 =
+// group·(1 + outliers) a segment — are taken KS_VECS at a time by the
+// warps in turn, their columns staged KS_COLS at a time (the next ones
+// loaded into registers while these are used); each lane scores its two
+// keys against the warp's KS_VECS vectors, 16 float64 sums, each in column
+// order, as before. A mean query writes each ranked key's list element
 // (score of Eq. 2, token) at its place in the segment's ranked keys, in
-// token order.
-extern "C" __global__ void __launch_bounds__(KS_WARPS * 32) s2o_kscore(S2OArgs a) {
-	__shared__ float ks[KS_KEYS][128 + 1];
+// token order; an outlier query's top ranked key of the tile, the smallest
+// (desc_key(score), token), lowers its slot (s2o's keyRank; the same
+// scores in the same operations as the mean query's). The segments with
+// no ranked key in the tile are a contiguous range (windows only move
+// right), skipped. KS_SHARED bytes of dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(KS_WARPS * 32, 2) s2o_kscore(S2OArgs a) {
+	extern __shared__ __align__(16) double ksm[];
+	double* ks = ksm;
+	const unsigned full = 0xffffffffu;
 	int bk = blockIdx.y, b = bk / a.Hkv, kh = bk % a.Hkv;
 	int j0 = blockIdx.x * KS_KEYS, nj = min(KS_KEYS, a.Nk - j0);
-	for (int e = threadIdx.x; e < nj * a.D; e += blockDim.x) ks[e / a.D][e % a.D] = load(a.k, b, kh, j0 + e / a.D, e % a.D);
-	__syncthreads();
-	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, group = a.Hq / a.Hkv;
-	for (int p = w; p < group * a.segs; p += KS_WARPS) {
-		int h = kh * group + p / a.segs, n = p % a.segs;
-		int wlo, whi;
-		s2o_window(a, n, wlo, whi);
-		// Ranked keys: j < wlo, and j ≥ whi when not causal.
-		if (j0 >= wlo && (a.causal || j0 + nj <= whi)) continue;
-		int bh = b * a.Hq + h;
-		const double* m = a.qmean + ((long long)bh * a.segs + n) * a.D;
-		double s0 = 0.0, s1 = 0.0;
-		for (int c = 0; c < a.D; c++) {
-			double mc = m[c];
-			s0 = __fma_rn(mc, (double)ks[lane][c], s0);
-			s1 = __fma_rn(mc, (double)ks[lane + 32][c], s1);
+	int dp = (a.D + 1) & ~1; // columns, rounded up to pairs; a zero column pads an odd D
+	for (int e = threadIdx.x; e < KS_KEYS * dp; e += blockDim.x) {
+		int r = e / dp, c = e % dp;
+		ks[r * KS_STRIDE + c] = r < nj && c < a.D ? (double)load(a.k, b, kh, j0 + r, c) : 0.0;
+	}
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	double* vb = ksm + KS_KEYS * KS_STRIDE + w * KS_VECS * KS_COLS;
+	int group = a.Hq / a.Hkv, per = 1 + a.outliers, g1 = group * per;
+	// The segments without a ranked key in the tile: [na, na + nskip).
+	int na = a.segs, nskip = 0;
+	for (int n0 = 0; n0 < a.segs; n0 += 32) {
+		int n = n0 + lane;
+		bool skip = false;
+		if (n < a.segs) {
+			int wlo, whi;
+			s2o_window(a, n, wlo, whi);
+			skip = j0 >= wlo && (a.causal || j0 + nj <= whi);
 		}
-		long long base = (long long)a.kv_start[bh * a.segs + n] + (whi - wlo);
-#pragma unroll
-		for (int u = 0; u < 2; u++) {
-			int jj = lane + 32 * u, j = j0 + jj;
-			if (jj >= nj) break;
-			long long r;
-			if (j < wlo) r = j;
-			else if (!a.causal && j >= whi) r = wlo + (j - whi);
-			else continue;
-			a.kbuf[base + r] = (u64)desc_key((float)(u ? s1 : s0)) << 32 | (u32)j;
-		}
-		// The segment's outlier queries (s2o_outq): each one's top ranked
-		// key of the tile, the smallest (desc_key(score), token), lowers
-		// its slot (s2o's keyRank; the same scores in the same operations
-		// as the mean query's).
-		for (int o = 0; o < a.outliers; o++) {
-			long long slot = ((long long)bh * a.segs + n) * a.outliers + o;
-			if (a.otok[slot] < 0) break;
-			const double* x = a.oq + slot * a.D;
-			double t0 = 0.0, t1 = 0.0;
-			for (int c = 0; c < a.D; c++) {
-				double xc = x[c];
-				t0 = __fma_rn(xc, (double)ks[lane][c], t0);
-				t1 = __fma_rn(xc, (double)ks[lane + 32][c], t1);
+		unsigned m = __ballot_sync(full, skip);
+		nskip += __popc(m);
+		if (m && na == a.segs) na = n0 + __ffs(m) - 1;
+	}
+	const int nvec = (a.segs - nskip) * g1, items = (nvec + KS_VECS - 1) / KS_VECS;
+	// locate gives active vector p's segment n, query head bh and kind t
+	// (0: the mean query; t ≥ 1: outlier query t − 1).
+	auto locate = [&](int p, int& n, int& bh, int& t) {
+		int vi = p < na * g1 ? p : p + nskip * g1;
+		n = vi / g1;
+		int r = vi % g1;
+		t = r % per;
+		bh = b * a.Hq + kh * group + r / per;
+	};
+	// Each warp's vectors of its item (vp[w][0]) and its next (vp[w][1]),
+	// nullptr past the last; pre holds their next columns, column lane of
+	// each.
+	__shared__ const double* vp[KS_WARPS][2][KS_VECS];
+	double pre[KS_VECS];
+	auto point = [&](int it, int slot) {
+		if (lane < KS_VECS) {
+			int p = it * KS_VECS + lane, n, bh, t;
+			const double* x = nullptr;
+			if (p < nvec) {
+				locate(p, n, bh, t);
+				long long l = (long long)bh * a.segs + n;
+				x = t == 0 ? a.qmean + l * a.D : a.oq + (l * a.outliers + t - 1) * a.D;
 			}
+			vp[w][slot][lane] = x;
+		}
+		__syncwarp();
+	};
+	auto fetch = [&](int slot, int c0) {
+		int c = c0 + lane;
+#pragma unroll
+		for (int v = 0; v < KS_VECS; v++) {
+			const double* x = vp[w][slot][v];
+			pre[v] = x && c < a.D ? x[c] : 0.0;
+		}
+	};
+	__syncthreads(); // the key tile
+	if (w < items) {
+		point(w, 0);
+		fetch(0, 0);
+	}
+	for (int it = w, cur = 0; it < items; it += KS_WARPS, cur ^= 1) {
+		double acc[KS_VECS][2];
+#pragma unroll
+		for (int v = 0; v < KS_VECS; v++) acc[v][0] = acc[v][1] = 0.0;
+		for (int c0 = 0; c0 < dp; c0 += KS_COLS) {
+			__syncwarp(); // every lane is done with the last columns
+#pragma unroll
+			for (int v = 0; v < KS_VECS; v++) vb[v * KS_COLS + lane] = pre[v];
+			__syncwarp();
+			if (c0 + KS_COLS < dp) fetch(cur, c0 + KS_COLS);
+			else if (it + KS_WARPS < items) {
+				point(it + KS_WARPS, cur ^ 1);
+				fetch(cur ^ 1, 0);
+			}
+			int nc = min(KS_COLS, dp - c0);
+			const double* k0 = ks + lane * KS_STRIDE + c0;
+			const double* k1 = k0 + 32 * KS_STRIDE;
+#pragma unroll 2
+			for (int c = 0; c < nc; c += 2) {
+				double2 x0 = *(const double2*)(k0 + c), x1 = *(const double2*)(k1 + c);
+#pragma unroll
+				for (int v = 0; v < KS_VECS; v++) {
+					double2 m = *(const double2*)(vb + v * KS_COLS + c);
+					acc[v][0] = __fma_rn(m.x, x0.x, acc[v][0]);
+					acc[v][1] = __fma_rn(m.x, x1.x, acc[v][1]);
+					acc[v][0] = __fma_rn(m.y, x0.y, acc[v][0]);
+					acc[v][1] = __fma_rn(m.y, x1.y, acc[v][1]);
+				}
+			}
+		}
+#pragma unroll
+		for (int v = 0; v < KS_VECS; v++) {
+			int p = it * KS_VECS + v, n, bh, t; // p, and so all below, is the warp's
+			if (p >= nvec) break;
+			locate(p, n, bh, t);
+			int wlo, whi;
+			s2o_window(a, n, wlo, whi);
+			long long l = (long long)bh * a.segs + n;
+			if (t == 0) {
+				long long base = (long long)a.kv_start[l] + (whi - wlo);
+#pragma unroll
+				for (int u = 0; u < 2; u++) {
+					int jj = lane + 32 * u, j = j0 + jj;
+					if (jj >= nj) break;
+					long long r;
+					if (j < wlo) r = j;
+					else if (!a.causal && j >= whi) r = wlo + (j - whi);
+					else continue;
+					a.kbuf[base + r] = (u64)desc_key((float)acc[v][u]) << 32 | (u32)j;
+				}
+				continue;
+			}
+			long long slot = l * a.outliers + t - 1;
+			if (a.otok[slot] < 0) continue;
 			u64 best = ~0ull;
 #pragma unroll
 			for (int u = 0; u < 2; u++) {
 				int jj = lane + 32 * u, j = j0 + jj;
 				bool ranked = jj < nj && (j < wlo || (!a.causal && j >= whi));
-				u64 e = (u64)desc_key((float)(u ? t1 : t0)) << 32 | (u32)j;
+				u64 e = (u64)desc_key((float)acc[v][u]) << 32 | (u32)j;
 				if (ranked && e < best) best = e;
 			}
 			for (int off = 16; off > 0; off >>= 1) {
-				u64 other = __shfl_xor_sync(0xffffffffu, best, off);
+				u64 other = __shfl_xor_sync(full, best, off);
 				if (other < best) best = other;
 			}
 			if (lane == 0 && best != ~0ull) atomicMin(&a.otop[slot], best);
@@ -565,11 +696,18 @@ extern "C" __global__ void __launch_bounds__(32) s2o_promote(S2OArgs a) {
 	}
 }
 
-// s2o_sort sorts list blockIdx.x = (b·Hq + h)·segs + n: the segment's
-// queries (keys == 0, into Q_perm) or its ranked keys (keys == 1, into the
-// ranked part of its key order).
+// s2o_sort sorts list l = (b·Hq + h)·segs + n: the segment's queries
+// (keys == 0, into Q_perm; l = blockIdx.x) or its ranked keys (keys == 1,
+// into the ranked part of its key order). Key lists go longest first (the
+// last segments of every head, whose causal prefixes are longest, get the
+// first blocks), so that the longest sorts do not start last and run on
+// alone: blockIdx.x = (segs − 1 − n)·B·Hq + b·Hq + h.
 extern "C" __global__ void __launch_bounds__(SORT_THREADS, 3) s2o_sort(S2OArgs a, int keys) {
 	int l = blockIdx.x, bh = l / a.segs, n = l % a.segs;
+	if (keys) {
+		int heads = a.B * a.Hq;
+		bh = l % heads, n = a.segs - 1 - l / heads, l = bh * a.segs + n;
+	}
 	if (!keys) {
 		long long lo = (long long)bh * a.Nq + n * a.seg;
 		int len = min((n + 1) * a.seg, a.Nq) - n * a.seg;
