@@ -11,8 +11,8 @@ import (
 
 // TestBmArgsLayout checks bmOp and bmArgs against struct BmOp (2
 // pointers, 3 int64, 4 int32: 56 bytes) and struct BmArgs (2 BmOp, 3
-// pointers, 15 int32, 1 float, 1 double: 208 bytes, the double at 200) in
-// kernels/block_mass.cuh.
+// pointers, 15 int32, 1 float, 1 double, 2 pointers, 2 int32: 232 bytes,
+// the double at 200) in kernels/block_mass.cuh.
 func TestBmArgsLayout(t *testing.T) {
 	if got := unsafe.Sizeof(bmOp{}); got != 56 {
 		t.Errorf("bmOp is %d bytes, struct BmOp 56", got)
@@ -22,13 +22,17 @@ func TestBmArgsLayout(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
-		{"size", unsafe.Sizeof(a), 208},
+		{"size", unsafe.Sizeof(a), 232},
 		{"ework", unsafe.Offsetof(a.ework), 112},
 		{"extra", unsafe.Offsetof(a.extra), 128},
 		{"chunks", unsafe.Offsetof(a.chunks), 136},
 		{"rule", unsafe.Offsetof(a.rule), 192},
 		{"lscale", unsafe.Offsetof(a.lscale), 196},
 		{"thresh", unsafe.Offsetof(a.thresh), 200},
+		{"xkey", unsafe.Offsetof(a.xkey), 208},
+		{"next", unsafe.Offsetof(a.next), 216},
+		{"slices", unsafe.Offsetof(a.slices), 224},
+		{"slicew", unsafe.Offsetof(a.slicew), 228},
 	} {
 		if c.got != c.want {
 			t.Errorf("bmArgs %s at %d, struct BmArgs at %d", c.name, c.got, c.want)
@@ -62,9 +66,11 @@ func TestS2OArgsLayout(t *testing.T) {
 
 // TestCompileBlockMass compiles bm_mass (for XAttention's bf16 inputs and
 // UniSparse's hi and lo halves, D 128, the stages planner_mass.go picks,
-// and UniSparse's outlier pass), uni_pool, uni_outlier, PSA's outlier
-// scores and draws, gather, level assignment and scores (Sampling, bf16
-// and split), and S2O's query scores, sort, key scores, outlier
+// and UniSparse's outlier pass: bf16 and f16 inputs read in place at D
+// 128, 96 and 64, and hi and lo halves), uni_pool, uni_outlier,
+// uni_extra, PSA's outlier scores and draws, gather, level assignment and
+// scores (Sampling, bf16 and split), and S2O's query scores, sort, key
+// scores, outlier
 // queries, means and promotion for sm_90 with NVRTC alone
 // (no GPU is needed) and logs ptxas's register and spill report.
 func TestCompileBlockMass(t *testing.T) {
@@ -85,6 +91,11 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=64", "BM_BK=16", "BM_NST=4", "BM_CS=64", "BM_VEC=1"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=16", "BM_NST=4", "BM_CS=2", "BM_VEC=0"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=16", "BM_NST=4", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=128", "BM_BK=64", "BM_NST=2", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=1", "BM_SPLIT=0", "BM_DP=64", "BM_BK=64", "BM_NST=2", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=96", "BM_BK=32", "BM_NST=4", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=128", "BM_BK=64", "BM_NST=2", "BM_CS=64", "BM_VEC=0", "BM_ARGMAX=1"}},
+		{"plan_unisparse.cu", "uni_extra", bmStubDefs},
 		{"plan_unisparse.cu", "uni_pool", bmStubDefs},
 		{"plan_unisparse.cu", "uni_outlier", bmStubDefs},
 		{"plan_unisparse.cu", "uni_pool_avg", bmStubDefs},

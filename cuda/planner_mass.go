@@ -40,6 +40,8 @@ type bmArgs struct {
 	rule           int32
 	lscale         float32
 	thresh         float64
+	xkey, next     uint64
+	slices, slicew int32
 }
 
 // The selection rules of bm_mass.
@@ -83,13 +85,29 @@ type bmMass struct {
 	lscale       float64 // the logit scale, natural units
 	thresh       float64
 	// extra is the int32 table [B][hk·hpi][query rows] of blocks Top-P
-	// keeps besides its own (−1: none; 0: no table). With argmax the
-	// launch writes it instead, each row's heaviest KV block, and selects
-	// nothing: a row then stands for group query blocks at once (segments
-	// of group rows, so that work items fill their 128 rows).
-	extra  uint64
-	argmax bool
-	group  int
+	// keeps besides its own (−1: none; 0: no table).
+	extra uint64
+	// With argmax the launch selects nothing: it writes each row's
+	// heaviest KV block to xkey instead, [B][hk·hpi][query rows] u64 keys
+	// (bm_okey; zero before the launch, and 0 after it for a row that sees
+	// no key), taking its units from the int32 counter at next (zero
+	// before the launch). A row then stands for group query blocks at once
+	// (segments of group rows, so that work items fill their 128 rows).
+	xkey, next uint64
+	argmax     bool
+	group      int
+}
+
+// bmShape is the geometry of one bm_mass launch (bmMass.shape).
+type bmShape struct {
+	a      planArgs // the kernel's PlanArgs (segments of group query blocks)
+	ctas   int
+	spi    int // segments per work item
+	cs     int // columns per chunk
+	slices int // column slices per work item (1 without argmax)
+	slicew int // columns per slice
+	ework  int64
+	mass   int64
 }
 
 // bmCheck returns an error wrapping ErrUnsupported when bm_mass cannot
@@ -109,13 +127,29 @@ func gcd(a, b int) int {
 	return a
 }
 
-// shape returns the kernels' PlanArgs of m's launch (a segment of m.group
-// query blocks when m.group > 1), the CTAs it runs, its segments per work
-// item and its chunk width, and the bytes of its two scratch arrays.
-func (m bmMass) shape(in *planInput) (a planArgs, ctas, spi, cs int, ework, mass int64, err error) {
+// bmSliceUnits is how many (work item, column slice) units an argmax
+// launch aims at per multiprocessor, counting the empty ones (under causal
+// masking about half): enough for the heaviest items not to leave the
+// device idle, few enough that a unit's fixed cost (its rows' setup, the
+// pipeline's fill, the block sums) stays small against its tiles.
+const bmSliceUnits = 16
+
+// bmMinSlice is the fewest columns of an argmax slice, rounded up to the
+// slice unit.
+const bmMinSlice = 512
+
+// bmMaxBlocks bounds the KV blocks of an argmax launch: bm_okey keeps a
+// block index in BM_XBITS = 16 bits.
+const bmMaxBlocks = 1 << 16
+
+// shape returns the geometry of m's launch: the kernels' PlanArgs (a
+// segment of m.group query blocks when m.group > 1), the CTAs it runs, its
+// segments per work item, its chunk width, its column slices, and the
+// bytes of its two scratch arrays.
+func (m bmMass) shape(in *planInput) (sh bmShape, err error) {
 	t := in.t
 	g := t.Geometry
-	a = in.args()
+	a := in.args()
 	bq := t.BlockQ * max(1, m.group) // a segment's query tokens
 	if m.group > 1 {
 		a.bq, a.qBlocks = int32(bq), int32((g.Nq+bq-1)/bq)
@@ -125,17 +159,34 @@ func (m bmMass) shape(in *planInput) (a planArgs, ctas, spi, cs int, ework, mass
 		return
 	}
 	ksets := g.B * m.hk
-	spi = min(bmMaxSegs, bmRows/na)
+	spi := min(bmMaxSegs, bmRows/na)
 	segs := int(a.qBlocks) * m.hpi
 	work := ksets * ((segs + spi - 1) / spi)
-	ctas = max(1, min(work, 2*in.e.Info().SMs))
+	// Argmax launches cut each item's columns into slices of a multiple of
+	// both the logit tile and the KV block, so that every block lies in
+	// one slice, for bmSliceUnits units a multiprocessor.
+	slices, slicew := 1, (m.ncols+bmCols-1)/bmCols*bmCols
+	units := work
+	if m.argmax {
+		if kBlocks(t) > bmMaxBlocks {
+			err = fmt.Errorf("%w: the device outlier query takes at most %d KV blocks, got %d", ErrUnsupported, bmMaxBlocks, kBlocks(t))
+			return
+		}
+		unit := bmCols / gcd(bmCols, m.per) * m.per // lcm(bmCols, per)
+		want := max(1, (bmSliceUnits*in.e.Info().SMs+work-1)/work)
+		slicew = max((m.ncols+want-1)/want, bmMinSlice)
+		slicew = (slicew + unit - 1) / unit * unit
+		slices = max(1, (m.ncols+slicew-1)/slicew)
+		units = work * slices
+	}
+	ctas := max(1, min(units, 2*in.e.Info().SMs))
 	// A chunk of cs columns, the unit of the softmax sums kept per row,
 	// lies inside one KV block and one 64-column half tile.
-	cs = gcd(m.per, 64)
-	tiles := (m.ncols + bmCols - 1) / bmCols
-	chunks, subs := tiles*bmCols/cs, tiles*2
-	ework = int64(ctas) * int64(chunks+subs) * bmRows * 4
-	mass = int64(ctas) * bmMaxSegs * int64(kBlocks(t)) * 8
+	cs := gcd(m.per, 64)
+	chunks, subs := slicew/cs, slicew/64
+	sh = bmShape{a: a, ctas: ctas, spi: spi, cs: cs, slices: slices, slicew: slicew,
+		ework: int64(ctas) * int64(chunks+subs) * bmRows * 4,
+		mass:  int64(ctas) * bmMaxSegs * int64(kBlocks(t)) * 8}
 	return
 }
 
@@ -143,10 +194,11 @@ func (m bmMass) shape(in *planInput) (a planArgs, ctas, spi, cs int, ework, mass
 func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	t := in.t
 	g := t.Geometry
-	a, ctas, spi, cs, eworkBytes, massBytes, err := m.shape(in)
+	sh, err := m.shape(in)
 	if err != nil {
 		return err
 	}
+	a, cs := sh.a, sh.cs
 	// The k chunk and the pipeline depth keep two CTAs of eight warps on a
 	// multiprocessor (at most about 100 KB of shared memory each): two
 	// stages of 64 head dims for 16-bit operands, else four of 32, and four
@@ -192,21 +244,21 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 			return err
 		}
 	}
-	ework, err := in.scratch.get(c, name+".e", eworkBytes)
+	ework, err := in.scratch.get(c, name+".e", sh.ework)
 	if err != nil {
 		return err
 	}
-	mass, err := in.scratch.get(c, name+".mass", massBytes)
+	mass, err := in.scratch.get(c, name+".mass", sh.mass)
 	if err != nil {
 		return err
 	}
-	tiles := (m.ncols + bmCols - 1) / bmCols
-	chunks, subs := tiles*bmCols/cs, tiles*2
+	chunks, subs := sh.slicew/cs, sh.slicew/64
 	args := bmArgs{q: m.q, k: m.k, ework: uint64(ework), mass: uint64(mass), extra: m.extra, chunks: int32(chunks), subs: int32(subs),
 		nrows: int32(m.nrows), ncols: int32(m.ncols), cq: int32(m.cq), ck: int32(m.ck), visLast: uniFlag(m.visLast),
-		per: int32(m.per), cs: int32(cs), hk: int32(m.hk), hpi: int32(m.hpi), ksets: int32(g.B * m.hk), ch: int32(m.ch), spi: int32(spi),
-		rule: int32(m.rule), lscale: float32(m.lscale * log2e), thresh: m.thresh}
-	return c.Launch(fn, driver.Dim3{X: uint32(ctas), Y: 1, Z: 1}, driver.Dim3{X: bmThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&args))
+		per: int32(m.per), cs: int32(cs), hk: int32(m.hk), hpi: int32(m.hpi), ksets: int32(g.B * m.hk), ch: int32(m.ch), spi: int32(sh.spi),
+		rule: int32(m.rule), lscale: float32(m.lscale * log2e), thresh: m.thresh,
+		xkey: m.xkey, next: m.next, slices: int32(sh.slices), slicew: int32(sh.slicew)}
+	return c.Launch(fn, driver.Dim3{X: uint32(sh.ctas), Y: 1, Z: 1}, driver.Dim3{X: bmThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&args))
 }
 
 // bmSplit writes x as bf16 high and low halves, [B][H][N][D] contiguous,

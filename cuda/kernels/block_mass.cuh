@@ -28,8 +28,20 @@
 // divisor of BM_DP), BM_NST (pipeline stages), BM_CS (columns per chunk, a
 // divisor of 64), BM_VEC (1: both operands move by cp.async, every
 // 8-element piece 16-byte aligned), BM_ARGMAX (1: no selection; each row's
-// heaviest KV block, the first of ties, goes to m.extra: UniSparse's
-// outlier queries, method/unisparse's outlier.go).
+// heaviest KV block, the first of ties: UniSparse's outlier queries,
+// method/unisparse's outlier.go).
+//
+// With BM_ARGMAX the columns of a work item are cut into m.slices slices of
+// m.slicew columns (a multiple of BM_C and of m.per, so that every KV block
+// lies in one slice), and CTAs take (work item, slice) units from the
+// counter m.next (zero before the launch) in the order kset, slice, item:
+// the units running at once read the same keys. A unit keeps its rows'
+// running softmax within its slice alone; per row its heaviest block kb,
+// of mass w relative to the slice's row maximum M (log2 units), goes into
+// m.xkey[row] by atomicMax as bm_okey(M + log2 w, kb), an order-preserving
+// u64, so that after the launch each row holds its heaviest block over all
+// slices, the first of ties (and 0 for a row that sees no key; the caller
+// zeroes m.xkey). bm_okey_block decodes it.
 
 #ifndef BM_CS
 #define BM_CS 1
@@ -71,9 +83,9 @@ struct BmOp {
 // BmArgs mirrors cuda.bmArgs on the Go side.
 struct BmArgs {
 	BmOp q, k;
-	float* ework;         // per CTA: e[chunks][BM_R], then the running maxima [subs][BM_R]
+	float* ework;         // per CTA: e[chunks][BM_R], then the running maxima [subs][BM_R] (of the unit's columns)
 	double* mass;         // per CTA: [BM_SPI][KB]
-	int* extra;           // [B][hk·hpi][rows]: Top-P keeps block extra[…] besides its own (−1: none; null: no extras); BM_ARGMAX writes it
+	int* extra;           // [B][hk·hpi][rows]: Top-P keeps block extra[…] besides its own (−1: none; null: no extras)
 	int chunks, subs;     // per-CTA capacity of the two scratch arrays
 	int nrows, ncols;     // query rows per query set, key columns per key set
 	int cq, ck, vis_last; // causal: column j is visible when j·ck ≤ the row's last (vis_last) or first token, rows of cq tokens
@@ -83,7 +95,28 @@ struct BmArgs {
 	int rule;             // 0: XAttention's threshold (causal: first and diagonal block forced), 1: Top-P
 	float lscale;         // logit = dot · lscale, in log2 units
 	double thresh;        // the threshold or Top-P
+	u64* xkey;            // BM_ARGMAX: [B][hk·hpi][rows] bm_okey of each row's heaviest block (zeroed by the caller)
+	int* next;            // BM_ARGMAX: the next unit to take (zeroed by the caller)
+	int slices, slicew;   // BM_ARGMAX: column slices per work item, columns per slice
 };
+
+// BM_XBITS low bits of a bm_okey hold the block index (complemented, so
+// that of equal values the first block is the largest key).
+#define BM_XBITS 16
+
+// bm_okey orders (v, kb) pairs as u64s: larger v first, then smaller kb
+// (kb < 2^BM_XBITS). v's float64 bits are made order-preserving (negative
+// values complemented, the sign bit set on the others) and their low
+// BM_XBITS bits, 2^−36 of v, dropped: so v ≥ v' gives a key ≥ the key of
+// (v', kb') for any kb' > kb. No key is 0.
+__device__ __forceinline__ u64 bm_okey(double v, int kb) {
+	u64 x = (u64)__double_as_longlong(v);
+	x = (x >> 63) ? ~x : x | (1ull << 63);
+	return (x & ~((1ull << BM_XBITS) - 1ull)) | (u64)((1u << BM_XBITS) - 1u - (u32)kb);
+}
+
+// bm_okey_block is the block of key k, or −1 for k = 0 (no block).
+__device__ __forceinline__ int bm_okey_block(u64 k) { return k ? (int)((1u << BM_XBITS) - 1u - (u32)(k & ((1ull << BM_XBITS) - 1ull))) : -1; }
 
 __device__ __forceinline__ u32 bm_smem(const void* p) {
 	u32 r;
@@ -320,6 +353,19 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 	float* E = m.ework + (long long)blockIdx.x * (m.chunks + m.subs) * BM_R;
 	float* MT = E + (long long)m.chunks * BM_R;
 	double* mass = m.mass + (long long)blockIdx.x * BM_SPI * KB;
+#if BM_ARGMAX
+	// Units (work item, column slice jbase…) from the counter: kset-major,
+	// then slice, then item, so that the units in flight share keys.
+	__shared__ int sunit;
+	const int upk = ipk * m.slices; // units per key set
+	for (;;) {
+		if (tid == 0) sunit = atomicAdd(m.next, 1);
+		__syncthreads(); // every thread read the last unit before the item's first barrier
+		const int u = sunit;
+		if (u >= m.ksets * upk) break;
+		const int kset = u / upk, jbase = (u % upk) / ipk * m.slicew, it = u % ipk;
+#else
+	constexpr int jbase = 0; // the first column
 	// Work items come heaviest first; rounds alternate direction over the
 	// CTAs, so that a CTA with a heavy item in one round gets a light one
 	// in the next.
@@ -327,6 +373,7 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 		const int w = round * gridDim.x + ((round & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
 		if (w >= work) continue;
 		const int kset = w % m.ksets, it = w / m.ksets;
+#endif
 		const int s0 = it * m.spi, ns = min(m.spi, nseg - s0);
 		const int b = kset / m.hk, kh = kset % m.hk;
 		__syncthreads(); // the previous item is done with every table
@@ -362,7 +409,14 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 		}
 		__syncthreads();
 		const int maxvis = smax;
-		const int ntiles = (maxvis + BM_C - 1) / BM_C, total = ntiles * kch;
+#if BM_ARGMAX
+		if (jbase >= maxvis) continue; // no row sees the slice
+		const int jend = min(maxvis, jbase + m.slicew);
+#else
+		const int jend = maxvis;
+#endif
+		// Tiles of columns jbase + tile·BM_C …, up to jend.
+		const int ntiles = (jend - jbase + BM_C - 1) / BM_C, total = ntiles * kch;
 		const long long kbase = (long long)b * m.k.sb + (long long)kh * m.k.sh;
 		// Each thread stages the same pieces of every chunk: rows pr0 +
 		// i·BM_RSTEP (of the query rows and of the tile's key columns), dims
@@ -372,13 +426,13 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 		const int pr0 = tid / BM_PPR, pd = (tid % BM_PPR) * 8;
 		const long long kthr = kbase + (long long)pr0 * m.k.S * m.k.sn + pd;
 		const long long kstep = (long long)BM_RSTEP * m.k.S * m.k.sn;
-		// The next chunk to stage: tile lt, chunk lc of the tile.
+		// The next chunk to stage: tile lt (of the unit's), chunk lc of the tile.
 		int lt = 0, lc = 0, lcount = 0;
 		auto stage_next = [&]() {
 			const int u = lc / NCH, d0 = (lc % NCH) * BM_BK;
 			const u32 st = sbase + (u32)(lcount % BM_NST) * STB;
 			const int uq = m.q.rev ? m.q.S - 1 - u : u, uk = m.k.rev ? m.k.S - 1 - u : u;
-			const int d = d0 + pd, j0 = lt * BM_C;
+			const int d = d0 + pd, j0 = jbase + lt * BM_C;
 			const bool dok = d < D;
 			const long long qadd = (long long)uq * m.q.sn + d;
 			const long long kadd = kthr + ((long long)j0 * m.k.S + uk) * m.k.sn + d0;
@@ -455,18 +509,20 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 			// A logit tile is complete: the running softmax of its rows and
 			// the chunk sums. Logits are acc · lscale (log2 units); as the
 			// scale is positive, the scaled maximum is the maximum scaled.
+			// cb and sub count from jbase (the scratch holds the unit's
+			// columns); vis, from 0.
 			const int tile = ctile++, cb = tile * BM_C + wc * 64, sub = tile * 2 + wc;
 #pragma unroll
 			for (int x = 0; x < 2; x++) {
 #pragma unroll
 				for (int hf = 0; hf < 2; hf++) {
 					const int row = wr * 32 + x * 16 + g + 8 * hf, vis = rvis[row], ri = 2 * x + hf;
-					if (cb + 64 > vis) { // columns past the row's last visible one
+					if (jbase + cb + 64 > vis) { // columns past the row's last visible one
 #pragma unroll
 						for (int j = 0; j < 8; j++)
 #pragma unroll
 							for (int e = 0; e < 2; e++)
-								if (cb + 8 * j + 2 * t + e >= vis) acc[x][j][2 * hf + e] = BM_NEG_INF;
+								if (jbase + cb + 8 * j + 2 * t + e >= vis) acc[x][j][2 * hf + e] = BM_NEG_INF;
 					}
 					float tm = BM_NEG_INF;
 #pragma unroll
@@ -536,19 +592,24 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 			rL[0][tid] = l > 0.0f ? 1.0f / l : 0.0f;
 		}
 		__syncthreads();
-		// Block masses: warp by warp over the KV blocks, each lane four rows,
-		// then each segment's rows summed in order (float64).
-		float* wbuf = (float*)smem + warp * BM_R;
+		// Block masses: warp by warp over the KV blocks (the unit's slice's
+		// with BM_ARGMAX), each lane four rows, then each segment's rows
+		// summed in order (float64).
 #if BM_ARGMAX
-		// Each lane's rows' heaviest block so far: the mass's bits (masses
-		// are ≥ 0, so their bits order as they do) above ~kb, so that the
-		// largest key is the heaviest block and, of equal ones, the first.
+		// Each lane's rows' heaviest block of the slice so far: its mass
+		// relative to the slice's row maximum (≥ 0, so its bits order as it
+		// does) above ~kb, so that the largest key is the heaviest block
+		// and, of equal ones, the first.
 		u64 best[BM_R / 32];
 #pragma unroll
 		for (int i = 0; i < BM_R / 32; i++) best[i] = 0ull;
-#endif
+		const int kb1 = min(snvis[0], (jbase + m.slicew) / m.per); // the slice's blocks from jbase / per
+		for (int kb = jbase / m.per + warp; kb < kb1; kb += BM_T / 32) {
+#else
+		float* wbuf = (float*)smem + warp * BM_R;
 		for (int kb = warp; kb < snvis[0]; kb += BM_T / 32) {
-			const int c0 = kb * m.per;
+#endif
+			const int c0 = kb * m.per; // E and MT hold columns from jbase
 			// The first chunk of the block for all four rows at once, then
 			// the rest (blocks wider than 64 columns).
 			float ev[BM_R / 32], mv[BM_R / 32];
@@ -556,29 +617,32 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 			for (int i = 0; i < BM_R / 32; i++) {
 				const int r = lane + 32 * i;
 				const bool on = c0 < rvis[r];
-				ev[i] = on ? E[(long long)(c0 / BM_CS) * BM_R + r] : 0.0f;
-				mv[i] = on ? MT[(long long)(c0 >> 6) * BM_R + r] : 0.0f;
+				ev[i] = on ? E[(long long)((c0 - jbase) / BM_CS) * BM_R + r] : 0.0f;
+				mv[i] = on ? MT[(long long)((c0 - jbase) >> 6) * BM_R + r] : 0.0f;
 			}
 #pragma unroll
 			for (int i = 0; i < BM_R / 32; i++) {
 				const int r = lane + 32 * i, c1 = min(c0 + m.per, rvis[r]);
 				const float mr = rM[0][r];
 				float wv = c0 < c1 ? ev[i] * bm_ex2(mv[i] - mr) : 0.0f;
-				for (int c = c0 + BM_CS; c < c1; c += BM_CS) wv += E[(long long)(c / BM_CS) * BM_R + r] * bm_ex2(MT[(long long)(c >> 6) * BM_R + r] - mr);
-				wbuf[r] = wv * rL[0][r];
+				for (int c = c0 + BM_CS; c < c1; c += BM_CS)
+					wv += E[(long long)((c - jbase) / BM_CS) * BM_R + r] * bm_ex2(MT[(long long)((c - jbase) >> 6) * BM_R + r] - mr);
 #if BM_ARGMAX
 				if (c0 < c1) {
-					const u64 key = ((u64)__float_as_uint(wbuf[r]) << 32) | (u64)(0xffffffffu - (u32)kb);
+					const u64 key = ((u64)__float_as_uint(wv) << 32) | (u64)(0xffffffffu - (u32)kb);
 					if (key > best[i]) best[i] = key;
 				}
+#else
+				wbuf[r] = wv * rL[0][r];
 #endif
 			}
 #if BM_ARGMAX
 		}
-		__syncthreads(); // every warp is done with wbuf
+		__syncthreads(); // every warp is done with the unit's shared tables
 		{
-			// The rows' heaviest blocks over the warps, to m.extra; a row that
-			// sees no key gets −1.
+			// The rows' heaviest blocks of the slice over the warps; their
+			// masses in absolute terms, log2 w + M (2^M the slice's row
+			// maximum), to m.xkey by atomicMax.
 			u64* wb = (u64*)smem; // [warp][row]
 #pragma unroll
 			for (int i = 0; i < BM_R / 32; i++) wb[warp * BM_R + lane + 32 * i] = best[i];
@@ -590,9 +654,13 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 					if (v > bk) bk = v;
 				}
 				const int k = tid / na;
-				if (k < ns) {
+				if (bk != 0ull && k < ns) { // a row that sees none of the slice has no key
 					const int i = sqb[k] * na + tid % na;
-					if (i < m.nrows) m.extra[((long long)b * m.hk * m.hpi + sqs[k]) * m.nrows + i] = bk ? (int)(0xffffffffu - (u32)(bk & 0xffffffffull)) : -1;
+					if (i < m.nrows) {
+						const int kb = (int)(0xffffffffu - (u32)bk);
+						const double v = (double)rM[0][tid] + log2((double)__uint_as_float((u32)(bk >> 32)));
+						atomicMax(m.xkey + ((long long)b * m.hk * m.hpi + sqs[k]) * m.nrows + i, bm_okey(v, kb));
+					}
 				}
 			}
 		}

@@ -12,16 +12,23 @@
 //                        every token of a composite is zero);
 //   uni_pool             composite queries (scaled) and keys in float32
 //                        (UniSparse Eq. 2–3), written as bf16 high and
-//                        low halves;
+//                        low halves (with the outlier query and average
+//                        pooling uni_outlier writes the queries instead);
 //   uni_outlier          with the outlier query (method/unisparse's
 //                        outlier.go, our extension): each query block's
 //                        token farthest from its composite's mean, in the
-//                        CPU's float64 operations and order, scaled and
-//                        written as bf16 halves; uni_pool with c = 1 writes
-//                        the individual keys likewise;
+//                        CPU's float64 operations and order (its means,
+//                        with average pooling, are the composite queries
+//                        and written as such), written as
+//                        it is (one head per group, 16-bit inputs: the
+//                        keys are then read in place) or scaled as bf16
+//                        halves, with uni_pool (c = 1) writing the
+//                        individual keys likewise;
 //   bm_mass, BM_ARGMAX   (block_mass.cuh) the outlier queries against
 //                        every key their block sees on the tensor cores,
-//                        each one's heaviest KV block to a table;
+//                        in column slices, each one's heaviest KV block as
+//                        an ordered key; uni_extra turns the keys into the
+//                        table of extra blocks;
 //   bm_mass              (block_mass.cuh) the composite queries against
 //                        the visible composite keys on the tensor cores,
 //                        the softmax summed per KV block and query block
@@ -302,40 +309,94 @@ extern "C" __global__ void uni_draw(PlanArgs a, const double* norms, int* pick, 
 	}
 }
 
+// uni_put8 writes min(8, n) elements v·scale (v when scale = 0) at
+// hi/lo[o …] as bf16 high and low halves, with 16-byte stores when o is a
+// multiple of 8 and n ≥ 8.
+__device__ __forceinline__ void uni_put8(u16* out_hi, u16* out_lo, long long o, int n, const float (&v)[8], float scale) {
+	u32 hs[8], ls[8];
+#pragma unroll
+	for (int e = 0; e < 8; e++) {
+		const float w = scale != 0.0f ? __fmul_rn(v[e], scale) : v[e];
+		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hs[e]) : "f"(0.0f), "f"(w));
+		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(ls[e]) : "f"(0.0f), "f"(w - __uint_as_float(hs[e] << 16)));
+	}
+	if (n >= 8 && (o & 7) == 0) {
+		const uint4 wh = {hs[0] | hs[1] << 16, hs[2] | hs[3] << 16, hs[4] | hs[5] << 16, hs[6] | hs[7] << 16};
+		*(uint4*)(out_hi + o) = wh;
+		const uint4 wl = {ls[0] | ls[1] << 16, ls[2] | ls[3] << 16, ls[4] | ls[5] << 16, ls[6] | ls[7] << 16};
+		*(uint4*)(out_lo + o) = wl;
+		return;
+	}
+	for (int e = 0; e < 8 && e < n; e++) {
+		out_hi[o + e] = (u16)hs[e];
+		out_lo[o + e] = (u16)ls[e];
+	}
+}
+
 // uni_outlier finds the outlier query of query block qb of head group set
 // (one CTA each, blockIdx.x = set·q_blocks + qb, blockDim.x = 128,
-// dynamic shared memory D floats), as method/unisparse's scorer does: for
-// each composite group of c tokens, its average-pooled mean (float32 adds
-// in token order, then one multiply by 1/n, whatever the pooling), each
-// token's squared distance from it in float64 (differences of the float32
-// values, squares added in increasing d, nothing fused), and the first
-// token of the largest distance. It writes that token, head-averaged and
-// multiplied by the softmax scale in float32, as bf16 high and low halves
-// at out_hi/out_lo[(set·q_blocks + qb)·D …].
-extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x, u16* out_hi, u16* out_lo, int c, int ch, float scale) {
-	extern __shared__ float mean[];
+// dynamic shared memory gpp·D floats), as method/unisparse's scorer does:
+// for each composite group of c tokens, its average-pooled mean (float32
+// adds in token order, then one multiply by 1/n, whatever the pooling),
+// each token's squared distance from it in float64 (differences of the
+// float32 values, squares added in increasing d, nothing fused), and the
+// first token of the largest distance. The block's tokens go in passes of
+// gpp groups: the passes' means first (eight elements a thread), then one
+// thread per token. With raw (one head per group, 16-bit input) it writes
+// that token's own bits at out_hi[(set·q_blocks + qb)·D …]; otherwise the
+// token, head-averaged and multiplied by the softmax scale in float32, as
+// bf16 high and low halves at out_hi/out_lo. With cq_hi (average pooling)
+// the means are the composite queries too: it writes them as uni_pool
+// does, scaled, bf16 halves at cq_hi/cq_lo[(set·nq + composite)·D …], the
+// same operations in the same order, so the same bits.
+extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x, u16* out_hi, u16* out_lo, int c, int ch, float scale, int raw, int gpp,
+                                                              u16* cq_hi, u16* cq_lo, int nq) {
+	extern __shared__ float mean[]; // [gpp][D]
 	__shared__ double sr[128];
 	__shared__ int st[128];
-	const int tid = threadIdx.x, set = blockIdx.x / a.q_blocks, qb = blockIdx.x % a.q_blocks;
+	const int tid = threadIdx.x, set = blockIdx.x / a.q_blocks, qb = blockIdx.x % a.q_blocks, D = a.D;
 	int b, h0;
 	set_heads(a, ch, set, &b, &h0);
-	const int lo = qb * a.bq, hi = min(lo + a.bq, a.Nq);
+	const bool vec = x.dtype != DT_F32 && ((unsigned long long)x.ptr & 15) == 0 && ((x.sb | x.sh | x.sn) & 7) == 0 && D % 8 == 0;
+	const int lo = qb * a.bq, hi = min(lo + a.bq, a.Nq), span = gpp * c;
 	double best = -1.0; // squared distances are ≥ 0: any token beats it
 	int bt = lo;
-	for (int c0 = lo; c0 < hi; c0 += c) {
-		const int c1 = min(c0 + c, a.Nq);
-		__syncthreads(); // the previous group's mean is used up
-		for (int d = tid; d < a.D; d += blockDim.x) {
-			float v = 0.0f;
-			for (int t = c0; t < c1; t++) v = __fadd_rn(v, tok(a, x, b, h0, ch, 0, -1, t, d));
-			mean[d] = __fmul_rn(v, __fdiv_rn(1.0f, (float)(c1 - c0)));
+	for (int p0 = lo; p0 < hi; p0 += span) { // c divides a.bq: groups start at lo + k·c
+		const int p1 = min(p0 + span, hi), ng = (p1 - p0 + c - 1) / c;
+		__syncthreads(); // the previous pass's means are used up
+		const int nd = (D + 7) / 8;
+		for (int i = tid; i < ng * nd; i += blockDim.x) {
+			const int gi = i / nd, d = (i % nd) * 8, c0 = p0 + gi * c, c1 = min(c0 + c, hi);
+			float v[8], y[8];
+#pragma unroll
+			for (int e = 0; e < 8; e++) v[e] = 0.0f;
+#pragma unroll 4
+			for (int t = c0; t < c1; t++) {
+				tok8(a, x, b, h0, ch, 0, -1, t, d, vec, y);
+#pragma unroll
+				for (int e = 0; e < 8; e++) v[e] = __fadd_rn(v[e], y[e]);
+			}
+			const float inv = __fdiv_rn(1.0f, (float)(c1 - c0));
+#pragma unroll
+			for (int e = 0; e < 8; e++) {
+				v[e] = __fmul_rn(v[e], inv);
+				if (d + e < D) mean[gi * D + d + e] = v[e];
+			}
+			if (cq_hi) uni_put8(cq_hi, cq_lo, ((long long)set * nq + c0 / c) * D + d, D - d, v, scale);
 		}
 		__syncthreads();
-		for (int t = c0 + tid; t < c1; t += blockDim.x) {
+		for (int t = p0 + tid; t < p1; t += blockDim.x) {
+			const float* mu = mean + (t - p0) / c * D;
 			double r = 0.0;
-			for (int d = 0; d < a.D; d++) {
-				const double e = __dsub_rn((double)tok(a, x, b, h0, ch, 0, -1, t, d), (double)mean[d]);
-				r = __dadd_rn(r, __dmul_rn(e, e));
+			for (int d0 = 0; d0 < D; d0 += 8) {
+				float v[8];
+				tok8(a, x, b, h0, ch, 0, -1, t, d0, vec, v);
+#pragma unroll
+				for (int e = 0; e < 8; e++) {
+					if (d0 + e >= D) break;
+					const double df = __dsub_rn((double)v[e], (double)mu[d0 + e]);
+					r = __dadd_rn(r, __dmul_rn(df, df));
+				}
 			}
 			if (r > best) { // a thread's tokens come in increasing order
 				best = r;
@@ -355,8 +416,13 @@ extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x
 		__syncthreads();
 	}
 	const int o = st[0];
-	const long long at = (long long)blockIdx.x * a.D;
-	for (int d = tid; d < a.D; d += blockDim.x) {
+	const long long at = (long long)blockIdx.x * D;
+	if (raw) {
+		const u16* src = (const u16*)x.ptr + (long long)b * x.sb + (long long)h0 * x.sh + (long long)o * x.sn;
+		for (int d = tid; d < D; d += blockDim.x) out_hi[at + d] = src[d];
+		return;
+	}
+	for (int d = tid; d < D; d += blockDim.x) {
 		const float w = __fmul_rn(tok(a, x, b, h0, ch, 0, -1, o, d), scale);
 		u32 h, l;
 		asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(h) : "f"(0.0f), "f"(w));
@@ -367,3 +433,10 @@ extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x
 }
 
 #include "block_mass.cuh"
+
+// uni_extra turns the n keys of bm_mass with BM_ARGMAX (bm_okey) into the
+// outlier query's table of extra blocks, −1 where a row sees no key.
+extern "C" __global__ void uni_extra(const u64* keys, int* extra, int n) {
+	const int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) extra[i] = bm_okey_block(keys[i]);
+}

@@ -32,8 +32,14 @@ func unisparsePlanners() []plan.Planner {
 // that set with one more block: the outlier token is the CPU's bit for bit
 // too, and its block masses come from tensor-core logits against the
 // individual keys, so the block must be within tensorCoreShareTol (rows of
-// 3·D products, Nk columns) of the heaviest of the CPU's. Top-P 1 keeps
-// every block on both sides: no tie there.
+// 3·D products of split operands, Nk columns) of the heaviest of the
+// CPU's. That bound also covers the device's two other roundings there:
+// for one head per group and 16-bit inputs it multiplies the unscaled
+// token by the exact keys (D exact products, the scale applied to the sum,
+// where the CPU rounds the scaled token to float32: 2⁻²⁴ of the bound),
+// and it compares blocks of different column slices through float64
+// log2 masses with 2⁻³⁶ of their magnitude dropped. Top-P 1 keeps every
+// block on both sides: no tie there.
 func unisparseTieBreak(p plan.Planner, t plan.Tiling, q, k *tensor.Tensor) rowJudge {
 	u, ok := p.(unisparse.Planner)
 	if !ok {
