@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sparseattn/sparseattn/cuda/driver"
 	"github.com/sparseattn/sparseattn/plan"
@@ -38,7 +39,7 @@ func TestPlannerKernelTimes(t *testing.T) {
 		x := uint64(0x9e3779b97f4a7c15)
 		q, k, v := benchTensor(t, e, g.Hq, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x)
 		for _, p := range planners {
-			names, times, err := kernelTimes(e, tl, p, q, k, v)
+			names, times, host, err := kernelTimes(e, tl, p, q, k, v)
 			if err != nil {
 				t.Fatalf("%s at N=%d: %v", p.Name(), n, err)
 			}
@@ -49,28 +50,29 @@ func TestPlannerKernelTimes(t *testing.T) {
 				sum += ts[len(ts)/2]
 				parts[i] = fmt.Sprintf("%s %.3f", names[i], ts[len(ts)/2])
 			}
-			t.Logf("N=%d %s: %s; sum %.3f ms", n, benchName(p), strings.Join(parts, ", "), sum)
+			t.Logf("N=%d %s: %s; sum %.3f ms; host %.1f µs a plan", n, benchName(p), strings.Join(parts, ", "), sum, host)
 		}
 	}
 }
 
 // kernelTimes plans p five times after one warm-up Run and returns each
 // launch's kernel name and its five times in milliseconds (from the event
-// before it to the event after it).
-func kernelTimes(e *Engine, tl plan.Tiling, p plan.Planner, q, k, v *Tensor) ([]string, [][]float64, error) {
+// before it to the event after it), and the median host time of issuing
+// one whole plan without the events, in microseconds (the device
+// synchronized before each, so that the host does not wait on a full
+// queue).
+func kernelTimes(e *Engine, tl plan.Tiling, p plan.Planner, q, k, v *Tensor) (names []string, times [][]float64, hostUS float64, err error) {
 	ctx := context.Background()
 	run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	defer run.Close()
 	out, _, err := run.Run(ctx, q, k, v, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	out.Free()
-	var names []string
-	var times [][]float64
 	err = e.dev.Do(ctx, func(c *driver.Ctx) error {
 		c = c.OnStream(q.stream)
 		var evs []driver.Event
@@ -120,9 +122,22 @@ func kernelTimes(e *Engine, tl plan.Tiling, p plan.Planner, q, k, v *Tensor) ([]
 				times[i] = append(times[i], float64(ms))
 			}
 		}
-		return nil
+		var host []float64
+		for range 5 {
+			if err := c.SyncStream(); err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := run.plan(c, q, k, v); err != nil {
+				return err
+			}
+			host = append(host, float64(time.Since(start).Nanoseconds())/1e3)
+		}
+		slices.Sort(host)
+		hostUS = host[len(host)/2]
+		return c.SyncStream()
 	})
-	return names, times, err
+	return names, times, hostUS, err
 }
 
 // auxName is the kernel name of an auxiliary function f, with its file
