@@ -82,7 +82,8 @@ func psaOutlierSmem(d, bs int, dtype int32, staged bool) int {
 // outlier scores of its leading draws, psa_outliers, in the CPU's canonical
 // float64), the similarity cap and the level
 // rules are the CPU's float64 arithmetic, and the logits are float32
-// tensor-core sums where the CPU's are float32 kernel.MatMul sums: a
+// tensor-core sums where the CPU's are float32 kernel.MatMul sums, their
+// softmax terms exp2 approximations (ex2.approx) of the scaled shift: a
 // block whose importance ranks or accumulates within rounding of a level
 // boundary may get a neighbouring level (the self-test's psaTieBreak
 // states the bound); every other block gets the CPU's level.

@@ -458,20 +458,22 @@ extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a
 		sidx[i] = i < n ? i : 0x7fffffff;
 	}
 	__syncthreads();
+	// Bitonic sort: (key, index) is a strict order, so the network's
+	// result is the stable sort's. A thread takes compare-exchange pairs,
+	// not indices: pair q is i = q with a 0 bit inserted at j's bit, and
+	// i | j, so every iteration does work.
 	for (int kq = 2; kq <= n2; kq <<= 1) {
 		for (int j = kq >> 1; j > 0; j >>= 1) {
-			for (int i = tid; i < n2; i += PSA_AT) {
-				const int ixj = i ^ j;
-				if (ixj > i) {
-					const bool up = (i & kq) == 0;
-					const u64 ki = skey[i], kx = skey[ixj];
-					const int ii = sidx[i], ix = sidx[ixj];
-					if (psa_precedes(kx, ix, ki, ii) == up) {
-						skey[i] = kx;
-						skey[ixj] = ki;
-						sidx[i] = ix;
-						sidx[ixj] = ii;
-					}
+			for (int q = tid; q < n2 / 2; q += PSA_AT) {
+				const int i = ((q & ~(j - 1)) << 1) | (q & (j - 1)), ixj = i | j;
+				const bool up = (i & kq) == 0;
+				const u64 ki = skey[i], kx = skey[ixj];
+				const int ii = sidx[i], ix = sidx[ixj];
+				if (psa_precedes(kx, ix, ki, ii) == up) {
+					skey[i] = kx;
+					skey[ixj] = ki;
+					sidx[i] = ix;
+					sidx[ixj] = ii;
 				}
 			}
 			__syncthreads();
@@ -490,11 +492,20 @@ extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a
 		for (int p = tid; p < n; p += PSA_AT) wsorted[p] = total > 0.0 ? __ddiv_rn(simp[sidx[p]], total) : __ddiv_rn(1.0, (double)n);
 		__syncthreads();
 		if (tid == 0) {
+			// The weights come 8 at a time into registers ahead of the
+			// chain (the stores to simp would otherwise hold back the next
+			// loads).
 			double before = 0.0;
-#pragma unroll 8
-			for (int p = 0; p < n; p++) {
-				simp[p] = before;
-				before = add64(before, wsorted[p]);
+			for (int p0 = 0; p0 < n; p0 += 8) {
+				double w[8];
+#pragma unroll
+				for (int k = 0; k < 8; k++) w[k] = p0 + k < n ? wsorted[p0 + k] : 0.0;
+#pragma unroll
+				for (int k = 0; k < 8; k++)
+					if (p0 + k < n) {
+						simp[p0 + k] = before;
+						before = add64(before, w[k]);
+					}
 			}
 		}
 		__syncthreads();

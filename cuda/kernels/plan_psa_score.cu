@@ -51,10 +51,28 @@ __device__ __forceinline__ void psa_ldsm4(u32 (&r)[4], u32 addr) {
 
 __device__ __forceinline__ float psa_f(u16 x) { return __uint_as_float(((u32)x) << 16); }
 
-// psa_partial is the logit of a query group and a key group on the causal
-// diagonal: the sum over the antidiagonal pairs that are visible
-// (estimator.antidiagonal), -inf when none is. qs is the query row in
-// shared memory (pitch Wp + 8, hi then lo), kc the key column's index.
+// psa_ex2 is 2^x for the softmax terms, x ≤ 0 (or −∞, giving +0): one
+// MUFU.EX2, relative error about 2⁻²², results below 2⁻¹²⁶ flushed to
+// zero (as the CPU's kernel.ExpShift does).
+__device__ __forceinline__ float psa_ex2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+// psa_w is a softmax term e^{(x − m)·lscale} of raw dot products x and m
+// (the maximum), with c = lscale·log2 e and nm = −m·c: one FFMA and one
+// MUFU, the scale folded into the shift (block_mass.cuh's form).
+__device__ __forceinline__ float psa_w(float x, float c, float nm) { return psa_ex2(fmaf(x, c, nm)); }
+
+// psa_c is lscale·log2 e, the factor of psa_w.
+__device__ __forceinline__ float psa_c(const PsaArgs& s) { return __fmul_rn(s.lscale, 1.44269504088896341f); }
+
+// psa_partial is the raw dot product (the logit over lscale) of a query
+// group and a key group on the causal diagonal: the sum over the
+// antidiagonal pairs that are visible (estimator.antidiagonal), -inf when
+// none is. qs is the query row in shared memory (pitch Wp + 8, hi then
+// lo), kc the key column's index.
 __device__ float psa_partial(const PlanArgs& a, const PsaArgs& s, const u16* qsh, const u16* qsl, long long kc, int qt, int kt, int qhi, int khi) {
 	const int off = a.Nk - a.Nq;
 	float sum = 0.0f;
@@ -73,30 +91,27 @@ __device__ float psa_partial(const PlanArgs& a, const PsaArgs& s, const u16* qsh
 			}
 		}
 	}
-	return any ? sum * s.lscale : PSA_NEG_INF;
+	return any ? sum : PSA_NEG_INF;
 }
 
 // psa_tile finishes a warp's 16 rows of 64-column logit tile `tile` from
-// their float32 dot products acc: the logits with the masks (padding,
-// columns past the block's nc, causal tokens for Sampling, antidiagonal
-// pairs for Antidiagonal), then per row the tile's maximum (MT, and the
-// running maximum rm[row], kept by lane t = 0) and its exp-sum relative to
-// that maximum (ST), and
-// per unit of PSA_CPU columns the maximum logit (Sampling) or exp-sum
-// (Antidiagonal) into E. r0 is the thread's first row in the item (the
-// other is r0 + 8), kts the tile's key tokens, qsh the staged query rows
-// (lo halves lo elements after), qhi the rows' query bound, k0 the head's
-// first key column. inner (Sampling): no logit of the tile is masked.
+// their float32 dot products acc. Everything stays in raw dot products
+// (logit = dot · lscale, lscale > 0, so maxima are the same order): the
+// masks (padding, columns past the block's nc, causal tokens for
+// Sampling, antidiagonal pairs for Antidiagonal) set −∞; then per row the
+// tile's maximum dot (MT, and the running maximum rm[row], kept by lane
+// t = 0) and its exp-sum Σ e^{(x − MT)·lscale} (ST, by psa_w), and per
+// unit of PSA_CPU columns the maximum dot (Sampling) or the exp-sum
+// relative to MT (Antidiagonal) into E. r0 is the thread's first row in
+// the item (the other is r0 + 8), kts the tile's key tokens, qsh the
+// staged query rows (lo halves lo elements after), qhi the rows' query
+// bound, k0 the head's first key column. inner (Sampling): no logit of
+// the tile is masked.
 __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, float (&acc)[8][4], float* rm, const int* kts, const u16* qsh, int lo,
                                          float* E, float* MT, float* ST, const int* sqt, int r0, int tile, int nc, int qhi, long long k0, int t, bool inner) {
 	const int r1 = r0 + 8, c0 = tile * PSA_TC, off = a.Nk - a.Nq;
 #if PSA_EST == 0
-	if (inner) {
-#pragma unroll
-		for (int j = 0; j < 8; j++)
-#pragma unroll
-			for (int i = 0; i < 4; i++) acc[j][i] = __fmul_rn(acc[j][i], s.lscale);
-	} else {
+	if (!inner) {
 		// A logit is masked when its key token is padding (-1, or past nc)
 		// or past the row's last visible one, qlim (−1: the row is padding).
 		int qlim[2];
@@ -113,10 +128,8 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 				const int kt = e ? k2.y : k2.x;
 				const int k = kt < 0 || c0 + j * 8 + 2 * t + e >= nc ? 0x7fffffff : kt;
 #pragma unroll
-				for (int hf = 0; hf < 2; hf++) {
-					const float l = __fmul_rn(acc[j][2 * hf + e], s.lscale);
-					acc[j][2 * hf + e] = k > qlim[hf] ? PSA_NEG_INF : l;
-				}
+				for (int hf = 0; hf < 2; hf++)
+					if (k > qlim[hf]) acc[j][2 * hf + e] = PSA_NEG_INF;
 			}
 		}
 	}
@@ -142,7 +155,7 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 #pragma unroll
 			for (int e = 0; e < 2; e++) {
 				const int k = kt[j][e];
-				float l = __fmul_rn(acc[j][2 * hf + e], s.lscale);
+				float l = acc[j][2 * hf + e];
 				if (qt < 0 || k < 0) {
 					l = PSA_NEG_INF;
 				} else {
@@ -172,9 +185,32 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 	for (int hf = 0; hf < 2; hf++) {
 		float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
 		float m = PSA_NEG_INF;
-		if (PSA_EST == 0 && PSA_CPU >= 8) {
+		if (PSA_EST == 0 && PSA_CPU == 16) {
+			// Four units of two n-tiles: the quad reduces them transposed,
+			// two units a lane after the xor-1 exchange and one after the
+			// xor-2 exchange, so that lane t ends with unit t (3 shuffles,
+			// not 8); then the row maximum over the four lanes.
+			float um[4];
+#pragma unroll
+			for (int u = 0; u < 4; u++)
+				um[u] = fmaxf(fmaxf(acc[2 * u][2 * hf], acc[2 * u][2 * hf + 1]), fmaxf(acc[2 * u + 1][2 * hf], acc[2 * u + 1][2 * hf + 1]));
+			const bool odd = t & 1, up = t & 2;
+			// Lane t keeps units t & 1 and (t & 1) + 2 and sends the others.
+			const float s0 = odd ? um[0] : um[1], s1 = odd ? um[2] : um[3];
+			float k0 = odd ? um[1] : um[0], k1 = odd ? um[3] : um[2];
+			k0 = fmaxf(k0, __shfl_xor_sync(0xffffffffu, s0, 1));
+			k1 = fmaxf(k1, __shfl_xor_sync(0xffffffffu, s1, 1));
+			// Lanes t and t ^ 2 hold the same two units: t keeps unit t.
+			const float sd = up ? k0 : k1;
+			float v = up ? k1 : k0;
+			v = fmaxf(v, __shfl_xor_sync(0xffffffffu, sd, 2));
+			er[t] = v;
+			m = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+		} else if (PSA_EST == 0 && PSA_CPU >= 8) {
 			// Every lane of a row's quad gets each unit's maximum; lane t
-			// stores units t·NU/4 … (t+1)·NU/4 − 1 with one store.
+			// stores units t·NU/4 … (t+1)·NU/4 − 1 with one store (NU = 8),
+			// or lanes t < NU one each.
 			constexpr int NJ = PSA_CPU >= 8 ? PSA_CPU / 8 : 1; // n-tiles per unit
 			constexpr int NU = 8 / NJ;                          // units per tile
 			float um[NU];
@@ -193,13 +229,7 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 				for (int q = 1; q < 4; q++)
 					if (t == q) v = make_float2(um[(2 * q) % NU], um[(2 * q + 1) % NU]);
 				*reinterpret_cast<float2*>(er + 2 * t) = v;
-			} else if (NU == 4) {
-				float v = um[0];
-#pragma unroll
-				for (int q = 1; q < 4; q++)
-					if (t == q) v = um[q % NU];
-				er[t] = v;
-			} else if (NU == 2) {
+			} else if (NU == 2) { // (NU = 4, PSA_CPU = 16, is the branch above)
 				if (t < 2) er[t] = t ? um[1 % NU] : um[0];
 			} else if (t == 0) {
 				er[0] = um[0];
@@ -232,20 +262,21 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 		}
 	}
 	// Exp-sums relative to the tile maximum, and Antidiagonal's unit sums.
-	// A masked logit's term is exp(−∞) = 0 (no branch); a row masked
+	// A masked logit's term is 2^−∞ = 0 (no branch); a row masked
 	// throughout has maximum −∞, and its terms are taken relative to 0.
+	const float c = psa_c(s);
 #if PSA_EST == 0
 	{
 		// Both rows at once: four independent exponentials a step, each
 		// row's sum in its own order.
-		const float b0 = mt[0] == PSA_NEG_INF ? 0.0f : mt[0], b1 = mt[1] == PSA_NEG_INF ? 0.0f : mt[1];
+		const float n0 = mt[0] == PSA_NEG_INF ? 0.0f : -__fmul_rn(mt[0], c), n1 = mt[1] == PSA_NEG_INF ? 0.0f : -__fmul_rn(mt[1], c);
 		float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			const float p00 = expf(acc[j][0] - b0), p01 = expf(acc[j][1] - b0);
-			const float p10 = expf(acc[j][2] - b1), p11 = expf(acc[j][3] - b1);
-			s0 = __fadd_rn(s0, __fadd_rn(p00, p01)); // never contracted with expf's last product
-			s1 = __fadd_rn(s1, __fadd_rn(p10, p11));
+			const float p00 = psa_w(acc[j][0], c, n0), p01 = psa_w(acc[j][1], c, n0);
+			const float p10 = psa_w(acc[j][2], c, n1), p11 = psa_w(acc[j][3], c, n1);
+			s0 += p00 + p01;
+			s1 += p10 + p11;
 		}
 		s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
 		s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
@@ -260,13 +291,13 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 #pragma unroll
 	for (int hf = 0; hf < 2; hf++) {
 		float* er = E + (long long)(hf ? r1 : r0) * s.UN + c0 / PSA_CPU;
-		const float base = mt[hf] == PSA_NEG_INF ? 0.0f : mt[hf];
+		const float nb = mt[hf] == PSA_NEG_INF ? 0.0f : -__fmul_rn(mt[hf], c);
 		float sum = 0.0f, us = 0.0f;
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			const float p0 = expf(acc[j][2 * hf] - base), p1 = expf(acc[j][2 * hf + 1] - base);
-			float ps = __fadd_rn(p0, p1); // never contracted with expf's last product
-			sum = __fadd_rn(sum, ps);
+			const float p0 = psa_w(acc[j][2 * hf], c, nb), p1 = psa_w(acc[j][2 * hf + 1], c, nb);
+			float ps = p0 + p1;
+			sum += ps;
 			const int col = j * 8 + 2 * t;
 			if (PSA_CPU == 1) {
 				er[col] = p0, er[col + 1] = p1;
@@ -480,7 +511,8 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 		float* sB = sA + PSA_R * (PSA_RC + 1); // [R][PSA_RC + 1]: ST
 		const int ntmax = (nvmax * s.CP + PSA_TC - 1) / PSA_TC;
 		const int ntr = tid < R ? (snv[tid / GR] * s.CP + PSA_TC - 1) / PSA_TC : 0; // the row's tiles
-		const float mr = tid < R ? fmaxf(smx[0][tid], smx[1][tid]) : 0.0f;
+		const float mr = tid < R ? fmaxf(smx[0][tid], smx[1][tid]) : 0.0f, c = psa_c(s);
+		const float nr = mr == PSA_NEG_INF ? 0.0f : -__fmul_rn(mr, c); // psa_w's shift for the row's maximum
 		float l = 0.0f;
 		for (int x0 = 0; x0 < ntmax; x0 += PSA_RC) {
 			for (int i = tid; i < R * PSA_RC; i += PSA_T) {
@@ -494,7 +526,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 			if (mr != PSA_NEG_INF)
 				for (int x = 0; x < min(PSA_RC, ntr - x0); x++) {
 					const float mx = sA[tid * (PSA_RC + 1) + x];
-					if (mx != PSA_NEG_INF) l += sB[tid * (PSA_RC + 1) + x] * expf(mx - mr);
+					if (mx != PSA_NEG_INF) l += sB[tid * (PSA_RC + 1) + x] * psa_w(mx, c, nr);
 				}
 			__syncthreads();
 		}
@@ -524,28 +556,30 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 				// quotients: rounding is monotone, so it is the rounded
 				// largest quotient. e and l are floats, so e_a·l_b against
 				// e_b·l_a compares the quotients exactly in float64, and one
-				// division remains.
-				float be = 0.0f, bl = 1.0f;
+				// division remains. (be, bl hold floats, converted once.)
+				double be = 0.0, bl = 1.0;
 				for (int r = r0; r < r0 + s.RQ; r++) {
 					const float m = smt[r];
 					if (m == PSA_NEG_INF) continue;
-					const float l = srs[r];
+					const float nm = -__fmul_rn(m, c);
+					const double l = (double)srs[r];
 					for (int u = kb * upb; u < (kb + 1) * upb; u++) {
 						const float x = sA[r * (PSA_UC + 1) + u - u0];
 						if (x == PSA_NEG_INF) continue;
-						const float e = expf(x - m);
-						if (__dmul_rn((double)e, (double)bl) > __dmul_rn((double)be, (double)l)) be = e, bl = l;
+						const double e = (double)psa_w(x, c, nm);
+						if (__dmul_rn(e, bl) > __dmul_rn(be, l)) be = e, bl = l;
 					}
 				}
-				v = __ddiv_rn((double)be, (double)bl);
+				v = __ddiv_rn(be, bl);
 #else
 				for (int r = r0; r < r0 + s.RQ; r++) {
 					const float m = smt[r];
 					if (m == PSA_NEG_INF) continue;
+					const float nm = -__fmul_rn(m, c);
 					const double sum = (double)srs[r];
 					for (int u = kb * upb; u < (kb + 1) * upb; u++) {
 						const float x = sA[r * (PSA_UC + 1) + u - u0];
-						if (x != 0.0f) v += (double)(x * expf(MT[(long long)r * s.NT + u * PSA_CPU / PSA_TC] - m)) / sum;
+						if (x != 0.0f) v += (double)(x * psa_w(MT[(long long)r * s.NT + u * PSA_CPU / PSA_TC], c, nm)) / sum;
 					}
 				}
 #endif

@@ -21,7 +21,9 @@
 //                float32 accumulation; non-bf16 inputs as bf16 high and low
 //                halves, three products), per 64-column tile the rows'
 //                maximum and exp-sum and per unit of min(CP, 64) columns
-//                the maximum logit (Sampling) or exp-sum (Antidiagonal);
+//                the maximum logit (Sampling) or exp-sum (Antidiagonal),
+//                kept as raw dot products with the scale folded into each
+//                term's shift, 2^{(x − m)·lscale·log2 e} on the MUFU;
 //                then the block importance: the largest softmax weight of
 //                the block (PSA Eq. 4) or the summed weight (XAttention's
 //                scoring), in float64.

@@ -42,8 +42,11 @@ func levelTieBreakFor(p plan.Planner, t plan.Tiling, q, k *tensor.Tensor) levelJ
 // psaTieBreak judges psa rows that differ from the CPU's. The device draws
 // the same tokens, caps and assigns levels with the CPU's float64
 // arithmetic, but its logits are float32 tensor-core sums (of bf16 halves
-// for other input types) where the CPU's are float32 kernel.MatMul sums:
-// tensorCoreShareTol's η bounds how far either side's block share
+// for other input types) where the CPU's are float32 kernel.MatMul sums,
+// and its softmax terms are 2^{(x − m)·lscale·log2 e} by ex2.approx (one
+// FFMA for the scaled shift, as in the block-mass kernel, whose rounding
+// and exp2 error tensorCoreShareTol's δ counts): tensorCoreShareTol's η
+// bounds how far either side's block share
 // (importance over the row's total) lies, relatively, from the exact one,
 // for Sampling's largest weight as for Antidiagonal's summed weight (both
 // move by the weights' factor e^{±2δ} and the row sum's rounding), so the
