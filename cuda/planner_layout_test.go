@@ -64,7 +64,7 @@ func TestS2OArgsLayout(t *testing.T) {
 // UniSparse's hi and lo halves, D 128, the stages planner_mass.go picks,
 // and UniSparse's outlier pass), uni_pool, uni_outlier, PSA's outlier
 // scores and draws, gather, level assignment and scores (Sampling, bf16
-// and split), and S2O's query scores, sort, key scores, outlier
+// and split), and S2O's query scores, sort and merge, key scores, outlier
 // queries, means and promotion for sm_90 with NVRTC alone
 // (no GPU is needed) and logs ptxas's register and spill report.
 func TestCompileBlockMass(t *testing.T) {
@@ -96,6 +96,7 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=1", "PSA_CPU=16", "PSA_NS=2"}},
 		{"plan_s2o.cu", "s2o_qscore", nil},
 		{"plan_s2o.cu", "s2o_sort", nil},
+		{"plan_s2o.cu", "s2o_merge", nil},
 		{"plan_s2o.cu", "s2o_kscore", nil},
 		{"plan_s2o.cu", "s2o_outq", nil},
 		{"plan_s2o.cu", "s2o_means", nil},
