@@ -70,7 +70,7 @@ func TestS2OArgsLayout(t *testing.T) {
 // 128, 96 and 64, and hi and lo halves), uni_pool, uni_outlier,
 // uni_extra, PSA's outlier scores and draws, gather, level assignment and
 // scores (Sampling and Antidiagonal, bf16 and split, several unit
-// widths), and S2O's query scores, sort, key scores, outlier
+// widths), and S2O's query scores, sort and merge, key scores, outlier
 // queries, means and promotion for sm_90 with NVRTC alone
 // (no GPU is needed) and logs ptxas's register and spill report.
 func TestCompileBlockMass(t *testing.T) {
@@ -111,6 +111,7 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=1", "PSA_SPLIT=1", "PSA_CPU=4", "PSA_NS=2"}},
 		{"plan_s2o.cu", "s2o_qscore", nil},
 		{"plan_s2o.cu", "s2o_sort", nil},
+		{"plan_s2o.cu", "s2o_merge", nil},
 		{"plan_s2o.cu", "s2o_kscore", nil},
 		{"plan_s2o.cu", "s2o_outq", nil},
 		{"plan_s2o.cu", "s2o_means", nil},

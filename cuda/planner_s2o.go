@@ -83,7 +83,8 @@ func (p s2oPlanner) planPasses(c *driver.Ctx, in *planInput, header *plan.Plan, 
 // s2o.Planner.Outliers > 0; with Q_perm they also score the queries), the
 // query scores (Q_perm with no outlier queries), the key scores
 // (and the outliers' top keys), the outliers' top keys put first, then the
-// query lists' sort (Q_perm only) and the key lists'.
+// query lists' sort (Q_perm only) and the key lists', each s2o_sort on
+// chunks of s2oSortChunk elements and s2o_merge's levels (sortStages).
 func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *genBufs) ([]s2oStage, error) {
 	t := in.t
 	g := t.Geometry
@@ -149,13 +150,7 @@ func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *
 	}
 	one := func(n int64) driver.Dim3 { return driver.Dim3{X: uint32(n), Y: 1, Z: 1} }
 	launchShared := func(name string, grid, block driver.Dim3, shared int, args ...unsafe.Pointer) s2oStage {
-		label := name
-		if len(args) > 1 && *(*int32)(args[1]) == 0 {
-			label += " (queries)"
-		} else if len(args) > 1 {
-			label += " (keys)"
-		}
-		return s2oStage{label, func() error {
+		return s2oStage{name, func() error {
 			fn, err := in.e.auxFunction(c, "plan_s2o.cu", name)
 			if err != nil {
 				return err
@@ -185,11 +180,42 @@ func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *
 	if outs > 0 {
 		st = append(st, launch("s2o_promote", one(heads*int64(segs)), one(32), driver.Arg(a)))
 	}
-	qkeys, kkeys := int32(0), int32(1)
 	if perm {
-		st = append(st, launch("s2o_sort", one(heads*int64(segs)), one(256), driver.Arg(a), driver.Arg(&qkeys)))
+		st = append(st, p.sortStages(launch, a, heads*int64(segs), 0, min(sp.Segment, g.Nq))...)
 	}
-	return append(st, launch("s2o_sort", one(heads*int64(segs)), one(256), driver.Arg(a), driver.Arg(&kkeys))), nil
+	return append(st, p.sortStages(launch, a, heads*int64(segs), 1, sp.MaxRanked(t))...), nil
+}
+
+// s2oSortChunk is SORT_CHUNK in kernels/plan_s2o.cu: the elements one
+// s2o_sort or s2o_merge block sorts or merges.
+const s2oSortChunk = 4096
+
+// sortStages returns the launches that sort lists lists of one kind (keys
+// 0: the segments' queries; 1: their ranked keys), the longest maxLen
+// elements: s2o_sort on every chunk of s2oSortChunk elements, then
+// s2o_merge at levels 0, 1, … until the longest list is one run. The
+// grids hold cmax blocks a list, cmax the longest list's chunks; a
+// shorter list's blocks past its end exit.
+func (s2oPlanner) sortStages(launch func(string, driver.Dim3, driver.Dim3, ...unsafe.Pointer) s2oStage, a *s2oArgs, lists int64, keys int32, maxLen int) []s2oStage {
+	cmax := int32((maxLen + s2oSortChunk - 1) / s2oSortChunk)
+	if cmax == 0 {
+		return nil // every list is empty
+	}
+	kind := "queries"
+	if keys == 1 {
+		kind = "keys"
+	}
+	grid := driver.Dim3{X: uint32(lists * int64(cmax)), Y: 1, Z: 1}
+	block := driver.Dim3{X: 256, Y: 1, Z: 1}
+	st := []s2oStage{launch("s2o_sort", grid, block, driver.Arg(a), driver.Arg(&keys), driver.Arg(&cmax))}
+	st[0].name = fmt.Sprintf("s2o_sort (%s)", kind)
+	for level := int32(0); 1<<level < cmax; level++ {
+		lv := level
+		s := launch("s2o_merge", grid, block, driver.Arg(a), driver.Arg(&keys), driver.Arg(&cmax), driver.Arg(&lv))
+		s.name = fmt.Sprintf("s2o_merge (%s, level %d)", kind, level)
+		st = append(st, s)
+	}
+	return st
 }
 
 // downloadPasses copies the plan in gb's pass buffers back to the host:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sparseattn/sparseattn/cuda"
 	"github.com/sparseattn/sparseattn/method/s2o"
 	"github.com/sparseattn/sparseattn/plan"
 	"github.com/sparseattn/sparseattn/tensor"
@@ -28,13 +29,39 @@ func s2oPlanners() []plan.Planner {
 // s2oTieCases are p's extra cases when p is S2O: the ragged GQA shape
 // with every 7th row of q and k repeated, so that each list's scores take
 // a few values, interleaved in index order: the stable order of ties is
-// checked; none for other planners.
+// checked; none for other planners. The first of s2oPlanners also gets
+// s2oLongCases.
 func s2oTieCases(p plan.Planner) []PlannerCase {
 	if _, ok := p.(s2o.Planner); !ok {
 		return nil
 	}
 	s := shapes()[0]
-	return []PlannerCase{{Name: caseName(p) + "/ties " + s.Name, Planner: p, Case: s, Repeat: 7}}
+	cs := []PlannerCase{{Name: caseName(p) + "/ties " + s.Name, Planner: p, Case: s, Repeat: 7}}
+	if p == s2oPlanners()[0] {
+		cs = append(cs, s2oLongCases()...)
+	}
+	return cs
+}
+
+// s2oLongCases have lists of several of the device sort's chunks of 4096
+// (s2o_sort, then s2o_merge's levels): at N = 9000 and S = 256 the last
+// causal prefix and every non-causal list take three chunks (two merge
+// levels, the third chunk unpaired at the first), with ties (every 7th
+// row repeated) across chunks; S = 4608 cuts query lists of two chunks.
+func s2oLongCases() []PlannerCase {
+	long := func(name string, causal bool) cuda.Case {
+		return cuda.Case{Name: name, B: 1, Hq: 2, Hkv: 1, Nq: 9000, Nk: 9000, D: 64, Dv: 64,
+			DType: tensor.BFloat16, Layout: tensor.BHND, Causal: causal, BlockQ: 64, BlockK: 64}
+	}
+	c, nc := long("long lists causal N=9000", true), long("long lists non-causal N=9000", false)
+	p := s2o.Planner{Segment: 256, Tau: 0.005}
+	q := s2o.Planner{Segment: 4608, Tau: 0.005}
+	return []PlannerCase{
+		{Name: caseName(p) + "/" + c.Name, Planner: p, Case: c},
+		{Name: caseName(p) + "/ties " + c.Name, Planner: p, Case: c, Repeat: 7},
+		{Name: caseName(p) + "/" + nc.Name, Planner: p, Case: nc},
+		{Name: caseName(q) + "/" + c.Name, Planner: q, Case: c},
+	}
 }
 
 // repeatRows makes row n of x a copy of row n mod every, for each batch

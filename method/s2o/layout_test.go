@@ -63,10 +63,12 @@ func checkLayout(t *testing.T, name string, pl Planner, tl plan.Tiling, got, lay
 	}
 	g := tl.Geometry
 	segs := (g.Nq + pl.Segment - 1) / pl.Segment
+	most := 0 // the longest ranked part, which MaxRanked gives
 	for o := range len(lo.KVStart) - 1 {
 		wlo, whi := pl.window(tl, o%segs)
 		a, b := gor.KV[gor.KVStart[o]:gor.KVStart[o+1]], lo.KV[lo.KVStart[o]:lo.KVStart[o+1]]
 		local := whi - wlo
+		most = max(most, len(b)-local)
 		if !slices.Equal(a[:local], b[:local]) {
 			t.Fatalf("%s: order %d: windows differ", name, o)
 		}
@@ -75,6 +77,9 @@ func checkLayout(t *testing.T, name string, pl Planner, tl plan.Tiling, got, lay
 		if !slices.Equal(ranked, b[local:]) {
 			t.Fatalf("%s: order %d: Layout's ranked part is not Plan's in index order", name, o)
 		}
+	}
+	if m := pl.MaxRanked(tl); len(lo.KVStart) > 1 && m != most {
+		t.Fatalf("%s: MaxRanked %d, the longest ranked part %d", name, m, most)
 	}
 	if lo.Query != nil {
 		for i := 0; i < len(lo.Query); i += g.Nq {

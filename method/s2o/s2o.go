@@ -551,6 +551,27 @@ func (s Planner) Layout(t plan.Tiling) (*plan.Plan, error) {
 	return s.assemble(t, perHead, segs)
 }
 
+// MaxRanked returns the most ranked keys one segment's key order holds,
+// for s resolved against t (Resolve): the keys after the segment's
+// window, its causal prefix, or every key outside the window when t is
+// not causal. The device planner sizes its key sort by it.
+func (s Planner) MaxRanked(t plan.Tiling) int {
+	if s.Segment <= 0 {
+		s = s.Resolve(t)
+	}
+	g := t.Geometry
+	most := 0
+	for n := range (g.Nq + s.Segment - 1) / s.Segment {
+		wlo, whi := s.window(t, n)
+		r := wlo
+		if !t.Causal {
+			r += g.Nk - whi
+		}
+		most = max(most, r)
+	}
+	return most
+}
+
 // window returns segment n's pass-1 keys [wlo, whi): the Window keys
 // before the segment and the segment's own, clamped to the keys.
 func (s Planner) window(t plan.Tiling, n int) (wlo, whi int) {
