@@ -37,6 +37,10 @@ type spargePlanner struct {
 	// copied once per runner.
 	headsAt driver.Ptr
 	launch  spargeLaunch // reused from call to call
+	// prepared is the input launch was prepared for: a call with the same
+	// views, rows and scratch launches it as it is, with none of
+	// prepare's host work before the first kernel.
+	prepared spargeInput
 	// searchMin overrides spargeSearchMin when positive, rows sets the
 	// plan rows of a rows block (1, 2, 4, or 8 for sparge_rows_search)
 	// when positive, and scalarPool keeps sparge_pool where
@@ -206,10 +210,24 @@ func spargeSearchLayout(nkb, per, nbkv, sms, maxShared int) (sr, dyn int, err er
 	return 0, 0, fmt.Errorf("%w: %d key blocks need %d bytes of shared memory per plan row in the sparge device planner, the device allows %d", ErrUnsupported, nkb, nkb*8+spargeSearchRowBytes+1024, maxShared)
 }
 
+// spargeInput identifies what a prepared launch reads and writes.
+type spargeInput struct {
+	q, k          view
+	t             plan.Tiling
+	rowLen, lists driver.Ptr
+	scratch       *scratchPool
+}
+
 func (s *spargePlanner) plan(c *driver.Ctx, in *planInput) error {
-	l, err := s.prepare(c, in)
-	if err != nil {
-		return err
+	key := spargeInput{q: in.q, k: in.k, t: in.t, rowLen: in.rowLen, lists: in.lists, scratch: in.scratch}
+	l := &s.launch
+	if s.prepared != key {
+		s.prepared = spargeInput{}
+		var err error
+		if l, err = s.prepare(c, in); err != nil {
+			return err
+		}
+		s.prepared = key
 	}
 	if err := l.launchPool(c); err != nil {
 		return err
