@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"unsafe"
@@ -117,7 +118,37 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_s2o.cu", "s2o_means", nil},
 		{"plan_s2o.cu", "s2o_promote", nil},
 		{"runtime.cu", "csr_rows", nil},
+		{"plan_flexprefill.cu", "probe_stats", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "probe_norm", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "probe_lines", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "probe_combine", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_minference.cu", "probe_stats", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=4"}},
+		{"plan_minference.cu", "probe_norm", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=4"}},
+		{"plan_minference.cu", "probe_lines", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=4"}},
+		{"plan_minference.cu", "probe_combine", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=4"}},
+		{"plan_minference.cu", "probe_stats", []string{"HEAD_DIM_PAD=128", "DTYPE=2", "PR_WARPS=4"}},
+		{"plan_minference.cu", "probe_lines", []string{"HEAD_DIM_PAD=128", "DTYPE=2", "PR_WARPS=4"}},
+		{"plan_minference.cu", "probe_stats", []string{"HEAD_DIM_PAD=256", "DTYPE=1", "PR_WARPS=8"}},
+		{"plan_minference.cu", "probe_lines", []string{"HEAD_DIM_PAD=256", "DTYPE=1", "PR_WARPS=8"}},
+		{"plan_minference.cu", "probe_stats", []string{"HEAD_DIM_PAD=64", "DTYPE=1", "PR_WARPS=4"}},
+		{"plan_minference.cu", "probe_lines", []string{"HEAD_DIM_PAD=64", "DTYPE=1", "PR_WARPS=4"}},
+		{"plan_minference.cu", "probe_stats", []string{"HEAD_DIM_PAD=256", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_minference.cu", "probe_lines", []string{"HEAD_DIM_PAD=256", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "fp_keymeans8", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "fp_cover", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "fp_head", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "fp_qmeans8", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "fp_qa_dots", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "fp_qa_softmax", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "fp_qa_hist", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "fp_qa_mark", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "fp_qa_list", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "fp_qa_select", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
+		{"plan_flexprefill.cu", "fp_rows", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
 	} {
+		if only := os.Getenv("SPARSEATTN_COMPILE_ONLY"); only != "" && !strings.Contains(c.file+" "+c.fn+" "+strings.Join(c.defs, " "), only) {
+			continue
+		}
 		head, err := auxSources.ReadFile("kernels/device.cuh")
 		if err != nil {
 			t.Fatal(err)

@@ -34,7 +34,7 @@ func (minferencePlanner) sparse() bool { return true }
 
 // probeArgs mirrors struct ProbeArgs in kernels/probe.cuh.
 type probeArgs struct {
-	m, s, vp, sp, v, sl        uint64
+	m, s, vp, sp, v, sl, bias  uint64
 	head0, g, n, tiles, chunks int32
 	mean                       int32
 }
@@ -109,6 +109,7 @@ func runProbe(c *driver.Ctx, in *planInput, file string, n int, mean bool) (*pro
 	pa.sp = ptr("probe.sp", int64(heads)*int64(chunks)*int64(tiles)*win*8)
 	pa.v = ptr("probe.v", int64(heads)*int64(g.Nk)*8)
 	pa.sl = ptr("probe.sl", int64(heads)*int64(2*g.Nk-1)*8)
+	pa.bias = ptr("probe.bias", rows*4)
 	if err != nil {
 		return nil, err
 	}
@@ -128,12 +129,13 @@ func runProbe(c *driver.Ctx, in *planInput, file string, n int, mean bool) (*pro
 	}
 	// Dynamic shared memory: two key tiles (PrTile: PR_PT rows of
 	// HEAD_DIM_PAD+8 16-bit elements, twice for float32's two halves), and
-	// for probe_lines the chunk's probabilities (PR_RC × (PR_PT+1) float32).
+	// for probe_lines the warps' merged strips (PR_DM_FLOATS: a lead of 8
+	// float32, then 8 rows of PR_PT+24 a warp).
 	tileBytes := pt * ((g.D+15)/16*16 + 8) * 2
 	if in.q.dtype == int32(tensor.Float32) {
 		tileBytes *= 2
 	}
-	statsBytes, linesBytes := 2*tileBytes, 2*tileBytes+rowChunk*(pt+1)*4
+	statsBytes, linesBytes := 2*tileBytes, 2*tileBytes+(8+warps*8*(pt+24))*4
 	if err := c.SetMaxDynamicShared(fns["probe_stats"], statsBytes); err != nil {
 		return nil, err
 	}

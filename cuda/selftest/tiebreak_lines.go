@@ -17,20 +17,26 @@ import (
 // kept, and no line kept in none of them is.
 
 // probeTol bounds the relative error of the device probe's line scores,
-// for the last n queries of head (b, h), and the absolute error of one
-// probability (float32 underflow). Its logits are QKᵀ on the tensor cores:
-// 16-bit products are exact and accumulate in float32 with at most one
-// ulp (2⁻²³, the tensor cores truncate) per addition, so a logit is off by
-// at most εdot·scale·Σ|q_d·k_d| ≤ εdot·L, with εdot = (D+2)·2⁻²³ and L =
+// for the last n queries of head (b, h), and their absolute error (float32
+// underflow). Its logits are QKᵀ on the tensor cores: 16-bit products are
+// exact and accumulate in float32 with at most one ulp (2⁻²³, the tensor
+// cores truncate) per addition, so a logit is off by at most
+// εdot·scale·Σ|q_d·k_d| ≤ εdot·L, with εdot = (D+2)·2⁻²³ and L =
 // scale·max‖q_i‖·max‖k_j‖. Float32 inputs are split into bf16 halves
 // (three products; the dropped terms are ≤ 3·2⁻¹⁸ relative) and
 // accumulate 3D terms. A probability exp(l − max)/Σ is then off by a
-// factor within exp(2·εdot·L) (numerator and normalizer), its float32
-// arithmetic (the subtraction l − m_t, rounding 2⁻²⁴·2L, expf, the tile
-// sums, the factor c_t) by at most 40·2⁻²⁴ more, and a line score, a sum
-// of probabilities in float64, by the same relative amount. The returned
-// tolerance is twice that; a probability below float32's normal range is
-// off by at most 2⁻¹⁴⁸ absolute, and abs allows 2⁻¹⁴⁰ per probe row.
+// factor within exp(2·εdot·L) (numerator and normalizer). Its float32
+// base-2 arithmetic (probe.cuh: P = 2^(a·λ − β), λ = scale·log2 e rounded,
+// β = m + log2 S rounded) adds, relative: λ's rounding 2⁻²²·L (it scales
+// every logit, numerator and normalizer), the fused multiply-adds'
+// rounding 2⁻²⁴·(2L + ln Nk) (the exponent is at most (2L + ln Nk)·log2 e
+// in magnitude) in P and 2⁻²⁴·2L in the tile sums, β's 2⁻²⁴·(L + ln Nk):
+// below 2⁻²⁰·L + 2·ln(Nk)·2⁻²⁴ in all; and at most 40·2⁻²⁴ more for ex2
+// (2 ulp, in P and in the tile sums), the float32 tile sums (depth 11) and
+// the float32 partial line sums over 16 rows (depth ≤ 6). A line score, a
+// sum of probabilities, is off by the same relative amount. The returned
+// tolerance is twice that. ex2.approx.ftz returns 0 below 2⁻¹²⁶: a line
+// meets each probe row once, so abs allows 2⁻¹²⁵ per probe row.
 func probeTol(t plan.Tiling, q, k *tensor.Tensor, b, h, n int) (rel, abs float64) {
 	g := t.Geometry
 	n = max(min(n, g.Nq), 0)
@@ -55,8 +61,8 @@ func probeTol(t plan.Tiling, q, k *tensor.Tensor, b, h, n int) (rel, abs float64
 	if q.DType() == tensor.Float32 {
 		eps = 3*0x1p-18 + float64(3*g.D+2)*0x1p-23
 	}
-	rel = 2 * (math.Expm1(2*eps*L+0x1p-23*L) + 40*0x1p-24)
-	return rel, float64(max(n, 1)) * 0x1p-140
+	rel = 2 * (math.Expm1(2*eps*L+0x1p-20*L) + (40+2*math.Log(float64(max(g.Nk, 1))))*0x1p-24)
+	return rel, float64(max(n, 1)) * 0x1p-125
 }
 
 // scored is one line (or block) of a selection: its exact score widened to

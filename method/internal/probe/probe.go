@@ -51,8 +51,9 @@ type Scratch struct {
 // Last returns the probe of the last min(n, Nq) queries of query head h in
 // batch b, with the tiling's causal masking and softmax scale.
 //
-// The softmax is computed in a canonical order that the device planners
-// (cuda/kernels/plan_minference.cu) repeat operation for operation: logit
+// The softmax is computed in a canonical order (the device planners'
+// probe, cuda/kernels/probe.cuh, computes the same factored softmax in
+// its own float32 rounding, within cuda/selftest's probeTol): logit
 // l_j = plan.Dot64(q, k_j)·scale; the visible keys are cut into tiles of
 // Tile keys from key 0; tile t has maximum m_t, exponentials e_j =
 // float32(plan.Exp64(l_j − m_t)) and sum s_t = plan.Sum64 of them (as
