@@ -435,13 +435,10 @@ extern "C" __global__ void __launch_bounds__(128) fp_qmeans8(PlanArgs a, View q,
 // fp_qa_dots: block (group of QA_QG query blocks, head of group), QA_KC
 // threads: the scaled logits mean query · block mean key, each a float64
 // dot product over d in increasing order (plan.Dot64: the products of
-// float32 values are exact, so fused multiply-adds give its bits). The
-// staged values are widened to float64 once, as they are stored (exact),
-// so the inner loop is shared loads and fused multiply-adds only: no
-// float32-to-float64 conversion (a quarter-rate instruction) per product.
+// float32 values are exact, so fused multiply-adds give its bits).
 extern "C" __global__ void __launch_bounds__(QA_KC) fp_qa_dots(PlanArgs a, QaArgs x) {
-	__shared__ double ks[QA_DC][QA_KC + 1];
-	__shared__ __align__(16) double qs[QA_DC][QA_QG];
+	__shared__ float ks[QA_DC][QA_KC + 1];
+	__shared__ __align__(16) float qs[QA_DC][QA_QG];
 	int qb0 = blockIdx.x * QA_QG, hg = blockIdx.y, head = x.head0 + hg;
 	if (!x.qa[head]) return;
 	int b = head / a.Hq, h = head % a.Hq, kh = h / (a.Hq / a.Hkv), tid = threadIdx.x;
@@ -457,21 +454,23 @@ extern "C" __global__ void __launch_bounds__(QA_KC) fp_qa_dots(PlanArgs a, QaArg
 			__syncthreads();
 			for (int e = tid; e < QA_KC * QA_DC; e += blockDim.x) {
 				int r = e / QA_DC, dd = e % QA_DC, kb = kb0 + r, d = d0 + dd;
-				ks[dd][r] = (kb < nkb && d < a.D) ? (double)km[(long long)kb * a.D + d] : 0.0;
+				ks[dd][r] = (kb < nkb && d < a.D) ? km[(long long)kb * a.D + d] : 0.0f;
 			}
 			for (int e = tid; e < QA_QG * QA_DC; e += blockDim.x) {
 				int g = e / QA_DC, dd = e % QA_DC, qb = qb0 + g, d = d0 + dd;
-				qs[dd][g] = (qb < a.q_blocks && d < a.D) ? (double)qm[(long long)qb * a.D + d] : 0.0;
+				qs[dd][g] = (qb < a.q_blocks && d < a.D) ? qm[(long long)qb * a.D + d] : 0.0f;
 			}
 			__syncthreads();
 			int dn = min(QA_DC, a.D - d0);
 			for (int dd = 0; dd < dn; dd++) {
-				double kv = ks[dd][tid];
+				double kv = (double)ks[dd][tid];
 #pragma unroll
-				for (int g2 = 0; g2 < QA_QG; g2 += 2) {
-					double2 qv = *(const double2*)&qs[dd][g2];
-					acc[g2] = fma(qv.x, kv, acc[g2]);
-					acc[g2 + 1] = fma(qv.y, kv, acc[g2 + 1]);
+				for (int g4 = 0; g4 < QA_QG; g4 += 4) {
+					float4 qv = *(const float4*)&qs[dd][g4];
+					acc[g4] = fma((double)qv.x, kv, acc[g4]);
+					acc[g4 + 1] = fma((double)qv.y, kv, acc[g4 + 1]);
+					acc[g4 + 2] = fma((double)qv.z, kv, acc[g4 + 2]);
+					acc[g4 + 3] = fma((double)qv.w, kv, acc[g4 + 3]);
 				}
 			}
 		}
