@@ -278,6 +278,20 @@ template <int DT, bool SCORE> __device__ __forceinline__ void outq_pass(const S2
 	}
 }
 
+// outq_any is outq_pass for the input's dtype.
+template <bool SCORE> __device__ __forceinline__ void outq_any(const S2OArgs& a, int b, int h, int qlo, int qhi, const double* m, const double* g, float (*tile)[QS_COLS + 1], double pd, int pi, double& bd, int& bi) {
+	switch (a.q.dtype) {
+	case DT_F32:
+		outq_pass<DT_F32, SCORE>(a, b, h, qlo, qhi, m, g, tile, pd, pi, bd, bi);
+		break;
+	case DT_F16:
+		outq_pass<DT_F16, SCORE>(a, b, h, qlo, qhi, m, g, tile, pd, pi, bd, bi);
+		break;
+	default:
+		outq_pass<DT_BF16, SCORE>(a, b, h, qlo, qhi, m, g, tile, pd, pi, bd, bi);
+	}
+}
+
 // s2o_outq: block l = (b·Hq + h)·segs + n picks segment n's outlier
 // queries, a.outliers rounds (s2o's pickOutliers: each the largest
 // distance, earliest token of ties, below the previous pick; the distances
@@ -305,29 +319,10 @@ extern "C" __global__ void __launch_bounds__(128) s2o_outq(S2OArgs a) {
 		long long slot = (long long)l * a.outliers + o;
 		double bd = 0.0;
 		int bi = -1;
-		if (o == 0 && a.qbuf) {
-			switch (a.q.dtype) {
-			case DT_F32:
-				outq_pass<DT_F32, true>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
-				break;
-			case DT_F16:
-				outq_pass<DT_F16, true>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
-				break;
-			default:
-				outq_pass<DT_BF16, true>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
-			}
-		} else if (pi >= 0 || o == 0) {
-			switch (a.q.dtype) {
-			case DT_F32:
-				outq_pass<DT_F32, false>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
-				break;
-			case DT_F16:
-				outq_pass<DT_F16, false>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
-				break;
-			default:
-				outq_pass<DT_BF16, false>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
-			}
-		}
+		if (o == 0 && a.qbuf)
+			outq_any<true>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
+		else if (pi >= 0 || o == 0)
+			outq_any<false>(a, b, h, qlo, qhi, m, gs, mine, pd, pi, bd, bi);
 		// The block's best: larger distance first, then the earlier token
 		// (−1: none).
 		for (int off = 16; off > 0; off >>= 1) {
