@@ -552,8 +552,8 @@ func (s Planner) Layout(t plan.Tiling) (*plan.Plan, error) {
 }
 
 // MaxRanked returns the most ranked keys one segment's key order holds,
-// for s resolved against t (Resolve): the keys after the segment's
-// window, its causal prefix, or every key outside the window when t is
+// for s resolved against t (Resolve): the keys before the segment's
+// window (its causal prefix), or every key outside the window when t is
 // not causal. The device planner sizes its key sort by it.
 func (s Planner) MaxRanked(t plan.Tiling) int {
 	if s.Segment <= 0 {
