@@ -356,7 +356,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 		if smem > min(psaOutlierStageMax, in.e.dev.MaxSharedOptin) {
 			staged, smem = 0, psaOutlierSmem(g.D, o.bs, v.dtype, false) // at most 6 KiB, within the default allowance
 		}
-		if err := c.SetMaxDynamicShared(fns["psa_outliers"], smem); err != nil {
+		if err := in.e.raiseDynamicShared(c, fns["psa_outliers"], smem); err != nil {
 			return err
 		}
 		if err := c.Launch(fns["psa_outliers"], driver.Dim3{X: uint32(o.blocks), Y: 1, Z: 1}, driver.Dim3{X: psaOutlierThreads, Y: 1, Z: 1}, smem,

@@ -155,10 +155,8 @@ func (p s2oPlanner) stages(c *driver.Ctx, in *planInput, header *plan.Plan, gb *
 			if err != nil {
 				return err
 			}
-			if shared > 48<<10 {
-				if err := c.SetMaxDynamicShared(fn, shared); err != nil {
-					return err
-				}
+			if err := in.e.raiseDynamicShared(c, fn, shared); err != nil {
+				return err
 			}
 			return c.Launch(fn, grid, block, shared, args...)
 		}}
