@@ -3,7 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
-
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -198,5 +198,86 @@ func TestCanTarget(t *testing.T) {
 		case !c.ok && !strings.Contains(err.Error(), EnvLibNVRTC):
 			t.Errorf("NVRTC %d.%d, %s: %q does not say how to fix it", c.major, c.minor, c.arch, err)
 		}
+	}
+}
+
+// TestObservedKeepsHook checks that a Ctx's launch hook survives OnStream
+// and that Observed leaves the Ctx it came from without one.
+func TestObservedKeepsHook(t *testing.T) {
+	base := &Ctx{}
+	calls := 0
+	obs := base.Observed(func(*Ctx, Function) error { calls++; return nil })
+	if base.after != nil {
+		t.Fatal("Observed changed the Ctx it was called on")
+	}
+	for _, c := range []*Ctx{obs, obs.OnStream(7)} {
+		if c.after == nil {
+			t.Fatal("the hook is lost")
+		}
+		if err := c.after(c, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 2 {
+		t.Fatalf("hook ran %d times, want 2", calls)
+	}
+	if s := obs.OnStream(7).Stream(); s != 7 {
+		t.Fatalf("OnStream's stream %d, want 7", s)
+	}
+}
+
+// TestObservedLaunch launches a kernel through an observed Ctx on the
+// device: the hook sees each launch once, with the launched function,
+// after the launch is queued, and its error is Launch's.
+func TestObservedLaunch(t *testing.T) {
+	d := openOrSkip(t)
+	nv, err := LoadNVRTC()
+	if err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	cubin, _, err := nv.Compile(testKernel, "axpy.cu", []string{"--gpu-architecture=" + d.Arch()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("stop")
+	err = d.Do(context.Background(), func(c *Ctx) error {
+		m, err := c.LoadModule(cubin)
+		if err != nil {
+			return err
+		}
+		f, err := c.Function(m, "axpy")
+		if err != nil {
+			return err
+		}
+		p, err := c.Alloc(4 * 128)
+		if err != nil {
+			return err
+		}
+		defer c.Free(p)
+		var seen []Function
+		obs := c.Observed(func(_ *Ctx, g Function) error {
+			seen = append(seen, g)
+			if len(seen) == 2 {
+				return stop
+			}
+			return nil
+		})
+		a, n := float32(1), int32(128)
+		launch := func() error {
+			return obs.Launch(f, Dim3{1, 1, 1}, Dim3{128, 1, 1}, 0, Arg(&a), Arg(&p), Arg(&p), Arg(&n))
+		}
+		if err := launch(); err != nil {
+			return err
+		}
+		if err := launch(); !errors.Is(err, stop) {
+			return fmt.Errorf("second launch: %v, want the hook's error", err)
+		}
+		if len(seen) != 2 || seen[0] != f || seen[1] != f {
+			return fmt.Errorf("hook saw %v, want [%v %v]", seen, f, f)
+		}
+		return c.Sync()
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
