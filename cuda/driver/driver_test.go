@@ -85,8 +85,9 @@ extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
 
 // TestRoundTrip compiles, loads and runs a kernel, and checks every
 // element against the same arithmetic on the host.
-func TestRoundTrip(t *testing.T) {
-	d := openOrSkip(t)
+// compileAxpy compiles testKernel for d, or skips the test without NVRTC.
+func compileAxpy(t *testing.T, d *Device) []byte {
+	t.Helper()
 	nv, err := LoadNVRTC()
 	if err != nil {
 		t.Skipf("no NVRTC: %v", err)
@@ -96,13 +97,19 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cubin
+}
+
+func TestRoundTrip(t *testing.T) {
+	d := openOrSkip(t)
+	cubin := compileAxpy(t, d)
 	const n = 1000
 	x, y := make([]float32, n), make([]float32, n)
 	for i := range x {
 		x[i], y[i] = float32(i), float32(2*i+1)
 	}
 	got := make([]float32, n)
-	err = d.Do(context.Background(), func(c *Ctx) error {
+	err := d.Do(context.Background(), func(c *Ctx) error {
 		m, err := c.LoadModule(cubin)
 		if err != nil {
 			return err
@@ -231,16 +238,9 @@ func TestObservedKeepsHook(t *testing.T) {
 // after the launch is queued, and its error is Launch's.
 func TestObservedLaunch(t *testing.T) {
 	d := openOrSkip(t)
-	nv, err := LoadNVRTC()
-	if err != nil {
-		t.Skipf("no NVRTC: %v", err)
-	}
-	cubin, _, err := nv.Compile(testKernel, "axpy.cu", []string{"--gpu-architecture=" + d.Arch()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cubin := compileAxpy(t, d)
 	stop := errors.New("stop")
-	err = d.Do(context.Background(), func(c *Ctx) error {
+	err := d.Do(context.Background(), func(c *Ctx) error {
 		m, err := c.LoadModule(cubin)
 		if err != nil {
 			return err
