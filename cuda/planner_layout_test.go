@@ -87,11 +87,11 @@ func TestCompileBlockMass(t *testing.T) {
 		defs     []string
 	}{
 		{"plan_xattn.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=128", "BM_BK=64", "BM_NST=2", "BM_CS=4", "BM_VEC=1"}},
-		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=16", "BM_NST=4", "BM_CS=16", "BM_VEC=1"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=32", "BM_NST=2", "BM_CS=16", "BM_VEC=1"}},
 		{"plan_xattn.cu", "bm_mass", []string{"BM_F16=1", "BM_SPLIT=0", "BM_DP=96", "BM_BK=32", "BM_NST=4", "BM_CS=1", "BM_VEC=0"}},
-		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=64", "BM_BK=16", "BM_NST=4", "BM_CS=64", "BM_VEC=1"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=64", "BM_BK=32", "BM_NST=2", "BM_CS=64", "BM_VEC=1"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=16", "BM_NST=4", "BM_CS=2", "BM_VEC=0"}},
-		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=16", "BM_NST=4", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=32", "BM_NST=2", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=128", "BM_BK=64", "BM_NST=2", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=1", "BM_SPLIT=0", "BM_DP=64", "BM_BK=64", "BM_NST=2", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=96", "BM_BK=32", "BM_NST=4", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
