@@ -267,7 +267,7 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 		{"psa.qtok", qrows * 4, &a.qtok},
 		{"psa.ktok", kcols * 4, &a.ktok},
 		{"psa.imp", rows * int64(in.stride) * 8, &a.imp},
-		{"psa.work", int64(slots) * int64(sh.rows()) * int64(sh.units+2*sh.tiles) * 4, &a.work},
+		{"psa.work", int64(slots) * int64(sh.rows()) * int64(sh.units+sh.tiles) * 4, &a.work},
 		{"psa.lvl", rows * int64(in.stride), &a.lvl},
 	}
 	if sh.split {

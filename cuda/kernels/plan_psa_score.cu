@@ -94,21 +94,34 @@ __device__ float psa_partial(const PlanArgs& a, const PsaArgs& s, const u16* qsh
 	return any ? sum : PSA_NEG_INF;
 }
 
+// psa_running folds a tile's row maximum mt and exp-sum st (relative to
+// mt) into row r's running maximum rm[r] and running sum rl[r] (relative
+// to rm[r]), as an online softmax does: the sum is rescaled to the new
+// maximum, rl·e^{(rm − m')·lscale} + st·e^{(mt − m')·lscale}, each
+// factor by psa_w. A tile with no visible logit (mt = −∞) changes
+// nothing; the first visible one finds rl = 0 and rm = −∞ (factor 0).
+__device__ __forceinline__ void psa_running(float* rm, float* rl, int r, float mt, float st, float c) {
+	if (mt == PSA_NEG_INF) return;
+	const float mo = rm[r], mn = fmaxf(mo, mt), nn = -__fmul_rn(mn, c);
+	rl[r] = fmaf(rl[r], psa_w(mo, c, nn), __fmul_rn(st, psa_w(mt, c, nn)));
+	rm[r] = mn;
+}
+
 // psa_tile finishes a warp's 16 rows of 64-column logit tile `tile` from
 // their float32 dot products acc. Everything stays in raw dot products
 // (logit = dot · lscale, lscale > 0, so maxima are the same order): the
 // masks (padding, columns past the block's nc, causal tokens for
 // Sampling, antidiagonal pairs for Antidiagonal) set −∞; then per row the
-// tile's maximum dot (MT, and the running maximum rm[row], kept by lane
-// t = 0) and its exp-sum Σ e^{(x − MT)·lscale} (ST, by psa_w), and per
-// unit of PSA_CPU columns the maximum dot (Sampling) or the exp-sum
-// relative to MT (Antidiagonal) into E. r0 is the thread's first row in
-// the item (the other is r0 + 8), kts the tile's key tokens, qsh the
-// staged query rows (lo halves lo elements after), qhi the rows' query
-// bound, k0 the head's first key column. inner (Sampling): no logit of
-// the tile is masked.
-__device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, float (&acc)[8][4], float* rm, const int* kts, const u16* qsh, int lo,
-                                         float* E, float* MT, float* ST, const int* sqt, int r0, int tile, int nc, int qhi, long long k0, int t, bool inner) {
+// tile's maximum dot (MT, kept for Antidiagonal only) and its exp-sum
+// Σ e^{(x − MT)·lscale} (by psa_w), folded into the row's running maximum
+// rm[row] and sum rl[row] by lane t = 0 (psa_running), and per unit of
+// PSA_CPU columns the maximum dot (Sampling) or the exp-sum relative to
+// MT (Antidiagonal) into E. r0 is the thread's first row in the item (the
+// other is r0 + 8), kts the tile's key tokens, qsh the staged query rows
+// (lo halves lo elements after), qhi the rows' query bound, k0 the head's
+// first key column. inner (Sampling): no logit of the tile is masked.
+__device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, float (&acc)[8][4], float* rm, float* rl, const int* kts, const u16* qsh, int lo,
+                                         float* E, float* MT, const int* sqt, int r0, int tile, int nc, int qhi, long long k0, int t, bool inner) {
 	const int r1 = r0 + 8, c0 = tile * PSA_TC, off = a.Nk - a.Nq;
 #if PSA_EST == 0
 	if (!inner) {
@@ -255,11 +268,9 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
 		}
 		mt[hf] = m;
-		if (t == 0) {
-			const int r = hf ? r1 : r0;
-			rm[r] = fmaxf(rm[r], m);
-			MT[(long long)r * s.NT + tile] = m;
-		}
+#if PSA_EST != 0
+		if (t == 0) MT[(long long)(hf ? r1 : r0) * s.NT + tile] = m;
+#endif
 	}
 	// Exp-sums relative to the tile maximum, and Antidiagonal's unit sums.
 	// A masked logit's term is 2^−∞ = 0 (no branch); a row masked
@@ -283,8 +294,8 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 		s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
 		s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
 		if (t == 0) {
-			ST[(long long)r0 * s.NT + tile] = s0;
-			ST[(long long)r1 * s.NT + tile] = s1;
+			psa_running(rm, rl, r0, mt[0], s0, c);
+			psa_running(rm, rl, r1, mt[1], s1, c);
 		}
 	}
 #else
@@ -319,7 +330,7 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 		}
 		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
 		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-		if (t == 0) ST[(long long)(hf ? r1 : r0) * s.NT + tile] = sum;
+		if (t == 0) psa_running(rm, rl, hf ? r1 : r0, mt[hf], sum, c);
 	}
 #endif
 }
@@ -337,7 +348,8 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 // order of a warp that owns the tile alone. Fragments come by ldmatrix.
 extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs a, const PsaArgs s) {
 	extern __shared__ __align__(16) unsigned char smem[];
-	__shared__ float smt[PSA_R], srs[PSA_R], smx[2][PSA_R];
+	__shared__ float smt[PSA_R], smx[2][PSA_R], sml[2][PSA_R]; // rows' maxima; running maxima and sums by column warp
+	__shared__ double srl[PSA_R];                                // rows' sums
 	__shared__ int sqt[PSA_R], snv[PSA_R / 16];
 	__shared__ __align__(16) int skt[PSA_NS][2 * PSA_TC]; // the key tokens of a stage's tiles, by pair % PSA_NS
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wr = warp & 3, wc = warp >> 2, g = lane >> 2, t = lane & 3;
@@ -350,9 +362,8 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 	const u32 kbase = smem_u32(ksh), qbase = smem_u32(qsh);
 	constexpr u32 STB = 2 * PSA_TC * PSA_KP * 2; // bytes of a stage's hi (or lo) halves
 	const int KB = a.stride, QB = a.q_blocks, kcols = KB * s.CP;
-	float* E = s.work + (long long)blockIdx.x * R * (s.UN + 2 * s.NT);
-	float* MT = E + (long long)R * s.UN;
-	float* ST = MT + (long long)R * s.NT;
+	float* E = s.work + (long long)blockIdx.x * R * (s.UN + s.NT);
+	float* MT = E + (long long)R * s.UN; // (Antidiagonal)
 	const int hpi = a.Hq / a.Hkv, ng = hpi / s.G, sets = a.B * a.Hkv * ng;
 	const int items = sets * ((QB + s.P - 1) / s.P);
 	const int nchunk = s.Wp / PSA_KC;
@@ -432,160 +443,141 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 			}
 #pragma unroll
 			for (int hf = 0; hf < 2; hf++)
-				if (t == 0 && r + g + 8 * hf < R) smx[wc][r + g + 8 * hf] = PSA_NEG_INF; // the rows' running maxima
+				if (t == 0 && r + g + 8 * hf < R) smx[wc][r + g + 8 * hf] = PSA_NEG_INF, sml[wc][r + g + 8 * hf] = 0.0f; // the rows' running maxima and sums
 		}
-		float acc[2][8][4]; // zero at each tile's first chunk
-#pragma unroll
-		for (int x = 0; x < 2; x++)
-#pragma unroll
-			for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
-		int pr = 0, kc = 0, cst = 0; // the chunk computed: dims kc … of pair pr, in stage cst
-		for (int i = 0; i < total; i++) {
-			psa_wait();
-			__syncthreads(); // chunk i is in; every warp is done with chunk i − 1's stage
-			if (loaded < total) load();
-			psa_commit();
-			const int cpr = pr, tile = 2 * pr + wc, kcc = kc, stc = cst;
-			kc += PSA_KC;
-			if (kc == s.Wp) kc = 0, pr++;
-			cst = cst == PSA_NS - 1 ? 0 : cst + 1;
+		// A pair of tiles at a time, its chunks in order: the accumulators
+		// live for one pair, zero at its start. Every thread passes every
+		// chunk's barrier; a warp whose tile is past its rows' columns
+		// (m-tile 1's block is never heavier than m-tile 0's) only loads.
+		// m-tile 1's products run whenever m-tile 0's do, so that the
+		// tensor-core loop holds no branch: a row past R reads row
+		// lane & 15 instead, and a tile past m-tile 1's columns is
+		// discarded unfinished.
+		int cst = 0; // the stage of the chunk computed
+		const int xrow = wr * 32 + 16 + (lane & 15);
+		const u32 qa0 = qbase + (u32)((wr * 32 + (lane & 15)) * QP + (lane >> 4) * 8) * 2;
+		const u32 qa1 = qbase + (u32)((xrow < R ? xrow : (lane & 15)) * QP + (lane >> 4) * 8) * 2;
+		const u32 kb0 = (u32)((wc * PSA_TC + (lane & 7) + ((lane >> 4) << 3)) * PSA_KP + ((lane >> 3) & 1) * 8) * 2;
+		for (int pr = 0; pr < npair; pr++) {
+			const int tile = 2 * pr + wc;
 			const bool on0 = tile < nt[0], on1 = tile < nt[1];
-			if (!on0) continue; // m-tile 1's block is never heavier than m-tile 0's
-			const u32 st = kbase + (u32)stc * STB * (PSA_SPLIT ? 2 : 1);
-#pragma unroll
-			for (int kk = 0; kk < PSA_KC; kk += 16) {
-				u32 af[2][4];
-#if PSA_SPLIT
-				u32 al[2][4];
-#endif
-#pragma unroll
-				for (int x = 0; x < 2; x++) {
-					if (x == 1 && !on1) break;
-					const u32 ad = qbase + (u32)((wr * 32 + x * 16 + (lane & 15)) * QP + kcc + kk + (lane >> 4) * 8) * 2;
-					psa_ldsm4(af[x], ad);
-#if PSA_SPLIT
-					psa_ldsm4(al[x], ad + (u32)(R * QP) * 2);
-#endif
-				}
-#pragma unroll
-				for (int np = 0; np < 4; np++) {
-					const u32 bd = st + (u32)((wc * PSA_TC + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * PSA_KP + kk + ((lane >> 3) & 1) * 8) * 2;
-					u32 bf[4];
-					psa_ldsm4(bf, bd);
-#if PSA_SPLIT
-					u32 bl[4];
-					psa_ldsm4(bl, bd + STB);
-#endif
-#pragma unroll
-					for (int x = 0; x < 2; x++) {
-						if (x == 1 && !on1) break;
-#pragma unroll
-						for (int h = 0; h < 2; h++) {
-							psa_mma(acc[x][2 * np + h], af[x], bf[2 * h], bf[2 * h + 1]);
-#if PSA_SPLIT
-							psa_mma(acc[x][2 * np + h], af[x], bl[2 * h], bl[2 * h + 1]);
-							psa_mma(acc[x][2 * np + h], al[x], bf[2 * h], bf[2 * h + 1]);
-#endif
-						}
-					}
-				}
-			}
-			if (kcc + PSA_KC < s.Wp) continue;
-			const int* kt_tile = skt[cpr % PSA_NS] + wc * PSA_TC;
-#pragma unroll
-			for (int x = 0; x < 2; x++) {
-				if (x == 1 && !on1) break;
-				psa_tile(a, s, acc[x], smx[wc], kt_tile, qsh, R * QP, E, MT, ST, sqt, wr * 32 + x * 16 + g, tile, nc[x], qhi[x], k0, t, tile < ni[x]);
-			}
+			float acc[2][8][4];
 #pragma unroll
 			for (int x = 0; x < 2; x++)
 #pragma unroll
 				for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
+			for (int kcc = 0; kcc < s.Wp; kcc += PSA_KC) {
+				psa_wait();
+				__syncthreads(); // this chunk is in; every warp is done with the last one's stage
+				if (loaded < total) load();
+				psa_commit();
+				const u32 st = kbase + (u32)cst * STB * (PSA_SPLIT ? 2 : 1) + kb0;
+				cst = cst == PSA_NS - 1 ? 0 : cst + 1;
+				if (!on0) continue;
+#pragma unroll
+				for (int kk = 0; kk < PSA_KC; kk += 16) {
+					u32 af[2][4];
+					psa_ldsm4(af[0], qa0 + (u32)(kcc + kk) * 2);
+					psa_ldsm4(af[1], qa1 + (u32)(kcc + kk) * 2);
+#if PSA_SPLIT
+					u32 al[2][4];
+					psa_ldsm4(al[0], qa0 + (u32)(R * QP + kcc + kk) * 2);
+					psa_ldsm4(al[1], qa1 + (u32)(R * QP + kcc + kk) * 2);
+#endif
+#pragma unroll
+					for (int np = 0; np < 4; np++) {
+						const u32 bd = st + (u32)(np * 16 * PSA_KP + kk) * 2;
+						u32 bf[4];
+						psa_ldsm4(bf, bd);
+#if PSA_SPLIT
+						u32 bl[4];
+						psa_ldsm4(bl, bd + STB);
+#endif
+#pragma unroll
+						for (int x = 0; x < 2; x++)
+#pragma unroll
+							for (int h = 0; h < 2; h++) {
+								psa_mma(acc[x][2 * np + h], af[x], bf[2 * h], bf[2 * h + 1]);
+#if PSA_SPLIT
+								psa_mma(acc[x][2 * np + h], af[x], bl[2 * h], bl[2 * h + 1]);
+								psa_mma(acc[x][2 * np + h], al[x], bf[2 * h], bf[2 * h + 1]);
+#endif
+							}
+					}
+				}
+			}
+			if (!on0) continue;
+			const int* kt_tile = skt[pr % PSA_NS] + wc * PSA_TC;
+			psa_tile(a, s, acc[0], smx[wc], sml[wc], kt_tile, qsh, R * QP, E, MT, sqt, wr * 32 + g, tile, nc[0], qhi[0], k0, t, tile < ni[0]);
+			if (on1) psa_tile(a, s, acc[1], smx[wc], sml[wc], kt_tile, qsh, R * QP, E, MT, sqt, wr * 32 + 16 + g, tile, nc[1], qhi[1], k0, t, tile < ni[1]);
 		}
 		psa_wait_all(); // no copy of this item lands after the next item's
-		// Each row's maximum over its tiles (both column warps' running
-		// maxima), then its sum in tile order from MT and ST, staged in
-		// chunks of PSA_RC tiles in the key stages' shared memory.
+		// Each row's maximum and sum: both column warps' running values
+		// (psa_running), combined likewise. A row with no visible logit
+		// keeps maximum −∞ and sum 0.
 		__syncthreads();
-		float* sA = (float*)ksh;               // [R][PSA_RC + 1]: MT; then [R][PSA_UC + 1]: E's units
-		float* sB = sA + PSA_R * (PSA_RC + 1); // [R][PSA_RC + 1]: ST
-		const int ntmax = (nvmax * s.CP + PSA_TC - 1) / PSA_TC;
-		const int ntr = tid < R ? (snv[tid / GR] * s.CP + PSA_TC - 1) / PSA_TC : 0; // the row's tiles
-		const float mr = tid < R ? fmaxf(smx[0][tid], smx[1][tid]) : 0.0f, c = psa_c(s);
-		const float nr = mr == PSA_NEG_INF ? 0.0f : -__fmul_rn(mr, c); // psa_w's shift for the row's maximum
-		float l = 0.0f;
-		for (int x0 = 0; x0 < ntmax; x0 += PSA_RC) {
-			for (int i = tid; i < R * PSA_RC; i += PSA_T) {
-				const int r = i / PSA_RC, x = i % PSA_RC;
-				if (x0 + x < ntmax) {
-					sA[r * (PSA_RC + 1) + x] = MT[(long long)r * s.NT + x0 + x];
-					sB[r * (PSA_RC + 1) + x] = ST[(long long)r * s.NT + x0 + x];
-				}
-			}
-			__syncthreads();
-			if (mr != PSA_NEG_INF)
-				for (int x = 0; x < min(PSA_RC, ntr - x0); x++) {
-					const float mx = sA[tid * (PSA_RC + 1) + x];
-					if (mx != PSA_NEG_INF) l += sB[tid * (PSA_RC + 1) + x] * psa_w(mx, c, nr);
-				}
-			__syncthreads();
-		}
+		const float c = psa_c(s);
 		if (tid < R) {
-			smt[tid] = mr;
-			srs[tid] = l;
+			const float m0 = smx[0][tid], m1 = smx[1][tid], m = fmaxf(m0, m1);
+			float l = 0.0f;
+			if (m != PSA_NEG_INF) {
+				const float nm = -__fmul_rn(m, c);
+				l = fmaf(sml[0][tid], psa_w(m0, c, nm), __fmul_rn(sml[1][tid], psa_w(m1, c, nm)));
+			}
+			smt[tid] = m;
+			srl[tid] = (double)l;
 		}
+		__syncthreads();
 		// Block importance per head and block of the item: the largest
 		// weight (Sampling) or the summed weight (Antidiagonal) of the
-		// block's columns over the head's rows; E's units staged PSA_UC at a
-		// time.
-		const int upb = s.CP / PSA_CPU, nu = nvmax * upb; // units per block, of the item
-		for (int u0 = 0; u0 < nu; u0 += PSA_UC) {
-			for (int i = tid; i < R * PSA_UC; i += PSA_T) {
-				const int r = i / PSA_UC, u = i % PSA_UC;
-				if (u0 + u < nu) sA[r * (PSA_UC + 1) + u] = E[(long long)r * s.UN + u0 + u];
-			}
-			__syncthreads(); // (and smt, srs are in)
-			const int kb0 = u0 / upb, nkb = min(PSA_UC / upb, nvmax - kb0);
-			for (int idx = tid; idx < s.P * s.G * nkb; idx += PSA_T) {
-				const int p = idx / (s.G * nkb), hl = (idx / nkb) % s.G, kb = kb0 + idx % nkb;
-				if (kb >= snv[p]) continue;
-				const int r0 = p * GR + hl * s.RQ;
-				double v = 0.0;
+		// block's columns over the head's rows, one (head, block) a thread,
+		// consecutive threads on consecutive blocks, so that E's rows are
+		// read from memory in whole lines.
+		const int upb = s.CP / PSA_CPU; // units per block
+		for (int idx = tid; idx < s.P * s.G * nvmax; idx += PSA_T) {
+			const int p = idx / (s.G * nvmax), hl = (idx / nvmax) % s.G, kb = idx % nvmax;
+			if (kb >= snv[p]) continue;
+			const int r0 = p * GR + hl * s.RQ;
+			double v = 0.0;
 #if PSA_EST == 0
-				// The largest weight e/l, as the largest of the rounded
-				// quotients: rounding is monotone, so it is the rounded
-				// largest quotient. e and l are floats, so e_a·l_b against
-				// e_b·l_a compares the quotients exactly in float64, and one
-				// division remains. (be, bl hold floats, converted once.)
-				double be = 0.0, bl = 1.0;
-				for (int r = r0; r < r0 + s.RQ; r++) {
-					const float m = smt[r];
-					if (m == PSA_NEG_INF) continue;
-					const float nm = -__fmul_rn(m, c);
-					const double l = (double)srs[r];
+			// The largest weight e/l, as the largest of the rounded
+			// quotients: rounding is monotone, so it is the rounded
+			// largest quotient. e and l are floats, so e_a·l_b against
+			// e_b·l_a compares the quotients exactly in float64, and one
+			// division remains. Four rows at a time keep four maxima (rows
+			// r0 + 4i + j), merged after: the largest of exact quotients
+			// does not depend on the order. A row with no visible logit
+			// (l = 0) has e = 0 everywhere and is never taken.
+			double be[4] = {0.0, 0.0, 0.0, 0.0}, bl[4] = {1.0, 1.0, 1.0, 1.0};
+			for (int r = r0; r < r0 + s.RQ; r += 4) { // RQ is a multiple of 16
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					const float m = smt[r + j], nm = m == PSA_NEG_INF ? 0.0f : -__fmul_rn(m, c);
+					const double l = srl[r + j];
+					const float* er = E + (r + j) * s.UN;
 					for (int u = kb * upb; u < (kb + 1) * upb; u++) {
-						const float x = sA[r * (PSA_UC + 1) + u - u0];
-						if (x == PSA_NEG_INF) continue;
-						const double e = (double)psa_w(x, c, nm);
-						if (__dmul_rn(e, bl) > __dmul_rn(be, l)) be = e, bl = l;
+						const double e = (double)psa_w(er[u], c, nm);
+						if (__dmul_rn(e, bl[j]) > __dmul_rn(be[j], l)) be[j] = e, bl[j] = l;
 					}
 				}
-				v = __ddiv_rn(be, bl);
-#else
-				for (int r = r0; r < r0 + s.RQ; r++) {
-					const float m = smt[r];
-					if (m == PSA_NEG_INF) continue;
-					const float nm = -__fmul_rn(m, c);
-					const double sum = (double)srs[r];
-					for (int u = kb * upb; u < (kb + 1) * upb; u++) {
-						const float x = sA[r * (PSA_UC + 1) + u - u0];
-						if (x != 0.0f) v += (double)(x * psa_w(MT[(long long)r * s.NT + u * PSA_CPU / PSA_TC], c, nm)) / sum;
-					}
-				}
-#endif
-				s.imp[((long long)(b * a.Hq + h0 + hl) * QB + qb0 - p) * KB + kb] = v;
 			}
-			__syncthreads();
+#pragma unroll
+			for (int j = 1; j < 4; j++)
+				if (__dmul_rn(be[j], bl[0]) > __dmul_rn(be[0], bl[j])) be[0] = be[j], bl[0] = bl[j];
+			v = __ddiv_rn(be[0], bl[0]);
+#else
+			for (int r = r0; r < r0 + s.RQ; r++) {
+				const float m = smt[r];
+				if (m == PSA_NEG_INF) continue;
+				const float nm = -__fmul_rn(m, c);
+				const double sum = srl[r];
+				for (int u = kb * upb; u < (kb + 1) * upb; u++) {
+					const float x = E[r * s.UN + u];
+					if (x != 0.0f) v += (double)(x * psa_w(MT[(long long)r * s.NT + u * PSA_CPU / PSA_TC], c, nm)) / sum;
+				}
+			}
+#endif
+			s.imp[((long long)(b * a.Hq + h0 + hl) * QB + qb0 - p) * KB + kb] = v;
 		}
 	}
 }

@@ -20,8 +20,10 @@
 //                column on the tensor cores (mma.sync m16n8k16, bf16,
 //                float32 accumulation; non-bf16 inputs as bf16 high and low
 //                halves, three products), per 64-column tile the rows'
-//                maximum and exp-sum and per unit of min(CP, 64) columns
-//                the maximum logit (Sampling) or exp-sum (Antidiagonal),
+//                maximum and exp-sum, folded into each row's running
+//                maximum and sum (an online softmax), and per unit of
+//                min(CP, 64) columns the maximum logit (Sampling) or
+//                exp-sum (Antidiagonal),
 //                kept as raw dot products with the scale folded into each
 //                term's shift, 2^{(x − m)·lscale·log2 e} on the MUFU;
 //                then the block importance: the largest softmax weight of
@@ -41,8 +43,6 @@
 #define PSA_TC 64   // columns of a logit tile
 #define PSA_KC 64   // k chunk of a staged key tile
 #define PSA_KP (PSA_KC + 8) // its pitch in elements: ldmatrix rows hit distinct banks
-#define PSA_RC 32   // tiles per staged chunk of psa_score's row sums
-#define PSA_UC 64   // units per staged chunk of psa_score's importance
 #define PSA_NEG_INF __int_as_float(0xff800000)
 
 
@@ -52,7 +52,7 @@ struct PsaArgs {
 	u16 *kh, *kl;       // [B·Hkv·KB·CP][Wp]
 	int *qtok, *ktok;   // first token of each row and column, -1 for padding
 	double* imp;        // [rows][KB]
-	float* work;        // per CTA slot: E [RQ][UN], MT [RQ][NT], ST [RQ][NT]
+	float* work;        // per CTA slot: E [R][UN], MT [R][NT] (Antidiagonal)
 	unsigned char* cap; // [B·Hkv·KB], or null
 	unsigned char* lvl; // [rows][KB]: the listed blocks' levels
 	int *qout, *kout;   // [B·Hq·QB][oq], [B·Hkv·KB][ok]: psa_outliers' offsets, or null

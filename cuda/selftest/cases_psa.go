@@ -99,7 +99,13 @@ func psaTieBreak(p plan.Planner, t plan.Tiling, q, k *tensor.Tensor) levelJudge 
 		}
 		visible, _ := dense.Entries(row)
 		sh := shares(imp[qb])
-		r := tensorCoreShareTol(bounds[bh], n, len(visible)*perBlock, split)
+		// The device folds each 64-column tile into a running row sum,
+		// rescaled to the new maximum (psa_running): up to one more shift
+		// (B·2⁻²⁴) and exp2 (2⁻²²) per tile on each weight, counted as nt
+		// more products and 2·nt more sums.
+		cols := len(visible) * perBlock
+		nt := (cols + 63) / 64
+		r := tensorCoreShareTol(bounds[bh], n+nt, cols+2*nt, split)
 		lo, hi := psaLevelRanges(s, imp[qb], sh, r)
 		got := make([]plan.Level, len(visible))
 		for i, kb := range gpuBlocks {
