@@ -349,6 +349,7 @@ __device__ __forceinline__ void psa_tile(const PlanArgs& a, const PsaArgs& s, fl
 extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs a, const PsaArgs s) {
 	extern __shared__ __align__(16) unsigned char smem[];
 	__shared__ float smt[PSA_R], smx[2][PSA_R], sml[2][PSA_R]; // rows' maxima; running maxima and sums by column warp
+	__shared__ float snm[PSA_R];                                 // psa_w's shift for the rows' maxima
 	__shared__ double srl[PSA_R];                                // rows' sums
 	__shared__ int sqt[PSA_R], snv[PSA_R / 16];
 	__shared__ __align__(16) int skt[PSA_NS][2 * PSA_TC]; // the key tokens of a stage's tiles, by pair % PSA_NS
@@ -525,6 +526,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 				l = fmaf(sml[0][tid], psa_w(m0, c, nm), __fmul_rn(sml[1][tid], psa_w(m1, c, nm)));
 			}
 			smt[tid] = m;
+			snm[tid] = m == PSA_NEG_INF ? 0.0f : -__fmul_rn(m, c);
 			srl[tid] = (double)l;
 		}
 		__syncthreads();
@@ -544,23 +546,22 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 			// quotients: rounding is monotone, so it is the rounded
 			// largest quotient. e and l are floats, so e_a·l_b against
 			// e_b·l_a compares the quotients exactly in float64, and one
-			// division remains. Four rows at a time keep four maxima (rows
-			// r0 + 4i + j), merged after: the largest of exact quotients
-			// does not depend on the order. A row with no visible logit
-			// (l = 0) has e = 0 everywhere and is never taken.
+			// division remains. Four maxima (rows r0 + 4i + j) are kept and
+			// merged after: the largest of exact quotients does not depend
+			// on the order. A row with no visible logit (l = 0) has e = 0
+			// everywhere and is never taken.
 			double be[4] = {0.0, 0.0, 0.0, 0.0}, bl[4] = {1.0, 1.0, 1.0, 1.0};
-			for (int r = r0; r < r0 + s.RQ; r += 4) { // RQ is a multiple of 16
+			for (int u = kb * upb; u < (kb + 1) * upb; u++)
+				for (int r = r0; r < r0 + s.RQ; r += 16) { // RQ is a multiple of 16: sixteen loads in flight
+					float x[16];
 #pragma unroll
-				for (int j = 0; j < 4; j++) {
-					const float m = smt[r + j], nm = m == PSA_NEG_INF ? 0.0f : -__fmul_rn(m, c);
-					const double l = srl[r + j];
-					const float* er = E + (r + j) * s.UN;
-					for (int u = kb * upb; u < (kb + 1) * upb; u++) {
-						const double e = (double)psa_w(er[u], c, nm);
-						if (__dmul_rn(e, bl[j]) > __dmul_rn(be[j], l)) be[j] = e, bl[j] = l;
+					for (int j = 0; j < 16; j++) x[j] = E[(r + j) * s.UN + u];
+#pragma unroll
+					for (int j = 0; j < 16; j++) {
+						const double e = (double)psa_w(x[j], c, snm[r + j]), l = srl[r + j];
+						if (__dmul_rn(e, bl[j & 3]) > __dmul_rn(be[j & 3], l)) be[j & 3] = e, bl[j & 3] = l;
 					}
 				}
-			}
 #pragma unroll
 			for (int j = 1; j < 4; j++)
 				if (__dmul_rn(be[j], bl[0]) > __dmul_rn(be[0], bl[j])) be[0] = be[j], bl[0] = bl[j];
