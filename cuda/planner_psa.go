@@ -120,6 +120,7 @@ type psaShape struct {
 	heads          int // G: query heads of one KV head per work item of psa_score
 	blocks         int // P: query blocks per work item (rows: P·G·rq ≤ psaItemRows)
 	stages         int // key pipeline stages (PSA_NS)
+	kc             int // head dims a stage (PSA_KC): 64, or 128
 	split          bool
 	lscale         float32
 	qBlocks, kBlks int
@@ -134,7 +135,7 @@ func (sh psaShape) scoreDefines() []string {
 		split = 1
 	}
 	return []string{"PSA_EST=" + strconv.Itoa(int(sh.s.Estimator)), "PSA_SPLIT=" + strconv.Itoa(split), "PSA_CPU=" + strconv.Itoa(min(sh.cp, 64)),
-		"PSA_NS=" + strconv.Itoa(sh.stages)}
+		"PSA_NS=" + strconv.Itoa(sh.stages), "PSA_KC=" + strconv.Itoa(sh.kc)}
 }
 
 func (p psaPlanner) shape(t plan.Tiling, split bool) (psaShape, error) {
@@ -163,60 +164,67 @@ func (p psaPlanner) shape(t plan.Tiling, split bool) (psaShape, error) {
 	cols := sh.kBlks * sh.cp
 	sh.tiles = (cols + 63) / 64
 	sh.units = sh.tiles * 64 / min(sh.cp, 64)
-	sh.heads, sh.blocks, sh.stages = sh.item(g.Hq / g.Hkv)
+	sh.heads, sh.blocks, sh.stages, sh.kc = sh.item(g.Hq / g.Hkv)
 	return sh, nil
 }
 
 // item chooses psa_score's work item, G query heads of a KV head (G
-// divides hpi) by P query blocks, and its pipeline stages: the most rows
-// of tensor-core work per multiprocessor (R = P·G·rq ≤ psaItemRows rows a
+// divides hpi) by P query blocks, and its key pipeline: the most rows of
+// tensor-core work per multiprocessor (R = P·G·rq ≤ psaItemRows rows a
 // CTA, two CTAs when the shared memory is at most psaItemSmem), then the
-// most stages, then the most heads (the rows of P blocks of a causal item
-// see different key ranges). Every row of an item shares its key tiles.
-func (sh psaShape) item(hpi int) (heads, blocks, stages int) {
-	heads, blocks, stages = 1, 1, 2
+// widest stages (128 head dims where the operand width allows: half the
+// barriers of 64), then the most stages, then the most heads (the rows of
+// P blocks of a causal item see different key ranges). Every row of an
+// item shares its key tiles.
+func (sh psaShape) item(hpi int) (heads, blocks, stages, kc int) {
+	heads, blocks, stages, kc = 1, 1, 2, 64
 	best := -1
 	for g := hpi; g >= 1; g-- {
 		if hpi%g != 0 || g*sh.rq > psaItemRows {
 			continue
 		}
 		for p := max(1, min(psaItemRows/(g*sh.rq), sh.qBlocks)); p >= 1; p-- {
-			for ns := psaMaxStages; ns >= 2; ns-- {
-				x := sh
-				x.heads, x.blocks, x.stages = g, p, ns
-				n := x.smem()
-				if n > psaMaxSmem {
+			for _, c := range []int{128, 64} {
+				if sh.wp%c != 0 {
 					continue
 				}
-				score := p * g * sh.rq
-				if n <= psaItemSmem {
-					score *= 2
-				}
-				if score > best {
-					best, heads, blocks, stages = score, g, p, ns
+				for ns := psaMaxStages; ns >= 2; ns-- {
+					x := sh
+					x.heads, x.blocks, x.stages, x.kc = g, p, ns, c
+					n := x.smem()
+					if n > psaMaxSmem {
+						continue
+					}
+					score := p * g * sh.rq
+					if n <= psaItemSmem {
+						score *= 2
+					}
+					if score > best {
+						best, heads, blocks, stages, kc = score, g, p, ns, c
+					}
 				}
 			}
 		}
 	}
-	return heads, blocks, stages
+	return heads, blocks, stages, kc
 }
 
 const (
 	psaItemRows  = 128       // PSA_R: rows of a psa_score work item, at most
 	psaMaxStages = 3         // key pipeline stages, at most
-	psaItemSmem  = 100 << 10 // dynamic shared memory of a work item that leaves room for two CTAs a multiprocessor
+	psaItemSmem  = 104 << 10 // dynamic shared memory of a work item that leaves room for two CTAs a multiprocessor (with psaStatSmem, 224 KiB of the H100's 228)
 	psaMaxSmem   = 220 << 10 // psa_score's dynamic shared memory, at most (the H100 opts into 227 KiB a CTA)
-	psaStatSmem  = 6 << 10   // psa_score's static shared memory (4128 bytes) and the driver's reserve per CTA (1 KiB), at least
+	psaStatSmem  = 8 << 10   // psa_score's static shared memory (6176 bytes) and the driver's reserve per CTA (1 KiB), at least
 )
 
 // rows is R, the estimator rows of one psa_score work item.
 func (sh psaShape) rows() int { return max(sh.blocks, 1) * max(sh.heads, 1) * sh.rq }
 
 // smem is psa_score's dynamic shared memory: the query rows of a work
-// item and the key pipeline's stages (two 64-column tiles of 64 dims, at
-// a pitch of 72), twice when split.
+// item and the key pipeline's stages (two 64-column tiles of kc dims, at
+// a pitch of kc + 8), twice when split.
 func (sh psaShape) smem() int {
-	n := sh.rows()*(sh.wp+8)*2 + max(sh.stages, 2)*128*72*2
+	n := sh.rows()*(sh.wp+8)*2 + max(sh.stages, 2)*128*(max(sh.kc, 64)+8)*2
 	if sh.split {
 		n *= 2
 	}

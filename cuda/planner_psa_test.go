@@ -35,33 +35,36 @@ func TestPsaArgsLayout(t *testing.T) {
 // TestPsaShape checks the estimator layouts the device planner derives:
 // rows padded to 16, columns per block to a power of two, widths to 64,
 // the tiles and units of the longest row, and psa_score's work item
-// (query heads G, query blocks P, pipeline stages): the most rows per
-// multiprocessor within 128 rows a CTA, two CTAs when the shared memory
-// (rows·(wp+8)·2 + stages·18432 bytes, twice when split) is at most
-// 100 KiB, one up to 220 KiB.
+// (query heads G, query blocks P, pipeline stages and their head dims
+// kc): the most rows per multiprocessor within 128 rows a CTA, two CTAs
+// when the shared memory (rows·(wp+8)·2 + stages·256·(kc+8) bytes, twice
+// when split) is at most 104 KiB, one up to 220 KiB; then stages of 128
+// head dims where wp allows, then the most stages.
 func TestPsaShape(t *testing.T) {
 	g := tensor.Geometry{B: 1, Hq: 4, Hkv: 2, Nq: 1000, Nk: 1000, D: 96, Dv: 96}
 	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
 	for _, c := range []struct {
 		p                                  psa.Planner
 		rq, cp, w, wp, tiles, units, heads int
-		blocks, stages                     int
+		blocks, stages, kc                 int
 	}{
 		// 32 sampled queries, 16 keys per block; 16 blocks of 16 columns.
-		// Both heads by 2 blocks: 128 rows, 90112 bytes, two CTAs.
-		{psa.Planner{}, 32, 16, 96, 128, 4, 16, 2, 2, 3},
+		// Both heads by 2 blocks: 128 rows; two stages of 128 dims,
+		// 104448 bytes, two CTAs (three would take 139264: one).
+		{psa.Planner{}, 32, 16, 96, 128, 4, 16, 2, 2, 2, 128},
 		// 13 → 16 rows, 5 → 8 columns: 128 columns, 8 per unit; 2 heads
 		// by 4 blocks.
-		{psa.Planner{SampleQ: 13, SampleK: 5}, 16, 8, 96, 128, 2, 16, 2, 4, 3},
+		{psa.Planner{SampleQ: 13, SampleK: 5}, 16, 8, 96, 128, 2, 16, 2, 4, 2, 128},
 		// Stride 8: 16 query groups, 8 key groups, width 8·96. Rows of
 		// 776 elements: 112 rows (1 head by 7 blocks) and 2 stages fill
 		// 210688 bytes, one CTA; 128 rows exceed 220 KiB, and 32 rows
-		// with 2 stages fit two CTAs (64 rows), which is less.
-		{psa.Planner{Estimator: psa.Antidiagonal}, 16, 8, 768, 768, 2, 16, 1, 7, 2},
+		// with 2 stages fit two CTAs (64 rows), which is less; stages of
+		// 128 dims would hold only 96 rows.
+		{psa.Planner{Estimator: psa.Antidiagonal}, 16, 8, 768, 768, 2, 16, 1, 7, 2, 64},
 		// Stride 3: 43 → 48 rows, 22 → 32 columns, width 288 → 320;
 		// 512 columns in 8 tiles, one unit per block. 96 rows with 2
-		// stages (99840 bytes) fit two CTAs.
-		{psa.Planner{Estimator: psa.Antidiagonal, Stride: 3}, 48, 32, 288, 320, 8, 16, 2, 1, 2},
+		// stages (99840 bytes) fit two CTAs; 320 is no multiple of 128.
+		{psa.Planner{Estimator: psa.Antidiagonal, Stride: 3}, 48, 32, 288, 320, 8, 16, 2, 1, 2, 64},
 	} {
 		dp, err := newPsaPlanner(c.p)
 		if err != nil {
@@ -71,10 +74,10 @@ func TestPsaShape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sh.rq != c.rq || sh.cp != c.cp || sh.w != c.w || sh.wp != c.wp || sh.tiles != c.tiles || sh.units != c.units || sh.heads != c.heads || sh.blocks != c.blocks || sh.stages != c.stages {
-			t.Errorf("%+v: shape rq %d cp %d w %d wp %d tiles %d units %d heads %d blocks %d stages %d, want %d %d %d %d %d %d %d %d %d", c.p,
-				sh.rq, sh.cp, sh.w, sh.wp, sh.tiles, sh.units, sh.heads, sh.blocks, sh.stages,
-				c.rq, c.cp, c.w, c.wp, c.tiles, c.units, c.heads, c.blocks, c.stages)
+		if sh.rq != c.rq || sh.cp != c.cp || sh.w != c.w || sh.wp != c.wp || sh.tiles != c.tiles || sh.units != c.units || sh.heads != c.heads || sh.blocks != c.blocks || sh.stages != c.stages || sh.kc != c.kc {
+			t.Errorf("%+v: shape rq %d cp %d w %d wp %d tiles %d units %d heads %d blocks %d stages %d kc %d, want %d %d %d %d %d %d %d %d %d %d", c.p,
+				sh.rq, sh.cp, sh.w, sh.wp, sh.tiles, sh.units, sh.heads, sh.blocks, sh.stages, sh.kc,
+				c.rq, c.cp, c.w, c.wp, c.tiles, c.units, c.heads, c.blocks, c.stages, c.kc)
 		}
 	}
 }
@@ -89,10 +92,11 @@ func TestPsaScoreDefines(t *testing.T) {
 		split bool
 		want  []string
 	}{
-		{psa.Planner{}, false, []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=3"}},
+		{psa.Planner{}, false, []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=3", "PSA_KC=64"}},
 		// Split: 96 rows (2 heads by 3 blocks) with 2 stages fit two CTAs.
-		{psa.Planner{SampleQ: 13, SampleK: 5}, true, []string{"PSA_EST=0", "PSA_SPLIT=1", "PSA_CPU=8", "PSA_NS=2"}},
-		{psa.Planner{Estimator: psa.Antidiagonal}, false, []string{"PSA_EST=1", "PSA_SPLIT=0", "PSA_CPU=8", "PSA_NS=3"}}, // stride 8: 8 key groups a block
+		{psa.Planner{SampleQ: 13, SampleK: 5}, true, []string{"PSA_EST=0", "PSA_SPLIT=1", "PSA_CPU=8", "PSA_NS=2", "PSA_KC=64"}},
+		// Stride 8: 8 key groups a block, width 512, stages of 128 dims.
+		{psa.Planner{Estimator: psa.Antidiagonal}, false, []string{"PSA_EST=1", "PSA_SPLIT=0", "PSA_CPU=8", "PSA_NS=2", "PSA_KC=128"}},
 	} {
 		dp, err := devicePlannerFor(c.p)
 		if err != nil {

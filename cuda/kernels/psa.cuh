@@ -41,7 +41,9 @@
 #define PSA_AT 64   // threads of psa_assign: many rows in flight, as its float64 sums run on one thread
 #define PSA_R 128   // most rows of a psa_score work item
 #define PSA_TC 64   // columns of a logit tile
-#define PSA_KC 64   // k chunk of a staged key tile
+#ifndef PSA_KC
+#define PSA_KC 64   // k chunk of a staged key tile: 64, or 128 (cuda.psaShape.kc)
+#endif
 #define PSA_KP (PSA_KC + 8) // its pitch in elements: ldmatrix rows hit distinct banks
 #define PSA_NEG_INF __int_as_float(0xff800000)
 
