@@ -241,11 +241,12 @@ func (p unisparsePlanner) outliers(c *driver.Ctx, in *planInput, cfg unisparse.C
 	if err != nil {
 		return 0, err
 	}
-	// Composite groups' means per pass: a block's, within 32 KB.
-	gpp := max(1, min(in.t.BlockQ/cfg.CQ, 8192/g.D))
+	// Composite groups per pass: a block's, their means and their tokens'
+	// float32 distances within 40 KB.
+	gpp := max(1, min(in.t.BlockQ/cfg.CQ, 10240/(g.D+cfg.CQ)))
 	x, hi, lo, cc, ch, scale, rw, gp := in.q, uint64(o[0]), uint64(o[1]), int32(cfg.CQ), int32(cfg.CH), a.scale, uniFlag(raw), int32(gpp)
 	cqHi, cqLo, nq := uint64(cq[0]), uint64(cq[1]), int32((g.Nq+cfg.CQ-1)/cfg.CQ)
-	if err := c.Launch(fnO, driver.Dim3{X: uint32(groups * qbs), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, gpp*g.D*4,
+	if err := c.Launch(fnO, driver.Dim3{X: uint32(groups * qbs), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, gpp*(g.D+cfg.CQ)*4,
 		driver.Arg(&a), driver.Arg(&x), driver.Arg(&hi), driver.Arg(&lo), driver.Arg(&cc), driver.Arg(&ch), driver.Arg(&scale), driver.Arg(&rw), driver.Arg(&gp),
 		driver.Arg(&cqHi), driver.Arg(&cqLo), driver.Arg(&nq)); err != nil {
 		return 0, err
