@@ -4,6 +4,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sparseattn/sparseattn/method/unisparse"
+	"github.com/sparseattn/sparseattn/plan"
+	"github.com/sparseattn/sparseattn/tensor"
 )
 
 // uniDbound is uni_dbound in kernels/plan_unisparse.cu: float64 bounds of
@@ -75,6 +79,43 @@ func TestOutlierDistanceBound(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestOutlierPass checks uni_outlier's pass shape: a 128-token block of
+// 16-token groups at D 128 in one staged pass, float32 and head-averaged
+// inputs unstaged, and the dynamic shared memory within uniOutlierBytes.
+func TestOutlierPass(t *testing.T) {
+	bf16 := dtypeCode(tensor.BFloat16)
+	for _, c := range []struct {
+		d, bq, cq, ch int
+		dtype         int32
+		ptr           uint64
+		gpp           int
+		stage         bool
+	}{
+		{128, 128, 16, 1, bf16, 1 << 20, 8, true},
+		{128, 128, 16, 2, bf16, 1 << 20, 8, false},
+		{128, 128, 16, 1, dtypeCode(tensor.Float32), 1 << 20, 8, false},
+		{128, 128, 16, 1, bf16, 1<<20 + 2, 8, false},
+		{256, 256, 16, 1, bf16, 1 << 20, 4, true},
+		{256, 4096, 128, 1, bf16, 1 << 20, 26, false},
+	} {
+		g := tensor.Geometry{B: 1, Hq: 4, Hkv: 2, Nq: 4096, Nk: 4096, D: c.d, Dv: c.d}
+		in := &planInput{t: plan.Tiling{Geometry: g, Causal: true, BlockQ: c.bq, BlockK: 64},
+			q: view{ptr: c.ptr, sb: int64(4 * 4096 * c.d), sh: int64(4096 * c.d), sn: int64(c.d), dtype: c.dtype}}
+		cfg := unisparse.Config{CQ: c.cq, CK: 4, CH: c.ch}
+		gpp, stage := uniOutlierPass(in, cfg)
+		if gpp != c.gpp || stage != c.stage {
+			t.Errorf("%+v: %d groups a pass, staged %v; want %d, %v", c, gpp, stage, c.gpp, c.stage)
+		}
+		per := (c.d + c.cq) * 4
+		if stage {
+			per += c.cq * c.d * 2
+		}
+		if gpp*per > uniOutlierBytes {
+			t.Errorf("%+v: %d bytes of shared memory", c, gpp*per)
 		}
 	}
 }
