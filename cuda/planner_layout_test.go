@@ -67,7 +67,8 @@ func TestS2OArgsLayout(t *testing.T) {
 
 // TestCompileBlockMass compiles bm_mass (for XAttention's bf16 inputs and
 // UniSparse's hi and lo halves, D 128, the stages planner_mass.go picks,
-// and UniSparse's outlier pass: bf16 and f16 inputs read in place at D
+// with and without resident query rows (BM_QRES), and UniSparse's outlier
+// pass: bf16 and f16 inputs read in place at D
 // 128, 96 and 64, and hi and lo halves), uni_pool, uni_outlier,
 // uni_extra, PSA's outlier scores and draws, gather, level assignment and
 // scores (Sampling and Antidiagonal, bf16 and split, several unit
@@ -91,6 +92,9 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_xattn.cu", "bm_mass", []string{"BM_F16=1", "BM_SPLIT=0", "BM_DP=96", "BM_BK=32", "BM_NST=4", "BM_CS=1", "BM_VEC=0"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=64", "BM_BK=32", "BM_NST=2", "BM_CS=64", "BM_VEC=1"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=16", "BM_NST=4", "BM_CS=2", "BM_VEC=0"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=32", "BM_NST=2", "BM_CS=16", "BM_VEC=1", "BM_QRES=1"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=64", "BM_BK=32", "BM_NST=2", "BM_CS=64", "BM_VEC=1", "BM_QRES=1"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=80", "BM_BK=16", "BM_NST=4", "BM_CS=2", "BM_VEC=0", "BM_QRES=1"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=32", "BM_NST=2", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=128", "BM_BK=64", "BM_NST=2", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=1", "BM_SPLIT=0", "BM_DP=64", "BM_BK=64", "BM_NST=2", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1"}},

@@ -200,7 +200,8 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	}
 	a, cs := sh.a, sh.cs
 	// The k chunk and the pipeline depth keep two CTAs of eight warps on a
-	// multiprocessor (at most about 100 KB of shared memory each): two
+	// multiprocessor (at most about 110 KB of shared memory each, resident
+	// query rows included: bmQueryResident): two
 	// stages of 64 head dims for 16-bit operands, else four of 32; for hi
 	// and lo halves two of 32 where the head dims allow, else four of 16.
 	// On an H100 at 32K tokens, xattn planned in 1.83 ms with 64×2 and
@@ -218,27 +219,35 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 		bk, nst = 32, 2
 	}
 	vec := m.q.vec == 1 && m.k.vec == 1
+	opb := bmRows * (bk + 8) * 2
+	stage := opb * 2
+	if m.split {
+		stage *= 2
+	}
+	staging := nst * stage
+	qres := bmQueryResident(m, dp, nst, opb, in.e.dev.MaxSharedOptin)
+	if qres {
+		staging = 2*bmRows*(dp+8)*2 + nst*opb*2 // both query halves, then stages of key halves
+	}
 	defs := []string{fmt.Sprintf("BM_F16=%d", uniFlag(m.f16)), fmt.Sprintf("BM_SPLIT=%d", uniFlag(m.split)),
 		fmt.Sprintf("BM_DP=%d", dp), fmt.Sprintf("BM_BK=%d", bk), fmt.Sprintf("BM_NST=%d", nst),
 		fmt.Sprintf("BM_CS=%d", cs), fmt.Sprintf("BM_VEC=%d", uniFlag(vec))}
 	if m.argmax {
 		defs = append(defs, "BM_ARGMAX=1")
 	}
+	if qres {
+		defs = append(defs, "BM_QRES=1")
+	}
 	fn, err := in.e.auxFunction(c, m.file, "bm_mass", defs...)
 	if err != nil {
 		return err
-	}
-	opb := bmRows * (bk + 8) * 2
-	stage := opb * 2
-	if m.split {
-		stage *= 2
 	}
 	kb := kBlocks(t)
 	p2 := 1
 	for p2 < kb {
 		p2 <<= 1
 	}
-	shared := max(nst*stage, p2*13, bmThreads/32*bmRows*4) // the last: each warp's block masses
+	shared := max(staging, p2*13, bmThreads/32*bmRows*4) // the last: each warp's block masses
 	if m.argmax {
 		shared = max(shared, bmThreads/32*bmRows*8) // each warp's rows' u64 keys
 	}
@@ -265,6 +274,29 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 		rule: int32(m.rule), lscale: float32(m.lscale * log2e), thresh: m.thresh,
 		xkey: m.xkey, next: m.next, slices: int32(sh.slices), slicew: int32(sh.slicew)}
 	return c.Launch(fn, driver.Dim3{X: uint32(sh.ctas), Y: 1, Z: 1}, driver.Dim3{X: bmThreads, Y: 1, Z: 1}, shared, driver.Arg(&a), driver.Arg(&args))
+}
+
+// bmStaticShared bounds bm_mass's static shared memory (its tables: 4384
+// bytes for every variant TestCompileBlockMass compiles), and
+// bmReservedShared is the shared memory the device keeps for each block.
+const (
+	bmStaticShared   = 4608
+	bmReservedShared = 1024
+)
+
+// bmQueryResident reports whether m's launch keeps its query rows in
+// shared memory (BM_QRES): hi and lo halves of rows of one token, outside
+// argmax, where both halves' rows at every head dim and nst stages of key
+// halves still let two blocks share a multiprocessor (the device's
+// per-multiprocessor shared memory taken as maxOptin plus one block's
+// reserve, as on sm_80 and sm_90). A logit tile then stages key columns
+// alone, half the bytes of staging both operands.
+func bmQueryResident(m bmMass, dp, nst, opb, maxOptin int) bool {
+	if !m.split || m.argmax || m.q.s != 1 {
+		return false
+	}
+	dyn := 2*bmRows*(dp+8)*2 + nst*opb*2
+	return 2*(dyn+bmStaticShared+bmReservedShared) <= maxOptin+bmReservedShared
 }
 
 // bmSplit writes x as bf16 high and low halves, [B][H][N][D] contiguous,

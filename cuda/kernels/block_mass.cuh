@@ -29,7 +29,10 @@
 // divisor of 64), BM_VEC (1: both operands move by cp.async, every
 // 8-element piece 16-byte aligned), BM_ARGMAX (1: no selection; each row's
 // heaviest KV block, the first of ties: UniSparse's outlier queries,
-// method/unisparse's outlier.go).
+// method/unisparse's outlier.go), BM_QRES (1, with BM_SPLIT and query rows
+// of one token: a work item's query rows stay in shared memory, every
+// head dim of both halves staged with the first logit tile's chunks, so
+// that the later tiles stage key columns alone).
 //
 // With BM_ARGMAX the columns of a work item are cut into m.slices slices of
 // m.slicew columns (a multiple of BM_C and of m.per, so that every KV block
@@ -51,6 +54,12 @@
 #endif
 #ifndef BM_ARGMAX
 #define BM_ARGMAX 0
+#endif
+#ifndef BM_QRES
+#define BM_QRES 0
+#endif
+#if BM_QRES && !BM_SPLIT
+#error "BM_QRES keeps hi and lo query halves: it needs BM_SPLIT"
 #endif
 
 #define BM_T 256  // threads
@@ -213,7 +222,17 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 	constexpr int NCH = BM_DP / BM_BK;      // k chunks per token
 	const int kch = m.q.S * NCH;            // k chunks per logit tile
 	constexpr u32 OPB = BM_R * BM_KP * 2;   // bytes of one staged operand
+#if BM_QRES
+	// The resident query halves, [BM_R][QKP] each, then the stages of key
+	// halves (hi, lo).
+	constexpr int QKP = BM_DP + 8;          // resident row pitch: ldmatrix rows hit distinct banks
+	constexpr u32 QOPB = BM_R * QKP * 2;    // bytes of one resident query half
+	constexpr u32 STB = OPB * 2;
+	constexpr u32 KOFF = 2 * QOPB;          // the first stage
+#else
 	constexpr u32 STB = OPB * (BM_SPLIT ? 4 : 2);
+	constexpr u32 KOFF = 0;
+#endif
 	const u32 sbase = bm_smem(smem);
 	float* E = m.ework + (long long)blockIdx.x * (m.chunks + m.subs) * BM_R;
 	float* MT = E + (long long)m.chunks * BM_R;
@@ -295,7 +314,7 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 		int lt = 0, lc = 0, lcount = 0;
 		auto stage_next = [&]() {
 			const int u = lc / NCH, d0 = (lc % NCH) * BM_BK;
-			const u32 st = sbase + (u32)(lcount % BM_NST) * STB;
+			const u32 st = sbase + KOFF + (u32)(lcount % BM_NST) * STB;
 			const int uq = m.q.rev ? m.q.S - 1 - u : u, uk = m.k.rev ? m.k.S - 1 - u : u;
 			const int d = d0 + pd, j0 = jbase + lt * BM_C;
 			const bool dok = d < D;
@@ -307,8 +326,18 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 			for (int i = 0; i < BM_PPT; i++) {
 				const int r = pr0 + i * BM_RSTEP;
 				const u32 so = (u32)(r * BM_KP + pd) * 2;
+#if BM_QRES
+				// Query rows with the first tile only (rows of one token:
+				// chunk lc is dims d0 …).
+				if (lt == 0) {
+					const u32 qo = (u32)(r * QKP + d0 + pd) * 2;
+					bm_piece(m.q, sbase + qo, sbase + QOPB + qo, roff[r] + qadd, dok && uq < rlim[r], d, D);
+				}
+				bm_piece(m.k, st + so, st + OPB + so, kadd + i * kstep, dok && r < jlim && r * m.k.S < tlim, d, D);
+#else
 				bm_piece(m.q, st + so, st + 2 * OPB + so, roff[r] + qadd, dok && uq < rlim[r], d, D);
 				bm_piece(m.k, st + OPB + so, st + 3 * OPB + so, kadd + i * kstep, dok && r < jlim && r * m.k.S < tlim, d, D);
+#endif
 			}
 			lcount++;
 			if (++lc == kch) lc = 0, lt++;
@@ -332,7 +361,7 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 			__syncthreads(); // stage iter is in; every warp is done with stage iter − 1
 			if (iter + BM_NST - 1 < total) stage_next();
 			asm volatile("cp.async.commit_group;\n" ::);
-			const u32 st = sbase + (u32)(iter % BM_NST) * STB;
+			const u32 st = sbase + KOFF + (u32)(iter % BM_NST) * STB;
 #pragma unroll
 			for (int kk = 0; kk < BM_BK / 16; kk++) {
 				u32 af[2][4];
@@ -341,20 +370,32 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 #endif
 #pragma unroll
 				for (int x = 0; x < 2; x++) {
+#if BM_QRES
+					const u32 ad = (u32)((wr * 32 + x * 16 + (lane & 15)) * QKP + cchunk * BM_BK + kk * 16 + (lane >> 4) * 8) * 2;
+					bm_ldsm4(af[x], sbase + ad);
+					bm_ldsm4(al[x], sbase + QOPB + ad);
+#else
 					u32 ad = (u32)((wr * 32 + x * 16 + (lane & 15)) * BM_KP + kk * 16 + (lane >> 4) * 8) * 2;
 					bm_ldsm4(af[x], st + ad);
 #if BM_SPLIT
 					bm_ldsm4(al[x], st + 2 * OPB + ad);
+#endif
 #endif
 				}
 #pragma unroll
 				for (int np = 0; np < 4; np++) {
 					u32 bd = (u32)((wc * 64 + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * BM_KP + kk * 16 + ((lane >> 3) & 1) * 8) * 2;
 					u32 bf[4];
+#if BM_QRES
+					bm_ldsm4(bf, st + bd);
+					u32 bl[4];
+					bm_ldsm4(bl, st + OPB + bd);
+#else
 					bm_ldsm4(bf, st + OPB + bd);
 #if BM_SPLIT
 					u32 bl[4];
 					bm_ldsm4(bl, st + 3 * OPB + bd);
+#endif
 #endif
 #pragma unroll
 					for (int x = 0; x < 2; x++) {
