@@ -241,16 +241,13 @@ func (p unisparsePlanner) outliers(c *driver.Ctx, in *planInput, cfg unisparse.C
 	if err != nil {
 		return 0, err
 	}
-	gpp, stage := uniOutlierPass(in, cfg)
-	per := (g.D + cfg.CQ) * 4 // a group's mean and its tokens' float32 distances
-	if stage {
-		per += cfg.CQ * g.D * 2 // and its tokens
-	}
+	// Composite groups' means per pass: a block's, within 32 KB.
+	gpp := max(1, min(in.t.BlockQ/cfg.CQ, 8192/g.D))
 	x, hi, lo, cc, ch, scale, rw, gp := in.q, uint64(o[0]), uint64(o[1]), int32(cfg.CQ), int32(cfg.CH), a.scale, uniFlag(raw), int32(gpp)
-	cqHi, cqLo, nq, st := uint64(cq[0]), uint64(cq[1]), int32((g.Nq+cfg.CQ-1)/cfg.CQ), uniFlag(stage)
-	if err := c.Launch(fnO, driver.Dim3{X: uint32(groups * qbs), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, gpp*per,
+	cqHi, cqLo, nq := uint64(cq[0]), uint64(cq[1]), int32((g.Nq+cfg.CQ-1)/cfg.CQ)
+	if err := c.Launch(fnO, driver.Dim3{X: uint32(groups * qbs), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, gpp*g.D*4,
 		driver.Arg(&a), driver.Arg(&x), driver.Arg(&hi), driver.Arg(&lo), driver.Arg(&cc), driver.Arg(&ch), driver.Arg(&scale), driver.Arg(&rw), driver.Arg(&gp),
-		driver.Arg(&cqHi), driver.Arg(&cqLo), driver.Arg(&nq), driver.Arg(&st)); err != nil {
+		driver.Arg(&cqHi), driver.Arg(&cqLo), driver.Arg(&nq)); err != nil {
 		return 0, err
 	}
 	D := int64(g.D)
@@ -294,26 +291,6 @@ func (p unisparsePlanner) outliers(c *driver.Ctx, in *planInput, cfg unisparse.C
 	kp, ep, n := uint64(keys), uint64(extra), int32(nkeys)
 	grid, block := grid1(int(nkeys), 256)
 	return uint64(extra), c.Launch(fnE, grid, block, 0, driver.Arg(&kp), driver.Arg(&ep), driver.Arg(&n))
-}
-
-// uniOutlierBytes bounds uni_outlier's dynamic shared memory (below the
-// 48 KB a launch gets without opting in).
-const uniOutlierBytes = 40 << 10
-
-// uniOutlierPass returns the composite groups uni_outlier takes per pass
-// (a query block's, or as many as uniOutlierBytes holds) and whether it
-// stages each pass's tokens in shared memory: with one head per group and
-// 16-bit inputs whose 8-element pieces are 16-byte aligned (the kernel's
-// vec), where a group's tokens fit.
-func uniOutlierPass(in *planInput, cfg unisparse.Config) (gpp int, stage bool) {
-	g, q := in.t.Geometry, in.q
-	per := (g.D + cfg.CQ) * 4
-	stage = cfg.CH == 1 && !isF32(q) && q.ptr%16 == 0 && q.sb%8 == 0 && q.sh%8 == 0 && q.sn%8 == 0 && g.D%8 == 0 &&
-		per+cfg.CQ*g.D*2 <= uniOutlierBytes
-	if stage {
-		per += cfg.CQ * g.D * 2
-	}
-	return max(1, min(in.t.BlockQ/cfg.CQ, uniOutlierBytes/per)), stage
 }
 
 // uniRaw reports whether the outlier query can read its operands as they

@@ -17,11 +17,10 @@
 //   uni_outlier          with the outlier query (method/unisparse's
 //                        outlier.go, our extension): each query block's
 //                        token farthest from its composite's mean, in the
-//                        CPU's float64 operations and order (float32
-//                        bounds spare the tokens that cannot be it; its
-//                        means, with average pooling, are the composite
-//                        queries and written as such), written as it is
-//                        (one head per group, 16-bit inputs: the
+//                        CPU's float64 operations and order (its means,
+//                        with average pooling, are the composite queries
+//                        and written as such), written as
+//                        it is (one head per group, 16-bit inputs: the
 //                        keys are then read in place) or scaled as bf16
 //                        halves, with uni_pool (c = 1) writing the
 //                        individual keys likewise;
@@ -334,107 +333,38 @@ __device__ __forceinline__ void uni_put8(u16* out_hi, u16* out_lo, long long o, 
 	}
 }
 
-// uni_lds8 is ld8's vector load for token q of a pass staged in shared
-// memory (s: [q][D] raw 16-bit elements, D a multiple of 8), elements
-// d … d+7: the same conversions, so the same values.
-__device__ __forceinline__ void uni_lds8(const u16* s, int dtype, int q, int d, int D, float (&v)[8]) {
-	const uint4 w = *(const uint4*)(s + q * D + d);
-	const u32 ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-	for (int e = 0; e < 4; e++) {
-		const u16 lo = (u16)(ws[e] & 0xffffu), hi = (u16)(ws[e] >> 16);
-		v[2 * e] = dtype == DT_F16 ? f16_to_f32(lo) : bf16_to_f32(lo);
-		v[2 * e + 1] = dtype == DT_F16 ? f16_to_f32(hi) : bf16_to_f32(hi);
-	}
-}
-
-// uni_dbound bounds the float64 squared distance of uni_outlier (the
-// CPU's: differences of float32 values rounded to float64, their squares
-// added in increasing d) by f, the same sum in float32 (each difference
-// rounded, squares fused into the adds, the adds in any order): when f is
-// finite it returns true and the float64 sum lies in [*l, *u]. A term of
-// f passes through at most D + 6 float32 roundings, each relative 2⁻²⁴ or,
-// for a subnormal add, absolute 2⁻¹⁵⁰ (a subnormal difference is exact),
-// and the float64 sum's terms through D + 2 roundings of 2⁻⁵³, so both lie
-// within γ·R + (D + 15)·2⁻¹⁵⁰ of the exact sum R, γ ≈ (D + 6)·2⁻²⁴; the
-// bounds widen f by more than eight times that relative part and twice
-// the absolute one, each a single float64 rounding.
-__device__ __forceinline__ bool uni_dbound(float f, int D, double* l, double* u) {
-	if (!isfinite(f)) return false;
-	const double rel = (double)(D + 16) * 0x1p-21, ab = (double)(D + 16) * 0x1p-149;
-	*l = fma((double)f, 1.0 - rel, -ab);
-	*u = fma((double)f, 1.0 + rel, ab);
-	return true;
-}
-
 // uni_outlier finds the outlier query of query block qb of head group set
 // (one CTA each, blockIdx.x = set·q_blocks + qb, blockDim.x = 128,
-// dynamic shared memory gpp·c·D 16-bit elements when stage, then gpp·(D +
-// c) floats), as method/unisparse's scorer does: for each composite group of c tokens, its average-pooled mean
-// (float32 adds in token order, then one multiply by 1/n, whatever the
-// pooling), each token's squared distance from it in float64 (differences
-// of the float32 values, squares added in increasing d, nothing fused),
-// and the first token of the largest distance. The block's tokens go in
-// passes of gpp groups: the passes' means first (eight elements a
-// thread), then each token's distance in float32 (16 threads a token, in
-// any order), which bounds its float64 distance (uni_dbound); only the
-// tokens whose bound reaches the largest lower bound so far take the
-// float64 distance (one thread a token), so that the others, which cannot
-// be the farthest or tie with it, cost no float64 work. With raw (one head
-// per group, 16-bit input) it writes that token's own bits at
-// out_hi[(set·q_blocks + qb)·D …]; otherwise the token, head-averaged and
-// multiplied by the softmax scale in float32, as bf16 high and low halves
-// at out_hi/out_lo. With cq_hi (average pooling) the means are the
-// composite queries too: it writes them as uni_pool does, scaled, bf16
-// halves at cq_hi/cq_lo[(set·nq + composite)·D …], the same operations in
-// the same order, so the same bits. With stage (one head per group,
-// 16-bit input, every 8-element piece 16-byte aligned) each pass's tokens
-// move to shared memory by cp.async first, all at once, and every read
-// of them is from there.
+// dynamic shared memory gpp·D floats), as method/unisparse's scorer does:
+// for each composite group of c tokens, its average-pooled mean (float32
+// adds in token order, then one multiply by 1/n, whatever the pooling),
+// each token's squared distance from it in float64 (differences of the
+// float32 values, squares added in increasing d, nothing fused), and the
+// first token of the largest distance. The block's tokens go in passes of
+// gpp groups: the passes' means first (eight elements a thread), then one
+// thread per token. With raw (one head per group, 16-bit input) it writes
+// that token's own bits at out_hi[(set·q_blocks + qb)·D …]; otherwise the
+// token, head-averaged and multiplied by the softmax scale in float32, as
+// bf16 high and low halves at out_hi/out_lo. With cq_hi (average pooling)
+// the means are the composite queries too: it writes them as uni_pool
+// does, scaled, bf16 halves at cq_hi/cq_lo[(set·nq + composite)·D …], the
+// same operations in the same order, so the same bits.
 extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x, u16* out_hi, u16* out_lo, int c, int ch, float scale, int raw, int gpp,
-                                                              u16* cq_hi, u16* cq_lo, int nq, int stage) {
-	// Shared: the pass's tokens [gpp·c][D] (stage), the means [gpp][D],
-	// the float32 distances [gpp·c].
-	extern __shared__ __align__(16) unsigned char ush[];
+                                                              u16* cq_hi, u16* cq_lo, int nq) {
+	extern __shared__ float mean[]; // [gpp][D]
 	__shared__ double sr[128];
 	__shared__ int st[128];
-	__shared__ double wl[4];
-	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, set = blockIdx.x / a.q_blocks, qb = blockIdx.x % a.q_blocks, D = a.D;
+	const int tid = threadIdx.x, set = blockIdx.x / a.q_blocks, qb = blockIdx.x % a.q_blocks, D = a.D;
 	int b, h0;
 	set_heads(a, ch, set, &b, &h0);
 	const bool vec = x.dtype != DT_F32 && ((unsigned long long)x.ptr & 15) == 0 && ((x.sb | x.sh | x.sn) & 7) == 0 && D % 8 == 0;
 	const int lo = qb * a.bq, hi = min(lo + a.bq, a.Nq), span = gpp * c;
-	const u16* stok = (const u16*)ush;
-	float* mean = (float*)(ush + (stage ? (long long)span * D * 2 : 0ll));
-	float* rf = mean + gpp * D;
-	const bool staged = stage && vec && ch == 1;
-	const u16* src = (const u16*)x.ptr + (long long)b * x.sb + (long long)h0 * x.sh; // head h0's tokens (staged)
-	// tokv is tok8 for token t of the current pass (first token p0).
-	int p0 = lo;
-	auto tokv = [&](int t, int d, float(&v)[8]) {
-		if (staged)
-			uni_lds8(stok, x.dtype, t - p0, d, D, v);
-		else
-			tok8(a, x, b, h0, ch, 0, -1, t, d, vec, v);
-	};
-	const double neg_inf = __longlong_as_double(0xfff0000000000000ll);
 	double best = -1.0; // squared distances are ≥ 0: any token beats it
-	double thr = neg_inf; // the largest lower bound of a float64 distance so far
 	int bt = lo;
-	for (; p0 < hi; p0 += span) { // c divides a.bq: groups start at lo + k·c
-		const int p1 = min(p0 + span, hi), ng = (p1 - p0 + c - 1) / c, nt = p1 - p0;
-		__syncthreads(); // the previous pass's tokens, means and distances are used up
+	for (int p0 = lo; p0 < hi; p0 += span) { // c divides a.bq: groups start at lo + k·c
+		const int p1 = min(p0 + span, hi), ng = (p1 - p0 + c - 1) / c;
+		__syncthreads(); // the previous pass's means are used up
 		const int nd = (D + 7) / 8;
-		if (staged) {
-			const u32 sb = (u32)__cvta_generic_to_shared(ush);
-			for (int i = tid; i < nt * nd; i += blockDim.x) {
-				const int q = i / nd, d = (i % nd) * 8;
-				asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sb + (u32)(q * D + d) * 2), "l"(src + (long long)(p0 + q) * x.sn + d));
-			}
-			asm volatile("cp.async.commit_group;\n" ::);
-			asm volatile("cp.async.wait_group 0;\n" ::);
-			__syncthreads(); // every thread's pieces are in
-		}
 		for (int i = tid; i < ng * nd; i += blockDim.x) {
 			const int gi = i / nd, d = (i % nd) * 8, c0 = p0 + gi * c, c1 = min(c0 + c, hi);
 			float v[8], y[8];
@@ -442,7 +372,7 @@ extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x
 			for (int e = 0; e < 8; e++) v[e] = 0.0f;
 #pragma unroll 4
 			for (int t = c0; t < c1; t++) {
-				tokv(t, d, y);
+				tok8(a, x, b, h0, ch, 0, -1, t, d, vec, y);
 #pragma unroll
 				for (int e = 0; e < 8; e++) v[e] = __fadd_rn(v[e], y[e]);
 			}
@@ -455,51 +385,12 @@ extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x
 			if (cq_hi) uni_put8(cq_hi, cq_lo, ((long long)set * nq + c0 / c) * D + d, D - d, v, scale);
 		}
 		__syncthreads();
-		// Float32 distances, half a warp a token: lane hl takes dims
-		// hl·8 + 128·k …, then the halves' lanes add up (the order is free).
-		const int half = lane >> 4, hl = lane & 15;
-		for (int q0 = warp * 2; q0 < nt; q0 += 2 * (int)(blockDim.x / 32)) { // warp-uniform
-			const int q = q0 + half;
-			float s = 0.0f;
-			if (q < nt) {
-				const float* mu = mean + q / c * D;
-				for (int d0 = hl * 8; d0 < D; d0 += 128) {
-					float v[8];
-					tokv(p0 + q, d0, v);
-#pragma unroll
-					for (int e = 0; e < 8; e++) {
-						if (d0 + e >= D) break;
-						const float df = __fsub_rn(v[e], mu[d0 + e]);
-						s = __fmaf_rn(df, df, s);
-					}
-				}
-			}
-#pragma unroll
-			for (int o = 8; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
-			if (hl == 0 && q < nt) rf[q] = s;
-		}
-		__syncthreads();
-		// The largest lower bound over the pass's tokens (and the passes
-		// before): a token whose upper bound falls short of it is not the
-		// farthest.
-		double lm = neg_inf;
 		for (int t = p0 + tid; t < p1; t += blockDim.x) {
-			double l, u;
-			if (uni_dbound(rf[t - p0], D, &l, &u)) lm = fmax(lm, l);
-		}
-#pragma unroll
-		for (int o = 16; o > 0; o >>= 1) lm = fmax(lm, __shfl_xor_sync(0xffffffffu, lm, o));
-		if (lane == 0) wl[warp] = lm;
-		__syncthreads();
-		for (int w = 0; w < (int)(blockDim.x / 32); w++) thr = fmax(thr, wl[w]);
-		for (int t = p0 + tid; t < p1; t += blockDim.x) {
-			double l, u;
-			if (uni_dbound(rf[t - p0], D, &l, &u) && u < thr) continue;
 			const float* mu = mean + (t - p0) / c * D;
 			double r = 0.0;
 			for (int d0 = 0; d0 < D; d0 += 8) {
 				float v[8];
-				tokv(t, d0, v);
+				tok8(a, x, b, h0, ch, 0, -1, t, d0, vec, v);
 #pragma unroll
 				for (int e = 0; e < 8; e++) {
 					if (d0 + e >= D) break;
@@ -527,7 +418,8 @@ extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x
 	const int o = st[0];
 	const long long at = (long long)blockIdx.x * D;
 	if (raw) {
-		for (int d = tid; d < D; d += blockDim.x) out_hi[at + d] = src[(long long)o * x.sn + d];
+		const u16* src = (const u16*)x.ptr + (long long)b * x.sb + (long long)h0 * x.sh + (long long)o * x.sn;
+		for (int d = tid; d < D; d += blockDim.x) out_hi[at + d] = src[d];
 		return;
 	}
 	for (int d = tid; d < D; d += blockDim.x) {
