@@ -201,11 +201,11 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	a, cs := sh.a, sh.cs
 	// The k chunk and the pipeline depth keep two CTAs of eight warps on a
 	// multiprocessor (at most about 110 KB of shared memory each, resident
-	// query rows included: bmQueryResident): two
-	// stages of 64 head dims for 16-bit operands, else four of 32; for hi
-	// and lo halves two of 32 where the head dims allow, else four of 16.
-	// On an H100 at 32K tokens, xattn planned in 1.83 ms with 64×2 and
-	// 2.17 ms with 32×4.
+	// query rows included: bmQueryResident): two stages of 64 head dims
+	// for 16-bit operands, else four of 32; for hi and lo halves two of 32
+	// where the head dims allow, else four of 16. On an H100 at 32K
+	// tokens, xattn planned in 1.83 ms with 64×2 and 2.17 ms with 32×4
+	// (BENCHMARKS.md).
 	dp := (g.D + 15) / 16 * 16
 	bk, nst := 16, 4
 	switch {
@@ -215,7 +215,9 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 		bk = 32
 	case dp%32 == 0:
 		// hi and lo halves of 32 head dims in two stages: unisparse's main
-		// pass at 32K tokens ran 1.171 ms against 1.339 with 16×4 (H200).
+		// pass at 32K tokens ran 1.182 ms against 1.339 with 16×4 on an
+		// H200 (BENCHMARKS.md, "Planning costs after the psa_score and
+		// bm_mass reworks").
 		bk, nst = 32, 2
 	}
 	vec := m.q.vec == 1 && m.k.vec == 1

@@ -138,7 +138,23 @@ func (sh psaShape) scoreDefines() []string {
 		"PSA_NS=" + strconv.Itoa(sh.stages), "PSA_KC=" + strconv.Itoa(sh.kc)}
 }
 
+// shape is the layout at the H100's shared memory (psaMaxSmem a CTA,
+// psaItemSmem for two); shapeOn fits it to a device's.
 func (p psaPlanner) shape(t plan.Tiling, split bool) (psaShape, error) {
+	return p.shapeOn(t, split, psaMaxSmem, psaItemSmem)
+}
+
+// psaSmemLimits are psa_score's dynamic shared memory limits on a device
+// that opts into optin bytes a CTA: one CTA's (its static tables taken
+// off) and two CTAs' each (a multiprocessor holding optin plus one CTA's
+// reserve), within the H100's psaMaxSmem and psaItemSmem.
+func psaSmemLimits(optin int) (one, two int) {
+	return min(psaMaxSmem, optin-(psaStatSmem-1024)), min(psaItemSmem, (optin+1024)/2-psaStatSmem)
+}
+
+// shapeOn is shape with psa_score's dynamic shared memory within one and,
+// for two CTAs a multiprocessor, two bytes (psaSmemLimits).
+func (p psaPlanner) shapeOn(t plan.Tiling, split bool, one, two int) (psaShape, error) {
 	s, err := p.p.Settings(t)
 	if err != nil {
 		return psaShape{}, err
@@ -164,19 +180,20 @@ func (p psaPlanner) shape(t plan.Tiling, split bool) (psaShape, error) {
 	cols := sh.kBlks * sh.cp
 	sh.tiles = (cols + 63) / 64
 	sh.units = sh.tiles * 64 / min(sh.cp, 64)
-	sh.heads, sh.blocks, sh.stages, sh.kc = sh.item(g.Hq / g.Hkv)
+	sh.heads, sh.blocks, sh.stages, sh.kc = sh.item(g.Hq/g.Hkv, one, two)
 	return sh, nil
 }
 
 // item chooses psa_score's work item, G query heads of a KV head (G
 // divides hpi) by P query blocks, and its key pipeline: the most rows of
 // tensor-core work per multiprocessor (R = P·G·rq ≤ psaItemRows rows a
-// CTA, two CTAs when the shared memory is at most psaItemSmem), then the
+// CTA, two CTAs when the shared memory is at most two, one CTA up to one
+// bytes), then the
 // widest stages (128 head dims where the operand width allows: half the
 // barriers of 64), then the most stages, then the most heads (the rows of
 // P blocks of a causal item see different key ranges). Every row of an
 // item shares its key tiles.
-func (sh psaShape) item(hpi int) (heads, blocks, stages, kc int) {
+func (sh psaShape) item(hpi, one, two int) (heads, blocks, stages, kc int) {
 	heads, blocks, stages, kc = 1, 1, 2, 64
 	best := -1
 	for g := hpi; g >= 1; g-- {
@@ -192,11 +209,11 @@ func (sh psaShape) item(hpi int) (heads, blocks, stages, kc int) {
 					x := sh
 					x.heads, x.blocks, x.stages, x.kc = g, p, ns, c
 					n := x.smem()
-					if n > psaMaxSmem {
+					if n > one {
 						continue
 					}
 					score := p * g * sh.rq
-					if n <= psaItemSmem {
+					if n <= two {
 						score *= 2
 					}
 					if score > best {
@@ -323,9 +340,13 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 // plan estimates importance, caps and levels and writes the rows.
 func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	split := in.q.dtype != dtypeCode(tensor.BFloat16) || in.k.dtype != dtypeCode(tensor.BFloat16)
-	sh, err := p.shape(in.t, split)
+	one, two := psaSmemLimits(in.e.dev.MaxSharedOptin)
+	sh, err := p.shapeOn(in.t, split, one, two)
 	if err != nil {
 		return err
+	}
+	if sh.smem() > one {
+		return fmt.Errorf("%w: psa estimator rows of %d × %d elements need %d bytes of shared memory, the device allows %d", ErrUnsupported, sh.rq, sh.wp, sh.smem(), one)
 	}
 	const file = "plan_psa.cu"
 	fns := map[string]driver.Function{}
@@ -393,14 +414,14 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	if err := c.SetMaxDynamicShared(fns["psa_score"], sh.smem()); err != nil {
 		return err
 	}
-	one := driver.Dim3{X: psaThreads, Y: 1, Z: 1}
-	if err := c.Launch(fns["psa_score"], driver.Dim3{X: uint32(slots), Y: 1, Z: 1}, one, sh.smem(), driver.Arg(&pa), driver.Arg(&a)); err != nil {
+	cta := driver.Dim3{X: psaThreads, Y: 1, Z: 1}
+	if err := c.Launch(fns["psa_score"], driver.Dim3{X: uint32(slots), Y: 1, Z: 1}, cta, sh.smem(), driver.Arg(&pa), driver.Arg(&a)); err != nil {
 		return err
 	}
 	if a.cap != 0 {
 		k := in.k
 		n := g.B * g.Hkv * sh.kBlks
-		if err := c.Launch(fns["psa_caps"], driver.Dim3{X: uint32((n + 7) / 8), Y: 1, Z: 1}, one, 0, driver.Arg(&pa), driver.Arg(&a), driver.Arg(&k)); err != nil {
+		if err := c.Launch(fns["psa_caps"], driver.Dim3{X: uint32((n + 7) / 8), Y: 1, Z: 1}, cta, 0, driver.Arg(&pa), driver.Arg(&a), driver.Arg(&k)); err != nil {
 			return err
 		}
 	}

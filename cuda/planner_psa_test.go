@@ -138,3 +138,31 @@ func TestPsaOutlierSmem(t *testing.T) {
 		t.Errorf("an f32 block of 256 keys stages in %d bytes, within %d", n, psaOutlierStageMax)
 	}
 }
+
+// TestPsaSmemLimits: on an H100 (227 KiB a CTA) the device limits are the
+// constants shape uses, so shapeOn there is shape; on a GPU with 99 KiB a
+// CTA (sm_86, sm_89) the default layout at D 128 keeps 64-dim stages and
+// fits the device.
+func TestPsaSmemLimits(t *testing.T) {
+	if one, two := psaSmemLimits(232448); one != psaMaxSmem || two != psaItemSmem {
+		t.Errorf("H100: limits %d, %d, want %d, %d", one, two, psaMaxSmem, psaItemSmem)
+	}
+	g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: 32768, Nk: 32768, D: 128, Dv: 128}
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
+	dp, err := newPsaPlanner(psa.Planner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		optin, kc int
+	}{{232448, 128}, {101376, 64}} {
+		one, two := psaSmemLimits(c.optin)
+		sh, err := dp.(psaPlanner).shapeOn(tl, false, one, two)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sh.smem() > one || sh.kc != c.kc {
+			t.Errorf("opt-in %d: %d bytes (at most %d), stages of %d dims, want %d", c.optin, sh.smem(), one, sh.kc, c.kc)
+		}
+	}
+}
