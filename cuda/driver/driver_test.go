@@ -86,6 +86,15 @@ extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
 // TestRoundTrip compiles, loads and runs a kernel, and checks every
 // element against the same arithmetic on the host.
 // compileAxpy compiles testKernel for d, or skips the test without NVRTC.
+// loadAxpy loads compileAxpy's cubin in c and returns its kernel.
+func loadAxpy(c *Ctx, cubin []byte) (Function, error) {
+	m, err := c.LoadModule(cubin)
+	if err != nil {
+		return 0, err
+	}
+	return c.Function(m, "axpy")
+}
+
 func compileAxpy(t *testing.T, d *Device) []byte {
 	t.Helper()
 	nv, err := LoadNVRTC()
@@ -110,11 +119,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	got := make([]float32, n)
 	err := d.Do(context.Background(), func(c *Ctx) error {
-		m, err := c.LoadModule(cubin)
-		if err != nil {
-			return err
-		}
-		f, err := c.Function(m, "axpy")
+		f, err := loadAxpy(c, cubin)
 		if err != nil {
 			return err
 		}
@@ -241,11 +246,7 @@ func TestObservedLaunch(t *testing.T) {
 	cubin := compileAxpy(t, d)
 	stop := errors.New("stop")
 	err := d.Do(context.Background(), func(c *Ctx) error {
-		m, err := c.LoadModule(cubin)
-		if err != nil {
-			return err
-		}
-		f, err := c.Function(m, "axpy")
+		f, err := loadAxpy(c, cubin)
 		if err != nil {
 			return err
 		}
