@@ -425,7 +425,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 			return err
 		}
 	}
-	n2 := 1
+	n2 := 64 // psa_assign's least table: psa_sort_rows' 64 positions
 	for n2 < in.stride {
 		n2 *= 2
 	}

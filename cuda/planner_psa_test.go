@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"unsafe"
@@ -163,6 +165,73 @@ func TestPsaSmemLimits(t *testing.T) {
 		}
 		if sh.smem() > one || sh.kc != c.kc {
 			t.Errorf("opt-in %d: %d bytes (at most %d), stages of %d dims, want %d", c.optin, sh.smem(), one, sh.kc, c.kc)
+		}
+	}
+}
+
+// TestPsaSortNetwork runs psa_sort_regs' network (kernels/plan_psa.cu) on
+// the host, position for position (64·E positions: 32E·w + E·lane + e),
+// with its three kinds of step: slots of a thread, lanes of a warp, and
+// the two warps. On random importances with ties and padding it must give
+// the stable order psa_assign needs: heavier first, then lower index.
+func TestPsaSortNetwork(t *testing.T) {
+	type pair struct {
+		k uint64
+		x int32
+	}
+	precedes := func(a, b pair) bool { return a.k > b.k || (a.k == b.k && a.x < b.x) }
+	r := rand.New(rand.NewPCG(7, 9))
+	for _, e := range []int{1, 2, 4, 8, 16} {
+		for _, n := range []int{1, 33 * e, 64 * e} {
+			n = min(n, 64*e)
+			N := 64 * e
+			v := make([]pair, N)
+			for i := range v {
+				v[i] = pair{0, 0x7fffffff}
+				if i < n {
+					v[i] = pair{math.Float64bits(float64(r.IntN(8)) / 8), int32(i)} // ties
+				}
+			}
+			want := slices.Clone(v)
+			slices.SortStableFunc(want, func(a, b pair) int {
+				switch {
+				case precedes(a, b):
+					return -1
+				case precedes(b, a):
+					return 1
+				}
+				return 0
+			})
+			for kq := 2; kq <= N; kq <<= 1 {
+				for j := kq >> 1; j > 0; j >>= 1 {
+					next := slices.Clone(v)
+					for w := 0; w < 2; w++ {
+						for lane := 0; lane < 32; lane++ {
+							i0 := 32*e*w + e*lane
+							for s := 0; s < e; s++ {
+								i := i0 + s
+								up := i&kq == 0
+								switch {
+								case j < e: // slots: the lower one swaps
+									if s&j == 0 && precedes(v[i+j], v[i]) == up {
+										next[i], next[i+j] = v[i+j], v[i]
+									}
+								default: // lanes, or the other warp
+									lower := i&j == 0
+									o := v[i^j]
+									if precedes(v[i], o) != (lower == up) {
+										next[i] = o
+									}
+								}
+							}
+						}
+					}
+					v = next
+				}
+			}
+			if !slices.Equal(v, want) {
+				t.Errorf("E %d, n %d: network order differs from the stable sort", e, n)
+			}
 		}
 	}
 }
