@@ -108,6 +108,8 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_psa.cu", "psa_tokens", nil},
 		{"plan_psa.cu", "psa_gather", nil},
 		{"plan_psa.cu", "psa_assign", nil},
+		{"plan_psa.cu", "psa_assign", []string{"PSA_SORT_E=16"}},
+		{"plan_psa.cu", "psa_assign", []string{"PSA_SORT_E=32"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=2", "PSA_KC=128"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=3"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=1", "PSA_CPU=16", "PSA_NS=2"}},

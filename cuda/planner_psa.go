@@ -350,10 +350,17 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	}
 	const file = "plan_psa.cu"
 	fns := map[string]driver.Function{}
-	for _, name := range []string{"psa_outliers", "psa_tokens", "psa_gather", "psa_caps", "psa_assign"} {
+	for _, name := range []string{"psa_outliers", "psa_tokens", "psa_gather", "psa_caps"} {
 		if fns[name], err = in.e.auxFunction(c, file, name); err != nil {
 			return err
 		}
+	}
+	n2 := 64 // psa_assign's least table: psa_sort_rows' 64 positions
+	for n2 < in.stride {
+		n2 *= 2
+	}
+	if fns["psa_assign"], err = in.e.auxFunction(c, file, "psa_assign", "PSA_SORT_E="+strconv.Itoa(psaSortPositions(n2))); err != nil {
+		return err
 	}
 	if fns["psa_score"], err = in.e.auxFunction(c, "plan_psa_score.cu", "psa_score", sh.scoreDefines()...); err != nil {
 		return err
@@ -425,15 +432,20 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 			return err
 		}
 	}
-	n2 := 64 // psa_assign's least table: psa_sort_rows' 64 positions
-	for n2 < in.stride {
-		n2 *= 2
-	}
 	assignSmem := n2 * 21 // keys, importance, order, levels
 	if err := c.SetMaxDynamicShared(fns["psa_assign"], assignSmem); err != nil {
 		return err
 	}
 	return c.Launch(fns["psa_assign"], driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: psaAssignThreads, Y: 1, Z: 1}, assignSmem, driver.Arg(&pa), driver.Arg(&a))
+}
+
+// psaSortPositions is psa_assign's PSA_SORT_E for rows of at most n2
+// blocks (a power of two): the positions a thread sorts in registers,
+// only as many as the longest row needs, since the register count, and so
+// how many rows a multiprocessor holds, grows with it. Rows of more than
+// 2048 blocks sort in shared memory.
+func psaSortPositions(n2 int) int {
+	return min(max(n2/64, 8), 32)
 }
 
 // levels copies each row's levels to the CSR entries.

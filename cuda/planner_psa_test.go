@@ -181,7 +181,7 @@ func TestPsaSortNetwork(t *testing.T) {
 	}
 	precedes := func(a, b pair) bool { return a.k > b.k || (a.k == b.k && a.x < b.x) }
 	r := rand.New(rand.NewPCG(7, 9))
-	for _, e := range []int{1, 2, 4, 8, 16} {
+	for _, e := range []int{1, 2, 4, 8, 16, 32} {
 		for _, n := range []int{1, 33 * e, 64 * e} {
 			n = min(n, 64*e)
 			N := 64 * e

@@ -472,6 +472,7 @@ __device__ __forceinline__ void psa_sort_regs(u64 (&k)[E], int (&x)[E], u64* xk,
 				case 2: psa_ce_slots<E, 2>(k, x, i0, kq); break;
 				case 4: psa_ce_slots<E, 4>(k, x, i0, kq); break;
 				case 8: psa_ce_slots<E, 8>(k, x, i0, kq); break;
+				case 16: psa_ce_slots<E, 16>(k, x, i0, kq); break;
 				}
 			} else if (j < 32 * E) {
 				const int d = j / E; // lanes apart
@@ -506,7 +507,7 @@ __device__ __forceinline__ void psa_sort_regs(u64 (&k)[E], int (&x)[E], u64* xk,
 
 // psa_sort_rows sorts psa_assign's n2 keys skey and indices sidx in place
 // by psa_sort_regs with E = n2 / 64 positions a thread (n2 a power of two,
-// 64 ≤ n2 ≤ 512 here).
+// 64 ≤ n2 ≤ 2048 here).
 template <int E>
 __device__ __forceinline__ void psa_sort_rows(u64* skey, int* sidx) {
 	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -522,6 +523,14 @@ __device__ __forceinline__ void psa_sort_rows(u64* skey, int* sidx) {
 	for (int e = 0; e < E; e++) skey[i0 + e] = k[e], sidx[i0 + e] = x[e];
 	__syncthreads(); // the sorted table is in
 }
+
+// PSA_SORT_E is the most positions a thread of psa_assign sorts in
+// registers (8: rows of up to 512 blocks, 64 registers; 16 and 32 take
+// rows of 1024 and 2048 blocks and about 120 and 220 registers, which the
+// host compiles only for plans whose rows are that long: psaSortPositions).
+#ifndef PSA_SORT_E
+#define PSA_SORT_E 8
+#endif
 
 // psa_assign assigns one plan row's levels per CTA (assign, then the cap
 // and the causal rule of Planner.Plan) and writes its listed blocks and
@@ -553,8 +562,8 @@ extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a
 		sidx[i] = i < n ? i : 0x7fffffff;
 	}
 	// Bitonic sort: (key, index) is a strict order, so the network's
-	// result is the stable sort's. Rows of 64 to 512 positions sort in
-	// registers (psa_sort_rows: shuffles, one shared-memory step); longer
+	// result is the stable sort's. Rows of 64 to 64·PSA_SORT_E positions
+	// sort in registers (psa_sort_rows: shuffles, one shared-memory step); longer
 	// ones in shared memory, where a thread takes compare-exchange pairs,
 	// not indices: pair q is i = q with a 0 bit inserted at j's bit, and
 	// i | j, so every iteration does work.
@@ -563,9 +572,15 @@ extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a
 	case 128: psa_sort_rows<2>(skey, sidx); break;
 	case 256: psa_sort_rows<4>(skey, sidx); break;
 	case 512: psa_sort_rows<8>(skey, sidx); break;
+#if PSA_SORT_E >= 16
+	case 1024: psa_sort_rows<16>(skey, sidx); break;
+#endif
+#if PSA_SORT_E >= 32
+	case 2048: psa_sort_rows<32>(skey, sidx); break;
+#endif
 	default: __syncthreads();
 	}
-	for (int kq = 2; kq <= (n2 > 512 ? n2 : 1); kq <<= 1) {
+	for (int kq = 2; kq <= (n2 > 64 * PSA_SORT_E ? n2 : 1); kq <<= 1) {
 		for (int j = kq >> 1; j > 0; j >>= 1) {
 			for (int q = tid; q < n2 / 2; q += PSA_AT) {
 				const int i = ((q & ~(j - 1)) << 1) | (q & (j - 1)), ixj = i | j;

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sparseattn/sparseattn/cuda"
 	"github.com/sparseattn/sparseattn/method/flexprefill"
+	"github.com/sparseattn/sparseattn/method/psa"
 	"github.com/sparseattn/sparseattn/method/unisparse"
 	"github.com/sparseattn/sparseattn/method/xattn"
 	"github.com/sparseattn/sparseattn/plan"
@@ -17,7 +18,8 @@ import (
 // the estimate, and every head query-aware) on rows of 128 KV blocks, 8K
 // tokens, causal and not: past PlannerCases' shapes, they take work items
 // of many logit tiles, bitonic stages of stride 64 and more, and the
-// query-aware selection spread over many chunks.
+// query-aware selection spread over many chunks; and psa on rows of 1024
+// and 2048 blocks.
 func wideCases() []PlannerCase {
 	var cs []PlannerCase
 	for _, causal := range []bool{true, false} {
@@ -31,6 +33,17 @@ func wideCases() []PlannerCase {
 		} {
 			cs = append(cs, PlannerCase{Name: p.Name() + "/" + s.Name, Planner: p, Case: s})
 		}
+	}
+	// psa on rows of 1024 and 2048 KV blocks of 16 keys: psa_assign's
+	// register sorts of 16 and 32 positions a thread (PSA_SORT_E).
+	for _, w := range []struct {
+		n      int
+		causal bool
+	}{{16384, false}, {32768, true}} {
+		s := cuda.Case{Name: fmt.Sprintf("long rows N=%d causal=%v", w.n, w.causal), B: 1, Hq: 2, Hkv: 1, Nq: w.n, Nk: w.n, D: 64, Dv: 64,
+			DType: tensor.BFloat16, Layout: tensor.BHND, Causal: w.causal, BlockQ: 64, BlockK: 16}
+		p := psa.Planner{Scale: psa.DefaultScale}
+		cs = append(cs, PlannerCase{Name: p.Name() + "/" + s.Name, Planner: p, Case: s})
 	}
 	return cs
 }
