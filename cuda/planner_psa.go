@@ -432,7 +432,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 			return err
 		}
 	}
-	assignSmem := n2 * 21 // keys, importance, order, levels
+	assignSmem := psaAssignSmem(n2)
 	if err := c.SetMaxDynamicShared(fns["psa_assign"], assignSmem); err != nil {
 		return err
 	}
@@ -446,6 +446,18 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 // 2048 blocks sort in shared memory.
 func psaSortPositions(n2 int) int {
 	return min(max(n2/64, 8), 32)
+}
+
+// psaSumChunk is PSA_SUM_CHUNK in kernels/plan_psa.cu: psa_assign's sums
+// by chunks, as method/psa's.
+const psaSumChunk = 32
+
+// psaAssignSmem is psa_assign's dynamic shared memory for rows of at most
+// n2 blocks (a power of two, at least 64): per position a key, an
+// importance, an index and a level, 21 bytes, and a float64 chunk sum
+// per psaSumChunk positions.
+func psaAssignSmem(n2 int) int {
+	return n2*21 + n2/psaSumChunk*8
 }
 
 // levels copies each row's levels to the CSR entries.

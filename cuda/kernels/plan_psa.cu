@@ -532,13 +532,18 @@ __device__ __forceinline__ void psa_sort_rows(u64* skey, int* sidx) {
 #define PSA_SORT_E 8
 #endif
 
+// PSA_SUM_CHUNK is the chunk of psa_assign's float64 sums (method/psa's
+// sumChunk): positions summed in order on one thread.
+#define PSA_SUM_CHUNK 32
+
 // psa_assign assigns one plan row's levels per CTA (assign, then the cap
 // and the causal rule of Planner.Plan) and writes its listed blocks and
 // their levels. The importance sits in shared memory; the two sums whose
 // order fixes their bits (the total in key order, the preceding mass in
-// sorted order) run on one thread, everything else on all of them; the CTA
-// is small (PSA_AT threads) so that a multiprocessor holds many rows' sums
-// at once.
+// sorted order) run by chunks of PSA_SUM_CHUNK, a chunk a thread, then the
+// chunks' sums on one thread; the CTA is small (PSA_AT threads) so that a
+// multiprocessor holds many rows at once. Dynamic shared memory:
+// 21·n2 + 8·n2/PSA_SUM_CHUNK bytes (psaAssignSmem).
 extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a, const PsaArgs s) {
 	extern __shared__ __align__(16) unsigned char smem[];
 	__shared__ double stot;
@@ -553,7 +558,8 @@ extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a
 	u64* skey = (u64*)smem;           // sort keys; then the weights in sorted order
 	double* simp = (double*)(skey + n2); // importance by block; then the preceding masses
 	int* sidx = (int*)(simp + n2);
-	unsigned char* lv = (unsigned char*)(sidx + n2);
+	double* csum = (double*)(sidx + n2); // n2 / PSA_SUM_CHUNK chunk sums (sidx + n2 is 8-byte aligned: n2 ≥ 64)
+	unsigned char* lv = (unsigned char*)(csum + n2 / PSA_SUM_CHUNK);
 	const double* imp = s.imp + row * KB;
 	for (int i = tid; i < n2; i += PSA_AT) {
 		const double x = i < n ? imp[i] : 0.0;
@@ -598,10 +604,22 @@ extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a
 		}
 	}
 	if (s.rule == 0) {
+		// The total in key order and the preceding masses in sorted order,
+		// each by chunks of PSA_SUM_CHUNK: a chunk summed in order on its
+		// thread, the chunks' sums then in order on thread 0 (the CPU's
+		// chunkedSum and chunked prefix in method/psa/levels.go, bit for
+		// bit), so that no chain is longer than a chunk plus the chunks.
+		const int nc = (n + PSA_SUM_CHUNK - 1) / PSA_SUM_CHUNK;
+		for (int c = tid; c < nc; c += PSA_AT) {
+			const int p1 = min(n, (c + 1) * PSA_SUM_CHUNK);
+			double x = 0.0;
+			for (int i = c * PSA_SUM_CHUNK; i < p1; i++) x = add64(x, simp[i]);
+			csum[c] = x;
+		}
+		__syncthreads();
 		if (tid == 0) {
 			double total = 0.0;
-#pragma unroll 8
-			for (int i = 0; i < n; i++) total = add64(total, simp[i]); // (unrolled: the loads run ahead of the chain)
+			for (int c = 0; c < nc; c++) total = add64(total, csum[c]);
 			stot = total;
 		}
 		__syncthreads();
@@ -609,21 +627,30 @@ extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a
 		double* wsorted = (double*)skey;
 		for (int p = tid; p < n; p += PSA_AT) wsorted[p] = total > 0.0 ? __ddiv_rn(simp[sidx[p]], total) : __ddiv_rn(1.0, (double)n);
 		__syncthreads();
-		if (tid == 0) {
-			// The weights come 8 at a time into registers ahead of the
-			// chain (the stores to simp would otherwise hold back the next
-			// loads).
+		for (int c = tid; c < nc; c += PSA_AT) {
+			const int p1 = min(n, (c + 1) * PSA_SUM_CHUNK);
+			double x = 0.0;
+			for (int p = c * PSA_SUM_CHUNK; p < p1; p++) x = add64(x, wsorted[p]);
+			csum[c] = x;
+		}
+		__syncthreads();
+		if (tid == 0) { // the chunks' preceding masses, in place
 			double before = 0.0;
-			for (int p0 = 0; p0 < n; p0 += 8) {
-				double w[8];
-#pragma unroll
-				for (int k = 0; k < 8; k++) w[k] = p0 + k < n ? wsorted[p0 + k] : 0.0;
-#pragma unroll
-				for (int k = 0; k < 8; k++)
-					if (p0 + k < n) {
-						simp[p0 + k] = before;
-						before = add64(before, w[k]);
-					}
+			for (int c = 0; c < nc; c++) {
+				const double x = csum[c];
+				csum[c] = before;
+				before = add64(before, x);
+			}
+		}
+		__syncthreads();
+		for (int c = tid; c < nc; c += PSA_AT) {
+			const int p1 = min(n, (c + 1) * PSA_SUM_CHUNK);
+			const double base = csum[c];
+			double x = 0.0;
+			for (int p = c * PSA_SUM_CHUNK; p < p1; p++) {
+				const double w = wsorted[p];
+				simp[p] = add64(base, x);
+				x = add64(x, w);
 			}
 		}
 		__syncthreads();

@@ -34,14 +34,12 @@ func wideCases() []PlannerCase {
 			cs = append(cs, PlannerCase{Name: p.Name() + "/" + s.Name, Planner: p, Case: s})
 		}
 	}
-	// psa on rows of 1024 and 2048 KV blocks of 16 keys: psa_assign's
-	// register sorts of 16 and 32 positions a thread (PSA_SORT_E).
-	for _, w := range []struct {
-		n      int
-		causal bool
-	}{{16384, false}, {32768, true}} {
-		s := cuda.Case{Name: fmt.Sprintf("long rows N=%d causal=%v", w.n, w.causal), B: 1, Hq: 2, Hkv: 1, Nq: w.n, Nk: w.n, D: 64, Dv: 64,
-			DType: tensor.BFloat16, Layout: tensor.BHND, Causal: w.causal, BlockQ: 64, BlockK: 16}
+	// psa on rows of 1024 and 2048 KV blocks (2048 queries against 64K
+	// and 128K keys, not causal): psa_assign's register sorts of 16 and 32
+	// positions a thread (PSA_SORT_E) and its sums by chunks.
+	for _, nk := range []int{65536, 131072} {
+		s := cuda.Case{Name: fmt.Sprintf("long rows Nk=%d", nk), B: 1, Hq: 2, Hkv: 1, Nq: 2048, Nk: nk, D: 64, Dv: 64,
+			DType: tensor.BFloat16, Layout: tensor.BHND, BlockQ: 128, BlockK: 64}
 		p := psa.Planner{Scale: psa.DefaultScale}
 		cs = append(cs, PlannerCase{Name: p.Name() + "/" + s.Name, Planner: p, Case: s})
 	}
