@@ -17,7 +17,7 @@
 //   uni_outlier          with the outlier query (method/unisparse's
 //                        outlier.go, our extension): each query block's
 //                        token farthest from its composite's mean, in the
-//                        CPU's float64 operations and order (its means,
+//                        CPU's float32 operations and order (its means,
 //                        with average pooling, are the composite queries
 //                        and written as such), written as
 //                        it is (one head per group, 16-bit inputs: the
@@ -338,11 +338,11 @@ __device__ __forceinline__ void uni_put8(u16* out_hi, u16* out_lo, long long o, 
 // dynamic shared memory gpp·D floats), as method/unisparse's scorer does:
 // for each composite group of c tokens, its average-pooled mean (float32
 // adds in token order, then one multiply by 1/n, whatever the pooling),
-// each token's squared distance from it in float64 (differences of the
-// float32 values, squares added in increasing d, nothing fused), and the
-// first token of the largest distance. The block's tokens go in passes of
-// gpp groups: the passes' means first (eight elements a thread), then one
-// thread per token. With raw (one head per group, 16-bit input) it writes
+// each token's squared distance from it in float32 (differences of the
+// float32 values, squares added in increasing d, each operation rounded
+// on its own, nothing fused), and the first token of the largest
+// distance. The block's tokens go in passes of gpp groups: the passes'
+// means first (eight elements a thread), then one thread per token. With raw (one head per group, 16-bit input) it writes
 // that token's own bits at out_hi[(set·q_blocks + qb)·D …]; otherwise the
 // token, head-averaged and multiplied by the softmax scale in float32, as
 // bf16 high and low halves at out_hi/out_lo. With cq_hi (average pooling)
@@ -352,14 +352,14 @@ __device__ __forceinline__ void uni_put8(u16* out_hi, u16* out_lo, long long o, 
 extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x, u16* out_hi, u16* out_lo, int c, int ch, float scale, int raw, int gpp,
                                                               u16* cq_hi, u16* cq_lo, int nq) {
 	extern __shared__ float mean[]; // [gpp][D]
-	__shared__ double sr[128];
+	__shared__ float sr[128];
 	__shared__ int st[128];
 	const int tid = threadIdx.x, set = blockIdx.x / a.q_blocks, qb = blockIdx.x % a.q_blocks, D = a.D;
 	int b, h0;
 	set_heads(a, ch, set, &b, &h0);
 	const bool vec = x.dtype != DT_F32 && ((unsigned long long)x.ptr & 15) == 0 && ((x.sb | x.sh | x.sn) & 7) == 0 && D % 8 == 0;
 	const int lo = qb * a.bq, hi = min(lo + a.bq, a.Nq), span = gpp * c;
-	double best = -1.0; // squared distances are ≥ 0: any token beats it
+	float best = -1.0f; // squared distances are ≥ 0: any token beats it
 	int bt = lo;
 	for (int p0 = lo; p0 < hi; p0 += span) { // c divides a.bq: groups start at lo + k·c
 		const int p1 = min(p0 + span, hi), ng = (p1 - p0 + c - 1) / c;
@@ -387,15 +387,15 @@ extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x
 		__syncthreads();
 		for (int t = p0 + tid; t < p1; t += blockDim.x) {
 			const float* mu = mean + (t - p0) / c * D;
-			double r = 0.0;
+			float r = 0.0f;
 			for (int d0 = 0; d0 < D; d0 += 8) {
 				float v[8];
 				tok8(a, x, b, h0, ch, 0, -1, t, d0, vec, v);
 #pragma unroll
 				for (int e = 0; e < 8; e++) {
 					if (d0 + e >= D) break;
-					const double df = __dsub_rn((double)v[e], (double)mu[d0 + e]);
-					r = __dadd_rn(r, __dmul_rn(df, df));
+					const float df = __fsub_rn(v[e], mu[d0 + e]);
+					r = __fadd_rn(r, __fmul_rn(df, df)); // never fused, as the CPU's
 				}
 			}
 			if (r > best) { // a thread's tokens come in increasing order

@@ -30,43 +30,46 @@ import (
 // The order of operations is canonical, as the scorer's (the device
 // planner repeats it): the mean is average pooling's (float32 adds in
 // token order, then one multiply by 1/n, whatever Pooling says), the
-// squared distance adds float64 differences of the float32 values in
-// increasing d, and the first token of the largest distance wins; the
-// outlier is scaled in float32 as composite queries are, its logits are
-// plan.Dot64 of float32 values (in kernel.Dot64Panel8) against the keys up
-// to the block's last query's causal limit, and the first block of the
-// largest softmax mass wins (outlierBlocks says how it is computed).
+// squared distance adds, in float32 and in increasing d, the squares of
+// the differences of the float32 values and the mean (each difference,
+// square and sum rounded on its own, nothing fused), and the first token
+// of the largest distance wins; the outlier is scaled in float32 as
+// composite queries are, its logits are plan.Dot64 of float32 values (in
+// kernel.Dot64Panel8) against the keys up to the block's last query's
+// causal limit, and the first block of the largest softmax mass wins
+// (outlierBlocks says how it is computed).
 
 // outlierStats records token t's squared distance from its composite
 // group's mean (x holds the group's c tokens, lo its first token, mean its
 // average-pooled composite) and keeps each query block's farthest token,
 // the first of ties, in s.otok and its distance in s.odist. Each
-// distance adds in increasing d; four tokens' sums run interleaved.
+// distance is float32, added in increasing d; four tokens' sums run
+// interleaved. float32 is ample: the distance only picks the token.
 func (s *scorer) outlierStats(x, mean []float32, lo int) {
 	D := s.g.D
 	n := len(x) / D
-	var r [4]float64
+	var r [4]float32
 	for i0 := 0; i0 < n; i0 += 4 {
 		m := min(4, n-i0)
-		r = [4]float64{}
+		r = [4]float32{}
 		if m == 4 {
 			x0, x1, x2, x3 := x[i0*D:(i0+1)*D], x[(i0+1)*D:(i0+2)*D], x[(i0+2)*D:(i0+3)*D], x[(i0+3)*D:(i0+4)*D]
-			var r0, r1, r2, r3 float64
+			var r0, r1, r2, r3 float32
 			for d, mv := range mean[:D] {
-				md := float64(mv)
-				e0, e1, e2, e3 := float64(x0[d])-md, float64(x1[d])-md, float64(x2[d])-md, float64(x3[d])-md
-				// The conversions forbid fused multiply-adds.
-				r0 += float64(e0 * e0)
-				r1 += float64(e1 * e1)
-				r2 += float64(e2 * e2)
-				r3 += float64(e3 * e3)
+				e0, e1, e2, e3 := x0[d]-mv, x1[d]-mv, x2[d]-mv, x3[d]-mv
+				// The conversions round each product on its own: no
+				// fused multiply-adds (the device's __fmul_rn, __fadd_rn).
+				r0 += float32(e0 * e0)
+				r1 += float32(e1 * e1)
+				r2 += float32(e2 * e2)
+				r3 += float32(e3 * e3)
 			}
-			r = [4]float64{r0, r1, r2, r3}
+			r = [4]float32{r0, r1, r2, r3}
 		} else {
 			for i := range m {
 				for d, v := range x[(i0+i)*D : (i0+i+1)*D] {
-					e := float64(v) - float64(mean[d])
-					r[i] += float64(e * e)
+					e := v - mean[d]
+					r[i] += float32(e * e)
 				}
 			}
 		}

@@ -89,7 +89,8 @@ func naiveOutlier(p *plan.Plan, q, k *tensor.Tensor, c config, b, h0, qb int) (t
 // every awkward shape (causal and not, Nq < Nk, Nq > Nk, ragged blocks,
 // GQA) and for each pooling and head compression: the planner's outlier
 // token is the farthest (within 1e-4 of the largest distance: the planner
-// rounds the head averages and means to float32), its extra block the
+// rounds the head averages and means to float32 and sums the distances in
+// float32, TestOutlierDistances bounds that), its extra block the
 // heaviest (within 1e-4 of the largest mass), its masses (BlockScores)
 // the naive ones within 1e-4, and each plan row is the NoOutlier row
 // (Top-P alone, the same masses) plus that block.

@@ -307,7 +307,7 @@ type scorer struct {
 	mean   []float32 // one composite group's average (pooling other than Average)
 	keyT   []float32 // the individual keys (head-averaged), interleaved as ckT
 	otok   []int32   // each query block's outlier token
-	odist  []float64 // and its squared distance from its composite's mean
+	odist  []float32 // and its squared distance from its composite's mean
 	oq     []float32 // the outlier tokens, unscaled (query blocks × D)
 	oa     []float64 // eight outlier tokens, scaled, widened to float64
 	oout   []float64 // one kernel.Dot64Panel8 result
@@ -343,7 +343,7 @@ func newScorer(p *plan.Plan, c config, q, k *tensor.Tensor) *scorer {
 		s.mean = make([]float32, g.D)
 		keys := (g.Nk + 2*kernel.Dot64Lanes - 1) / (2 * kernel.Dot64Lanes) * (2 * kernel.Dot64Lanes)
 		s.keyT = make([]float32, keys*g.D) // padding keys stay zero
-		s.otok, s.odist, s.extra = make([]int32, qbs), make([]float64, qbs), make([]int32, qbs)
+		s.otok, s.odist, s.extra = make([]int32, qbs), make([]float32, qbs), make([]int32, qbs)
 		s.oq = make([]float32, qbs*g.D)
 		s.oa = make([]float64, 8*g.D)
 		s.oout = make([]float64, 8*2*kernel.Dot64Lanes)
