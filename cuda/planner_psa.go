@@ -46,8 +46,8 @@ type psaArgs struct {
 const (
 	psaThreads       = 256
 	psaAssignThreads = 64
-	// psaOutlierThreads is psa_outliers' CTA: a block's dimensions, then
-	// its tokens, a thread each.
+	// psaOutlierThreads is psa_outliers' CTA: a block's dimension pairs
+	// (16-bit inputs) or dimensions, then its tokens, a thread each.
 	psaOutlierThreads = 128
 	// psaOutlierStageMax is the most shared memory psa_outliers stages a
 	// block in (two CTAs a multiprocessor); larger blocks read the input
@@ -67,10 +67,10 @@ func psaOutlierPitch(d int, dtype int32) int {
 }
 
 // psaOutlierSmem is psa_outliers' dynamic shared memory for blocks of bs
-// tokens of d elements: the means, inverse spreads and scores (d rounded
-// up to even), and with staged the block's rows.
+// tokens of d elements: the float32 means, inverse spreads and scores (d
+// rounded up to a multiple of 4), and with staged the block's rows.
 func psaOutlierSmem(d, bs int, dtype int32, staged bool) int {
-	n := (2*((d+1)&^1) + bs) * 8
+	n := (2*((d+3)&^3) + bs) * 4
 	if staged {
 		n += bs * psaOutlierPitch(d, dtype) * 4
 	}
@@ -80,7 +80,7 @@ func psaOutlierSmem(d, bs int, dtype int32, staged bool) int {
 // psaPlanner is psa.Planner on the device (kernels/plan_psa.cu and
 // plan_psa_score.cu). Sampling draws the CPU's tokens bit for bit (the
 // outlier scores of its leading draws, psa_outliers, in the CPU's canonical
-// float64), the similarity cap and the level
+// float32), the similarity cap and the level
 // rules are the CPU's float64 arithmetic, and the logits are float32
 // tensor-core sums where the CPU's are float32 kernel.MatMul sums, their
 // softmax terms exp2 approximations (ex2.approx) of the scaled shift: a
@@ -390,7 +390,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 		staged := int32(1)
 		smem := psaOutlierSmem(g.D, o.bs, v.dtype, true)
 		if smem > min(psaOutlierStageMax, in.e.dev.MaxSharedOptin) {
-			staged, smem = 0, psaOutlierSmem(g.D, o.bs, v.dtype, false) // at most 6 KiB, within the default allowance
+			staged, smem = 0, psaOutlierSmem(g.D, o.bs, v.dtype, false) // 3 KiB at D 256, within the default allowance
 		}
 		if err := in.e.raiseDynamicShared(c, fns["psa_outliers"], smem); err != nil {
 			return err

@@ -116,7 +116,7 @@ func TestPsaScoreDefines(t *testing.T) {
 
 // TestPsaOutlierSmem checks psa_outliers' shared memory at the timed
 // shape (bf16, D 128, 128 × 64 blocks: both sides staged, the queries'
-// 36 KiB leaving room for six CTAs a multiprocessor) and that an f32 block of 256 keys falls back to
+// 34 KiB leaving room for six CTAs a multiprocessor) and that an f32 block of 256 keys falls back to
 // reading its input.
 func TestPsaOutlierSmem(t *testing.T) {
 	bf16, f32 := dtypeCode(tensor.BFloat16), dtypeCode(tensor.Float32)
@@ -126,11 +126,11 @@ func TestPsaOutlierSmem(t *testing.T) {
 		staged bool
 		want   int
 	}{
-		{128, 128, bf16, true, (2*128+128)*8 + 128*65*4},
-		{128, 64, bf16, true, (2*128+64)*8 + 64*65*4},
-		{37, 64, bf16, true, (2*38+64)*8 + 64*19*4},
-		{96, 64, f32, true, (2*96+64)*8 + 64*97*4},
-		{128, 256, f32, false, (2*128 + 256) * 8},
+		{128, 128, bf16, true, (2*128+128)*4 + 128*65*4},
+		{128, 64, bf16, true, (2*128+64)*4 + 64*65*4},
+		{37, 64, bf16, true, (2*40+64)*4 + 64*19*4},
+		{96, 64, f32, true, (2*96+64)*4 + 64*97*4},
+		{128, 256, f32, false, (2*128 + 256) * 4},
 	} {
 		if got := psaOutlierSmem(c.d, c.bs, c.dtype, c.staged); got != c.want {
 			t.Errorf("d %d bs %d dtype %d staged %v: %d bytes, want %d", c.d, c.bs, c.dtype, c.staged, got, c.want)

@@ -125,59 +125,162 @@ __device__ __forceinline__ float psa_ox(const View& x, const u32* xs, int pw, in
 	return DT == DT_F16 ? f16_to_f32(v) : bf16_to_f32(v);
 }
 
-// psa_zterm adds dimension d's term (x − μ)²/v, as x − μ, its square and
-// the product by 1/v each rounded, to the running score sc.
-__device__ __forceinline__ double psa_zterm(double sc, float x, double mu, double inv) {
-	const double y = __dsub_rn((double)x, mu);
-	return add64(sc, mul64(mul64(y, y), inv));
+// psa_lo and psa_hi are the elements of a staged word of two 16-bit
+// elements (DT_BF16 or DT_F16): the lower dimension in the low half.
+template <int DT>
+__device__ __forceinline__ float psa_lo(u32 v) {
+	return DT == DT_BF16 ? __uint_as_float(v << 16) : f16_to_f32((u16)(v & 0xffffu));
+}
+template <int DT>
+__device__ __forceinline__ float psa_hi(u32 v) {
+	return DT == DT_BF16 ? __uint_as_float(v & 0xffff0000u) : f16_to_f32((u16)(v >> 16));
 }
 
-// psa_outlier_scores writes the outlier scores of the block's n rows to
-// z: the mean and 1/v per dimension (a thread a dimension, summed in
-// token order), then the score per token (a thread a token, summed in
-// dimension order), as outlierScores.
+// psa_inv is 1/v for a dimension's summed squared deviations v, one
+// correctly rounded division; v where v is not > 0 (0, or NaN, kept as
+// the CPU keeps them).
+__device__ __forceinline__ float psa_inv(float v) { return v > 0.0f ? __fdiv_rn(1.0f, v) : v; }
+
+// psa_zterm adds dimension d's term (x − μ)²/v, as x − μ, its square and
+// the product by 1/v each rounded on its own (float32, never fused), to
+// the running score sc.
+__device__ __forceinline__ float psa_zterm(float sc, float x, float mu, float inv) {
+	const float y = __fsub_rn(x, mu);
+	return __fadd_rn(sc, __fmul_rn(__fmul_rn(y, y), inv));
+}
+
+// psa_quad reads elements 4q … 4q+3 of token t (row, staged; or x itself
+// with DT 0) to e.
 template <int DT>
-__device__ __forceinline__ void psa_outlier_scores(const View& x, const u32* xs, int pw, int b, int h, int lo, int n, int D, double* mean, double* inv,
-                                                   double* z) {
-	for (int d = threadIdx.x; d < D; d += blockDim.x) {
-		double sum = 0.0;
-#pragma unroll 8
-		for (int j = 0; j < n; j++) sum = add64(sum, (double)psa_ox<DT>(x, xs, pw, b, h, lo, j, d));
-		const double mu = __ddiv_rn(sum, (double)n);
-		double v = 0.0;
-#pragma unroll 8
-		for (int j = 0; j < n; j++) {
-			const double y = __dsub_rn((double)psa_ox<DT>(x, xs, pw, b, h, lo, j, d), mu);
-			v = add64(v, mul64(y, y));
-		}
-		mean[d] = mu;
-		inv[d] = v > 0.0 ? __ddiv_rn(1.0, v) : v; // v is 0 (or NaN, kept as the CPU keeps it)
+__device__ __forceinline__ void psa_quad(const View& x, const u32* row, int b, int h, int t, int q, float (&e)[4]) {
+	if (DT == DT_BF16 || DT == DT_F16) {
+		const u32 w0 = row[2 * q], w1 = row[2 * q + 1]; // two LDS.32: rows start at any word (the odd pitch)
+		e[0] = psa_lo<DT>(w0), e[1] = psa_hi<DT>(w0), e[2] = psa_lo<DT>(w1), e[3] = psa_hi<DT>(w1);
+	} else if (DT == DT_F32) {
+#pragma unroll
+		for (int k = 0; k < 4; k++) e[k] = __uint_as_float(row[4 * q + k]);
+	} else {
+#pragma unroll
+		for (int k = 0; k < 4; k++) e[k] = load(x, b, h, t, 4 * q + k);
 	}
-	__syncthreads();
-	for (int j = threadIdx.x; j < n; j += blockDim.x) {
-		double sc = 0.0;
-		if (DT == DT_BF16 || DT == DT_F16) {
-			// A word (two elements) a step: row j's words sit in distinct
-			// banks from its warp neighbours' (the odd pitch).
-			const u32* row = xs + j * pw;
-			const int hw = D >> 1;
-#pragma unroll 4
-			for (int w = 0; w < hw; w++) {
-				const u32 v = row[w];
-				const float x0 = DT == DT_BF16 ? __uint_as_float(v << 16) : f16_to_f32((u16)(v & 0xffffu));
-				const float x1 = DT == DT_BF16 ? __uint_as_float(v & 0xffff0000u) : f16_to_f32((u16)(v >> 16));
-				const double2 mu = reinterpret_cast<const double2*>(mean)[w], iv = reinterpret_cast<const double2*>(inv)[w];
-				sc = psa_zterm(sc, x0, mu.x, iv.x);
-				sc = psa_zterm(sc, x1, mu.y, iv.y);
+}
+
+// psa_outlier_scores writes the outlier scores of the block's n rows to z
+// as their float32 bits: the mean and 1/v per dimension, summed in token
+// order, then the score per token (a thread a token, summed in dimension
+// order), as outlierScores. DC, when not 0, is D at compile time, so that
+// the staged rows' pitch is too and each load's address is an immediate
+// offset (D is otherwise the runtime D_, the pitch pw_). The mean and v
+// of 16-bit elements are a thread a staged word: dimensions 2p and 2p+1,
+// one 32-bit load for both and two independent chains (D/2 threads busy;
+// the token order of each sum leaves no other split), of float32 or DT 0
+// (x read in place) a thread a dimension.
+template <int DT, int DC>
+__device__ __forceinline__ void psa_outlier_scores(const View& x, const u32* xs, int pw_, int b, int h, int lo, int n, int D_, float* mean, float* inv,
+                                                   u32* z) {
+	constexpr bool half = DT == DT_BF16 || DT == DT_F16;
+	const int D = DC > 0 ? DC : D_;
+	const int pw = DC > 0 ? ((DT == DT_F32 ? DC : (DC + 1) / 2) | 1) : pw_; // psa_outlier_pitch
+	const float fn = (float)n;                                               // exact
+	if constexpr (half) {
+		for (int p = threadIdx.x; p < (D + 1) >> 1; p += blockDim.x) {
+			const u32* col = xs + p;
+			float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll 8
+			for (int j = 0; j < n; j++) {
+				const u32 v = col[j * pw];
+				s0 = __fadd_rn(s0, psa_lo<DT>(v));
+				s1 = __fadd_rn(s1, psa_hi<DT>(v));
 			}
-			if (D & 1) sc = psa_zterm(sc, psa_ox<DT>(x, xs, pw, b, h, lo, j, D - 1), mean[D - 1], inv[D - 1]);
-		} else {
-#pragma unroll 4
-			for (int d = 0; d < D; d++) sc = psa_zterm(sc, psa_ox<DT>(x, xs, pw, b, h, lo, j, d), mean[d], inv[d]);
+			const float m0 = __fdiv_rn(s0, fn), m1 = __fdiv_rn(s1, fn);
+			float v0 = 0.0f, v1 = 0.0f;
+#pragma unroll 8
+			for (int j = 0; j < n; j++) {
+				const u32 v = col[j * pw];
+				const float y0 = __fsub_rn(psa_lo<DT>(v), m0), y1 = __fsub_rn(psa_hi<DT>(v), m1);
+				v0 = __fadd_rn(v0, __fmul_rn(y0, y0));
+				v1 = __fadd_rn(v1, __fmul_rn(y1, y1));
+			}
+			mean[2 * p] = m0;
+			inv[2 * p] = psa_inv(v0);
+			if (2 * p + 1 < D) { // (the last word of an odd D holds one element)
+				mean[2 * p + 1] = m1;
+				inv[2 * p + 1] = psa_inv(v1);
+			}
 		}
-		z[j] = sc;
+	} else {
+		for (int d = threadIdx.x; d < D; d += blockDim.x) {
+			float sum = 0.0f;
+#pragma unroll 8
+			for (int j = 0; j < n; j++) sum = __fadd_rn(sum, psa_ox<DT>(x, xs, pw, b, h, lo, j, d));
+			const float mu = __fdiv_rn(sum, fn);
+			float v = 0.0f;
+#pragma unroll 8
+			for (int j = 0; j < n; j++) {
+				const float y = __fsub_rn(psa_ox<DT>(x, xs, pw, b, h, lo, j, d), mu);
+				v = __fadd_rn(v, __fmul_rn(y, y));
+			}
+			mean[d] = mu;
+			inv[d] = psa_inv(v);
+		}
 	}
 	__syncthreads();
+	// The score: four dimensions a step, their means and inverses in two
+	// broadcast 16-byte loads (mean and inv 16-byte aligned); row j's
+	// words sit in distinct banks from its warp neighbours' (the odd
+	// pitch).
+	const float4* m4 = reinterpret_cast<const float4*>(mean);
+	const float4* i4 = reinterpret_cast<const float4*>(inv);
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		const u32* row = xs + j * pw;
+		float sc = 0.0f;
+#pragma unroll 4
+		for (int q = 0; q < (D >> 2); q++) {
+			float e[4];
+			psa_quad<DT>(x, row, b, h, lo + j, q, e);
+			const float4 mu = m4[q], iv = i4[q];
+			sc = psa_zterm(sc, e[0], mu.x, iv.x);
+			sc = psa_zterm(sc, e[1], mu.y, iv.y);
+			sc = psa_zterm(sc, e[2], mu.z, iv.z);
+			sc = psa_zterm(sc, e[3], mu.w, iv.w);
+		}
+		for (int d = D & ~3; d < D; d++) sc = psa_zterm(sc, psa_ox<DT>(x, xs, pw, b, h, lo, j, d), mean[d], inv[d]);
+		z[j] = __float_as_uint(sc);
+	}
+	__syncthreads();
+}
+
+// psa_count is how many of the scores z[k0 … k1−1] exceed t, compared as
+// their float32 bits: the scores are ≥ +0 (or the canonical NaN), so their
+// bits lie below 2³¹ and order as the scores do, and for t ≥ −1 the
+// difference t − z[k] is exact, its sign bit the count. Four a 16-byte
+// broadcast load into four counters; k0 a multiple of 4, z 16-byte
+// aligned.
+__device__ __forceinline__ int psa_count(const u32* z, int k0, int k1, int t) {
+	u32 r0 = 0, r1 = 0, r2 = 0, r3 = 0;
+	int k = k0;
+#pragma unroll 4
+	for (; k + 4 <= k1; k += 4) {
+		const uint4 q = *reinterpret_cast<const uint4*>(z + k);
+		r0 += (u32)(t - (int)q.x) >> 31;
+		r1 += (u32)(t - (int)q.y) >> 31;
+		r2 += (u32)(t - (int)q.z) >> 31;
+		r3 += (u32)(t - (int)q.w) >> 31;
+	}
+	for (; k < k1; k++) r0 += (u32)(t - (int)z[k]) >> 31;
+	return (int)((r0 + r1) + (r2 + r3));
+}
+
+// psa_outlier_dispatch runs psa_outlier_scores on a staged block of
+// 16-bit elements, with D at compile time for the common head dimensions.
+template <int DT>
+__device__ __forceinline__ void psa_outlier_dispatch(const View& x, const u32* xs, int pw, int b, int h, int lo, int n, int D, float* mean, float* inv,
+                                                     u32* z) {
+	switch (D) {
+	case 128: psa_outlier_scores<DT, 128>(x, xs, pw, b, h, lo, n, D, mean, inv, z); break;
+	case 64: psa_outlier_scores<DT, 64>(x, xs, pw, b, h, lo, n, D, mean, inv, z); break;
+	default: psa_outlier_scores<DT, 0>(x, xs, pw, b, h, lo, n, D, mean, inv, z);
+	}
 }
 
 // psa_outliers writes, per block of a side (0: queries, per (b, h, qb);
@@ -185,28 +288,31 @@ __device__ __forceinline__ void psa_outlier_scores(const View& x, const u32* xs,
 // most outlying tokens (m = s.oq or s.ok), largest score first, ties to
 // the lower offset: the first m of Sampling's draws (method/psa,
 // outlierScores and estimator.draw; our extension of PSA §3.3.1). The
-// scores are the CPU's canonical float64, bit for bit: the mean and the
-// squared deviations summed in token order per dimension (a thread a
-// dimension), one division each for the mean and 1/v (v where v is not
-// > 0), the score summed in dimension order per token (a thread a token),
-// every product and difference rounded on its own. With staged set the
-// CTA first copies its block to shared memory as it is (coalesced, the
-// rows at psa_outlier_pitch), so that each element is read from memory
-// once; else it reads x directly (blocks too large to stage). Each
-// token's rank (how many scores are larger, or equal at a lower offset;
-// scores compared as their bits, which order as the numbers do since they
-// are ≥ +0 for finite inputs) places it, so that the m largest land in
-// order without a serial selection. Blocks that Sampling takes whole (n ≤
-// the draw) are left alone. Dynamic shared memory: 2·D + bs doubles (bs
-// the side's block size; D rounded up to even), then, staged, bs rows of
+// scores are the CPU's canonical float32, bit for bit: the mean and the
+// squared deviations summed in token order per dimension, one division
+// each for the mean and 1/v (v where v is not > 0), the score summed in
+// dimension order per token (a thread a token), every product and
+// difference rounded on its own (the _rn intrinsics: no contraction into
+// FMAs). With staged set the CTA first copies its block to shared memory
+// as it is (coalesced, the rows at psa_outlier_pitch), so that each
+// element is read from memory once; else it reads x directly (blocks too
+// large to stage). Each token's rank (how many scores are larger, or
+// equal at a lower offset; scores compared as their bits, which order as
+// the numbers do since they are ≥ +0 for inputs below 2⁶³ in magnitude:
+// psa_count)
+// places it, so that the m largest land in order without a serial
+// selection. Blocks that Sampling takes whole (n ≤ the draw) are left
+// alone. Dynamic shared memory: 2·D + bs floats (bs the side's block
+// size; D rounded up to a multiple of 4), then, staged, bs rows of
 // psa_outlier_pitch words.
 extern "C" __global__ void __launch_bounds__(128) psa_outliers(const PlanArgs a, const PsaArgs s, View x, int side, int staged) {
 	extern __shared__ __align__(16) unsigned char smem[];
 	const int bs = side == 0 ? a.bq : a.bk, N = side == 0 ? a.Nq : a.Nk;
-	double* mean = (double*)smem;
-	double* inv = mean + ((a.D + 1) & ~1); // 16-byte aligned: psa_outlier_scores reads pairs
-	double* z = inv + ((a.D + 1) & ~1);
-	u32* xs = (u32*)(z + bs);
+	const int Dp = (a.D + 3) & ~3;
+	float* mean = (float*)smem;
+	float* inv = mean + Dp;       // 16-byte aligned: the score pass reads fours
+	u32* z = (u32*)(inv + Dp);    // 16-byte aligned: psa_count reads fours
+	u32* xs = z + bs;
 	const int nb = (N + bs - 1) / bs;
 	const int heads = side == 0 ? a.Hq : a.Hkv;
 	const long long i = blockIdx.x;
@@ -217,34 +323,42 @@ extern "C" __global__ void __launch_bounds__(128) psa_outliers(const PlanArgs a,
 	if (m <= 0 || want >= n) return;
 	const int pw = psa_outlier_pitch(a.D, x.dtype);
 	if (!staged) {
-		psa_outlier_scores<0>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
+		psa_outlier_scores<0, 0>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
 	} else {
 		psa_stage(x, xs, pw, b, h, lo, n, a.D);
 		__syncthreads();
 		switch (x.dtype) {
 		case DT_F32:
-			psa_outlier_scores<DT_F32>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
+			psa_outlier_scores<DT_F32, 0>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
 			break;
 		case DT_F16:
-			psa_outlier_scores<DT_F16>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
+			psa_outlier_dispatch<DT_F16>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
 			break;
 		default:
-			psa_outlier_scores<DT_BF16>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
+			psa_outlier_dispatch<DT_BF16>(x, xs, pw, b, h, lo, n, a.D, mean, inv, z);
 		}
 	}
 	// The m largest, largest first, ties to the lower offset: the offsets
 	// estimator.draw's selection sort swaps into place (it compares
 	// offsets, not positions, so the order does not depend on its swaps).
-	const u64* zb = (const u64*)z;
+	// Token j's rank in three ranges: the tokens before its warp's (all at
+	// lower offsets: scores ≥ z_j count, i.e. > z_j − 1 as integers), its
+	// warp's 32 (the same up to j, then > z_j), and those after (> z_j).
+	// jb = j − lane is the same for the whole warp (blockDim.x is a
+	// multiple of 32), so the loops do not diverge.
 	int* out = (side == 0 ? s.qout : s.kout) + i * m;
 	for (int j = threadIdx.x; j < n; j += blockDim.x) {
-		const u64 zj = zb[j];
-		int r = 0;
+		const int zj = (int)z[j];
+		const int jb = j & ~31, je = min(jb + 32, n);
+		int r = psa_count(z, 0, jb, zj - 1) + psa_count(z, je, n, zj);
+		int t = zj - 1;
+		u32 rw = 0;
 #pragma unroll 8
-		for (int k = 0; k < n; k++) {
-			const u64 zk = zb[k];
-			r += (zk > zj || (zk == zj && k < j)) ? 1 : 0;
+		for (int k = jb; k < je; k++) {
+			t = k == j ? zj : t; // (j itself: z_j − z_j = 0, not counted)
+			rw += (u32)(t - (int)z[k]) >> 31;
 		}
+		r += (int)rw;
 		if (r < m) out[r] = j;
 	}
 }

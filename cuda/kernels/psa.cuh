@@ -5,7 +5,7 @@
 //
 //   psa_outliers Sampling's outlier-led draws (our extension of §3.3.1):
 //                per block the m most outlying tokens by the CPU's
-//                canonical float64 score, largest first.
+//                canonical float32 score, largest first.
 //   psa_tokens   the first token of each estimator row (a sampled query, or
 //                a Stride-token query group) and column (a sampled key, or
 //                a key group), -1 for padding. Sampling repeats the CPU's

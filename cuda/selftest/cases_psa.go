@@ -40,7 +40,9 @@ func levelTieBreakFor(p plan.Planner, t plan.Tiling, q, k *tensor.Tensor) levelJ
 }
 
 // psaTieBreak judges psa rows that differ from the CPU's. The device draws
-// the same tokens, caps and assigns levels with the CPU's float64
+// the same tokens (the outlier scores that lead Sampling's draws in the
+// CPU's float32 arithmetic, bit for bit, so the judge takes the CPU's
+// draws as they are), caps and assigns levels with the CPU's float64
 // arithmetic, but its logits are float32 tensor-core sums (of bf16 halves
 // for other input types) where the CPU's are float32 kernel.MatMul sums,
 // and its softmax terms are 2^{(x − m)·lscale·log2 e} by ex2.approx (one

@@ -44,7 +44,7 @@ type estimator struct {
 	// blockScores' scratch: a block's rows, their mean, the inverse
 	// spreads and the scores.
 	orows           []float32
-	omean, oinv, oz []float64
+	omean, oinv, oz []float32
 }
 
 // chunkCols is the width of the column chunks of estimator.kT. Each chunk
@@ -115,7 +115,7 @@ func (e *estimator) head(b, h int) {
 		for kb := range p.KBlocks() {
 			e.colStart[kb] = len(e.colTok)
 			lo, hi := p.KeyRange(kb)
-			var z []float64
+			var z []float32
 			if e.c.outK > 0 && e.c.sampleK < hi-lo {
 				z = e.blockScores(e.k, b, kh, lo, hi)
 			}
@@ -196,7 +196,7 @@ func (e *estimator) queries(s *slot, qb int, blocks []int32) {
 	s.tok = s.tok[:0]
 	switch e.c.estimator {
 	case Sampling:
-		var z []float64
+		var z []float32
 		if e.c.outQ > 0 && e.c.sampleQ < qhi-qlo {
 			z = e.blockScores(e.q, e.b, e.h, qlo, qhi)
 		}

@@ -34,31 +34,36 @@ const NoOutliers = -1
 //	z_j = Σ_i (x_ji − μ_i)² / v_i,  μ_i = (Σ_j x_ji) / n,  v_i = Σ_j (x_ji − μ_i)²,
 //
 // leaving out the dimensions where v_i = 0 (every row equal there). The
-// arithmetic is canonical float64, as similarityCaps': each difference and
-// product rounded on its own (no fused multiply-add), μ and v summed in row
-// order, z in dimension order, 1/v_i one division, so that the device
-// (kernels/plan_psa.cu, psa_outliers) repeats every score bit for bit and
-// draws the same tokens. mean and inv are scratch of at least d values.
-func outlierScores(x []float32, n, d int, mean, inv, z []float64) {
+// arithmetic is canonical float32: each difference and product rounded on
+// its own (no fused multiply-add: every product is converted explicitly),
+// μ and v summed in row order, z in dimension order, μ_i and 1/v_i one
+// division each, so that the device (kernels/plan_psa.cu, psa_outliers)
+// repeats every score bit for bit and draws the same tokens. The scores
+// only choose which tokens Sampling draws first, for which float32 is
+// ample (TestOutlierScoresFloat32 bounds the error). They are finite and
+// ≥ +0 for inputs below 2⁶³ in magnitude (|x − μ| < 2⁶⁴, so no square
+// overflows; a v_i that does is +Inf and its dimension adds +0). mean and
+// inv are scratch of at least d values.
+func outlierScores(x []float32, n, d int, mean, inv, z []float32) {
 	mean, inv, z = mean[:d], inv[:d], z[:n]
 	clear(mean)
 	for j := range n {
 		r := x[j*d : (j+1)*d]
 		r = r[:len(mean)]
 		for i, v := range r {
-			mean[i] += float64(v)
+			mean[i] += v
 		}
 	}
 	for i := range mean {
-		mean[i] /= float64(n)
+		mean[i] /= float32(n)
 	}
 	clear(inv)
 	for j := range n {
 		r := x[j*d : (j+1)*d]
 		r = r[:len(mean)]
 		for i, v := range r {
-			y := float64(v) - mean[i]
-			inv[i] += float64(y * y)
+			y := v - mean[i]
+			inv[i] += float32(y * y)
 		}
 	}
 	for i, v := range inv {
@@ -75,24 +80,24 @@ func outlierScores(x []float32, n, d int, mean, inv, z []float64) {
 		r2 := x[(j+2)*d : (j+3)*d]
 		r3 := x[(j+3)*d : (j+4)*d]
 		r0, r1, r2, r3 = r0[:len(inv)], r1[:len(inv)], r2[:len(inv)], r3[:len(inv)]
-		var s0, s1, s2, s3 float64
+		var s0, s1, s2, s3 float32
 		for i, w := range inv {
 			m := mean[i]
-			y0, y1, y2, y3 := float64(r0[i])-m, float64(r1[i])-m, float64(r2[i])-m, float64(r3[i])-m
-			s0 += float64(float64(y0*y0) * w)
-			s1 += float64(float64(y1*y1) * w)
-			s2 += float64(float64(y2*y2) * w)
-			s3 += float64(float64(y3*y3) * w)
+			y0, y1, y2, y3 := r0[i]-m, r1[i]-m, r2[i]-m, r3[i]-m
+			s0 += float32(float32(y0*y0) * w)
+			s1 += float32(float32(y1*y1) * w)
+			s2 += float32(float32(y2*y2) * w)
+			s3 += float32(float32(y3*y3) * w)
 		}
 		z[j], z[j+1], z[j+2], z[j+3] = s0, s1, s2, s3
 	}
 	for ; j < n; j++ {
 		r := x[j*d : (j+1)*d]
 		r = r[:len(inv)]
-		var s float64
+		var s float32
 		for i, w := range inv {
-			y := float64(r[i]) - mean[i]
-			s += float64(float64(y*y) * w)
+			y := r[i] - mean[i]
+			s += float32(float32(y*y) * w)
 		}
 		z[j] = s
 	}
@@ -104,7 +109,7 @@ func outlierScores(x []float32, n, d int, mean, inv, z []float64) {
 // permutation as a selection sort does; then s − m drawn from the rest by
 // the partial Fisher–Yates shuffle of sample, continued from position m.
 // With m = 0 it is sample's draw.
-func (e *estimator) draw(r *rand.Rand, n, s, m int, z []float64) []int {
+func (e *estimator) draw(r *rand.Rand, n, s, m int, z []float32) []int {
 	perm := e.perm[:n]
 	for i := range perm {
 		perm[i] = i
@@ -133,17 +138,17 @@ func (e *estimator) draw(r *rand.Rand, n, s, m int, z []float64) []int {
 // keys) and returns their outlier scores, in the estimator's scratch.
 func (e *estimator) blockScores(x interface {
 	ReadRow(b, h, n int, dst []float32)
-}, b, h, lo, hi int) []float64 {
+}, b, h, lo, hi int) []float32 {
 	d, n := e.g.D, hi-lo
 	e.orows = grow(e.orows, n*d)
 	for j := range n {
 		x.ReadRow(b, h, lo+j, e.orows[j*d:(j+1)*d])
 	}
 	if len(e.omean) < d {
-		e.omean, e.oinv = make([]float64, d), make([]float64, d)
+		e.omean, e.oinv = make([]float32, d), make([]float32, d)
 	}
 	if len(e.oz) < n {
-		e.oz = make([]float64, max(n, e.p.BlockQ, e.p.BlockK))
+		e.oz = make([]float32, max(n, e.p.BlockQ, e.p.BlockK))
 	}
 	outlierScores(e.orows, n, d, e.omean, e.oinv, e.oz)
 	return e.oz[:n]

@@ -257,29 +257,30 @@ func (e *refEstimator) sample(r *rand.Rand, n, s, m int, x func(j int, dst []flo
 }
 
 // refOutlierScores is outlierScores written out plainly, one row and one
-// dimension at a time in the same order: the mean and the squared
-// deviations summed over rows, each score over dimensions.
-func refOutlierScores(rows [][]float32) []float64 {
+// dimension at a time in the same order and the same float32 arithmetic:
+// the mean and the squared deviations summed over rows, each score over
+// dimensions.
+func refOutlierScores(rows [][]float32) []float32 {
 	n, d := len(rows), len(rows[0])
-	z := make([]float64, n)
+	z := make([]float32, n)
 	for i := range d {
-		var sum float64
+		var sum float32
 		for j := range n {
-			sum += float64(rows[j][i])
+			sum += rows[j][i]
 		}
-		mu := sum / float64(n)
-		var v float64
+		mu := sum / float32(n)
+		var v float32
 		for j := range n {
-			y := float64(rows[j][i]) - mu
-			v += float64(y * y)
+			y := rows[j][i] - mu
+			v += float32(y * y)
 		}
 		if v == 0 {
 			continue
 		}
 		w := 1 / v
 		for j := range n {
-			y := float64(rows[j][i]) - mu
-			z[j] += float64(float64(y*y) * w)
+			y := rows[j][i] - mu
+			z[j] += float32(float32(y*y) * w)
 		}
 	}
 	return z
