@@ -1,6 +1,7 @@
 package psa
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -15,20 +16,7 @@ func assign(c config, imp []float64, lv []plan.Level) {
 	if n == 0 {
 		return
 	}
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	// Descending importance; ties keep key order, so plans are deterministic.
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case imp[a] > imp[b]:
-			return -1
-		case imp[a] < imp[b]:
-			return 1
-		}
-		return 0
-	})
+	order := descending(imp) // ties keep key order, so plans are deterministic
 	for i := range lv {
 		lv[i] = plan.Skip
 	}
@@ -74,6 +62,17 @@ func assign(c config, imp []float64, lv []plan.Level) {
 			}
 		}
 	}
+}
+
+// descending returns the indices of x from its largest value to its
+// smallest, equal values in index order (a stable sort).
+func descending[E cmp.Ordered](x []E) []int {
+	order := make([]int, len(x))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(x[b], x[a]) })
+	return order
 }
 
 // sumChunk is the chunk of assign's sums (the device's PSA_SUM_CHUNK).

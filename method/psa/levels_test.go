@@ -3,7 +3,6 @@ package psa
 import (
 	"math"
 	"math/big"
-	"slices"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/internal/testutil"
@@ -62,19 +61,7 @@ func TestAssignLongRows(t *testing.T) {
 		for _, x := range imp {
 			total += x
 		}
-		order := make([]int, n)
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortStableFunc(order, func(a, b int) int {
-			switch {
-			case imp[a] > imp[b]:
-				return -1
-			case imp[a] < imp[b]:
-				return 1
-			}
-			return 0
-		})
+		order := descending(imp)
 		compared := 0
 		var before float64
 		for _, e := range order {

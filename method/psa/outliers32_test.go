@@ -155,19 +155,7 @@ func TestOutlierDrawOrder(t *testing.T) {
 			}
 			z := make([]float32, n)
 			outlierScores(x, n, d, make([]float32, d), make([]float32, d), z)
-			want := make([]int, n)
-			for j := range want {
-				want[j] = j
-			}
-			slices.SortStableFunc(want, func(a, b int) int {
-				switch {
-				case z[a] > z[b]:
-					return -1
-				case z[a] < z[b]:
-					return 1
-				}
-				return 0
-			})
+			want := descending(z)
 			want = want[:m]
 			s := m + 1 // one random draw after the m by score
 			for seed := range uint64(8) {

@@ -185,19 +185,7 @@ func TestOutlierDrawsLead(t *testing.T) {
 				rows[j] = x.row(b, h, lo+j)
 			}
 			z, tol := naiveOutlierScores(rows), outlierScoreTol(rows)
-			idx := make([]int, len(z))
-			for j := range idx {
-				idx[j] = j
-			}
-			slices.SortStableFunc(idx, func(a, b int) int {
-				switch {
-				case z[a] > z[b]:
-					return -1
-				case z[a] < z[b]:
-					return 1
-				}
-				return 0
-			})
+			idx := descending(z)
 			for j := range idx[:m] {
 				idx[j] += lo
 			}

@@ -1,7 +1,6 @@
 package psa
 
 import (
-	"cmp"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -239,11 +238,7 @@ func (e *refEstimator) sample(r *rand.Rand, n, s, m int, x func(j int, dst []flo
 			x(j, rows[j])
 		}
 		z := refOutlierScores(rows)
-		top := make([]int, n)
-		for j := range top {
-			top[j] = j
-		}
-		slices.SortStableFunc(top, func(a, b int) int { return cmp.Compare(z[b], z[a]) })
+		top := descending(z)
 		for i := range m {
 			at := slices.Index(perm, top[i])
 			perm[i], perm[at] = perm[at], perm[i]
