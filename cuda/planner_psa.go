@@ -55,7 +55,7 @@ const (
 	psaOutlierStageMax = 112 << 10
 )
 
-// psaOutlierPitch is psa_outlier_pitch in kernels/plan_psa.cu: the 32-bit
+// psaOutlierPitch is psa_outlier_pitch in kernels/psa_outlier.cuh: the 32-bit
 // words of a staged row of d elements (16-bit elements in pairs), rounded
 // up to an odd count.
 func psaOutlierPitch(d int, dtype int32) int {
