@@ -350,9 +350,9 @@ extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a
 	// Bitonic sort: (key, index) is a strict order, so the network's
 	// result is the stable sort's. Rows of 64 to 64·PSA_SORT_E positions
 	// sort in registers (psa_sort_rows, psa_sort.cuh: shuffles, one
-	// shared-memory step); longer ones in shared memory, where a thread takes compare-exchange pairs,
-	// not indices: pair q is i = q with a 0 bit inserted at j's bit, and
-	// i | j, so every iteration does work.
+	// shared-memory step); longer ones in shared memory, where a thread
+	// takes compare-exchange pairs, not indices: pair q is i = q with a 0
+	// bit inserted at j's bit, and i | j, so every iteration does work.
 	switch (n2) {
 	case 64: psa_sort_rows<1>(skey, sidx); break;
 	case 128: psa_sort_rows<2>(skey, sidx); break;
