@@ -19,7 +19,7 @@ import (
 )
 
 // openOrSkip opens the default device or skips the test with the reason.
-func openOrSkip(t *testing.T) *Engine {
+func openOrSkip(t testing.TB) *Engine {
 	t.Helper()
 	e, err := Open(Config{CacheDir: t.TempDir()})
 	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sparseattn/sparseattn/method/flexprefill"
 	"github.com/sparseattn/sparseattn/method/minference"
@@ -158,7 +157,7 @@ func benchSizes(t *testing.T, env string, def []int) []int {
 // benchTensor uploads a [1, h, n, d] bf16 tensor of cheap pseudo-random
 // values of about unit size plus offset, drawn from the xorshift state x;
 // it is freed when the test ends.
-func benchTensor(t *testing.T, e *Engine, h, n, d int, offset float32, x *uint64) *Tensor {
+func benchTensor(t testing.TB, e *Engine, h, n, d int, offset float32, x *uint64) *Tensor {
 	ht, err := tensor.New(tensor.BFloat16, tensor.BHND, tensor.Shape{B: 1, H: h, N: n, D: d})
 	if err != nil {
 		t.Fatal(err)
@@ -179,51 +178,42 @@ func benchTensor(t *testing.T, e *Engine, h, n, d int, offset float32, x *uint64
 	return dev
 }
 
-// TestPlanHostCost measures what a device plan costs the host: Runner.Plan
-// called 400 times in a row for each planner named in
-// SPARSEATTN_PLAN_HOST (comma-separated; "1" for all) at the lengths of
-// SPARSEATTN_PLANNER_BENCH_N (default 8192), shapes as TestPlannerTimes,
-// causal. Plan waits for its end event, so its wall time is the host's
-// work before the first launch and between launches plus the device's;
-// the test logs the median wall time against the median device time.
-// Run it under -test.cpuprofile to see where the host's share goes.
-func TestPlanHostCost(t *testing.T) {
-	which := os.Getenv("SPARSEATTN_PLAN_HOST")
-	if which == "" {
-		t.Skip("set SPARSEATTN_PLAN_HOST=1 (or a list of planner names) to time the host side of device plans")
-	}
-	e := openOrSkip(t)
+// BenchmarkPlan measures what a device plan costs the host and the
+// device: Runner.Plan for each planner of benchPlanners at 8K tokens
+// (B=1, Hq=32, Hkv=8, D=128, bf16, causal, 128×64 blocks). Plan waits for
+// its end event, so ns/op is the host's work before and between the
+// launches plus the device's; device-µs/op is the device's alone (events).
+// Run it under -test.cpuprofile to see where the host's share goes:
+//
+//	go test -run '^$' -bench 'BenchmarkPlan$' -benchtime 400x ./cuda
+func BenchmarkPlan(b *testing.B) {
+	e := openOrSkip(b)
 	ctx := context.Background()
-	for _, n := range benchSizes(t, "SPARSEATTN_PLANNER_BENCH_N", []int{8192}) {
-		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
-		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
-		x := uint64(0x9e3779b97f4a7c15)
-		q, k, v := benchTensor(t, e, g.Hq, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x)
-		for _, p := range benchPlanners() {
-			if which != "1" && !slices.Contains(strings.Split(which, ","), p.Name()) {
-				continue
-			}
+	const n = 8192
+	g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
+	x := uint64(0x9e3779b97f4a7c15)
+	q, k, v := benchTensor(b, e, g.Hq, n, g.D, 0, &x), benchTensor(b, e, g.Hkv, n, g.D, 0, &x), benchTensor(b, e, g.Hkv, n, g.D, 0, &x)
+	for _, p := range benchPlanners() {
+		b.Run(strings.ReplaceAll(benchName(p), " ", "_"), func(b *testing.B) {
 			run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
 			if err != nil {
-				t.Fatal(err)
+				b.Fatal(err)
 			}
+			defer run.Close()
 			if _, err := run.Plan(ctx, q, k, v); err != nil { // compiles and allocates
-				t.Fatal(err)
+				b.Fatal(err)
 			}
-			const calls = 400
-			wall, dev := make([]float64, calls), make([]float64, calls)
-			for i := range calls {
-				start := time.Now()
+			var dev float64
+			b.ResetTimer()
+			for range b.N {
 				ms, err := run.Plan(ctx, q, k, v)
 				if err != nil {
-					t.Fatal(err)
+					b.Fatal(err)
 				}
-				wall[i], dev[i] = float64(time.Since(start).Nanoseconds())/1e3, ms*1e3
+				dev += ms
 			}
-			run.Close()
-			slices.Sort(wall)
-			slices.Sort(dev)
-			t.Logf("N=%d %-12s plan wall %.1f µs, device (events) %.1f µs, median of %d", n, benchName(p), wall[calls/2], dev[calls/2], calls)
-		}
+			b.ReportMetric(dev*1e3/float64(b.N), "device-µs/op")
+		})
 	}
 }
