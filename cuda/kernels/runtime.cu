@@ -147,3 +147,18 @@ extern "C" __global__ void stage16(View src, u16* dst, int head_dim, int to_f16)
 		}
 	}
 }
+
+// l2_read reads n16 16-byte words from p past L1 (ld.global.cg), so that
+// L2 ends up holding clean lines of p: after Benchmark's overwrite of its
+// scratch, a read of scratch the overwrite has already evicted leaves no
+// dirty line for the timed kernel to write back (BenchmarkPlanCold). sink
+// is written only when the words' xor has one value, which the compiler
+// cannot rule out.
+extern "C" __global__ void l2_read(const uint4* p, long long n16, unsigned* sink) {
+	unsigned x = 0;
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
+		const uint4 v = __ldcg(p + i);
+		x ^= v.x ^ v.y ^ v.z ^ v.w;
+	}
+	if (x == 0x9e3779b9u) *sink = x;
+}
