@@ -88,6 +88,11 @@ type Tactics struct {
 	// budget) and it measured 10-15% slower for causal plans on an H100
 	// (BENCHMARKS.md, "Earlier run: launch order"), so it is off by default.
 	SkipFuture bool
+	// GenStages is the K/V tile slots of the warp-specialized gathering
+	// kernel (PSA levels, S2O orders and stops on Hopper): 2 to 4; 0 means
+	// 4 (genWSStages). Fewer slots leave fewer tiles issued past an S2O
+	// stop for the consumers to drain.
+	GenStages int
 }
 
 // LaunchOrder is the order of a plan's query blocks on the device.

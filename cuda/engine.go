@@ -43,6 +43,7 @@ type Engine struct {
 	ws       bool // the warp-specialized kernel runs 128-row blocks
 	wsTileK  int  // Config.TileK as given (0: default)
 	wsStages int  // Config.Stages as given (0: default)
+	genStage int  // Tactics.GenStages as given (0: default)
 	pingPong PingPongMode
 	ctaRows  int
 	minBlk   int
@@ -142,12 +143,16 @@ func Open(cfg Config) (*Engine, error) {
 		dev.Close()
 		return nil, fmt.Errorf("%w: ping-pong mode %d; use PingPongAuto, PingPongOn or PingPongOff", ErrUnsupported, t.PingPong)
 	}
+	if t.GenStages != 0 && (t.GenStages < 2 || t.GenStages > 4) {
+		dev.Close()
+		return nil, fmt.Errorf("%w: GenStages %d must be 0 or 2..4", ErrUnsupported, t.GenStages)
+	}
 	if (cr != 64 && cr != 128) || mb < 1 || mb > 4 || st < 1 || st > 4 {
 		dev.Close()
 		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d in 1..4 (1 or 2 outside the warp-specialized kernel)", ErrUnsupported, t.CTARows, t.MinBlocks, t.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !t.MMASync, ws: dev.Arch() == "sm_90a" && !t.MMASync && !t.FA2Loop && dev.TensorMaps(), wsTileK: t.TileK, wsStages: t.Stages, pingPong: t.PingPong, ctaRows: cr, minBlk: mb, stages: st, pipe: t.Pipeline, order: t.Order, skipFut: t.SkipFuture, out16: cfg.Output16, kernels: map[variant]*kernel{}, aux: map[auxKey]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !t.MMASync, ws: dev.Arch() == "sm_90a" && !t.MMASync && !t.FA2Loop && dev.TensorMaps(), wsTileK: t.TileK, wsStages: t.Stages, genStage: t.GenStages, pingPong: t.PingPong, ctaRows: cr, minBlk: mb, stages: st, pipe: t.Pipeline, order: t.Order, skipFut: t.SkipFuture, out16: cfg.Output16, kernels: map[variant]*kernel{}, aux: map[auxKey]*kernel{}}, nil
 }
 
 var (

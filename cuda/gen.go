@@ -200,6 +200,9 @@ func chooseGen(p *plan.Plan, v variant, kc kernelChoice) (variant, error) {
 	v.gen, v.kt, v.mt, v.stages = f, genKT, genMT(v.blockQ, f), 2
 	if f.ws {
 		v.mt, v.stages = 1, genWSStages
+		if kc.genStages != 0 {
+			v.stages = kc.genStages
+		}
 	}
 	return v, nil
 }

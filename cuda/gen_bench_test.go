@@ -41,7 +41,16 @@ func TestGenBench(t *testing.T) {
 	if cache == "" {
 		cache = t.TempDir()
 	}
-	e, err := Open(Config{CacheDir: cache})
+	// SPARSEATTN_GEN_STAGES sets Tactics.GenStages (2 to 4).
+	var tc Tactics
+	if s := os.Getenv("SPARSEATTN_GEN_STAGES"); s != "" {
+		st, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("SPARSEATTN_GEN_STAGES=%q: %v", s, err)
+		}
+		tc.GenStages = st
+	}
+	e, err := Open(Config{CacheDir: cache, Tactics: tc})
 	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
 		t.Skipf("no usable GPU: %v", err)
 	}

@@ -10,9 +10,9 @@ import (
 // engineFlags are the GPU engine's kernel and launch flags, shared by the
 // commands that open a cuda.Engine (gpubench, selftest).
 type engineFlags struct {
-	warpRows, tileK, ctaRows, minBlocks, stages *int
-	mmaSync, pipeline, skipFuture, out16, fa2   *bool
-	order, pingPong                             *string
+	warpRows, tileK, ctaRows, minBlocks, stages, genStages *int
+	mmaSync, pipeline, skipFuture, out16, fa2              *bool
+	order, pingPong                                        *string
 }
 
 // addEngineFlags registers the engine flags on fs.
@@ -25,6 +25,7 @@ func addEngineFlags(fs *flag.FlagSet) engineFlags {
 		ctaRows:    fs.Int("cta-rows", 0, "query rows per thread block of the wgmma kernel: 64, 128 (0 = default)"),
 		minBlocks:  fs.Int("min-blocks", 0, "thread blocks per SM the wgmma kernel is compiled for: 1..4 (0 = default)"),
 		stages:     fs.Int("stages", 0, "K/V tile buffers: 1 or 2, 2 to 4 for --ws (0 = default)"),
+		genStages:  fs.Int("gen-stages", 0, "K/V tile slots of the warp-specialized gathering kernel (PSA, S2O): 2 to 4 (0 = default, 4)"),
 		pipeline:   fs.Bool("pipeline", false, "overlap softmax with the tensor cores (wgmma kernel)"),
 		pingPong:   fs.String("ping-pong", "auto", "warp-specialized kernel: consumer warpgroups take turns issuing MMAs: auto (causal and sparse plans), on or off"),
 		order:      fs.String("launch-order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)"),
@@ -44,5 +45,5 @@ func (f engineFlags) config() (cuda.Config, error) {
 	if err != nil {
 		return cuda.Config{}, fmt.Errorf("%w: --ping-pong: %v", errUsage, err)
 	}
-	return cuda.Config{Output16: *f.out16, Tactics: cuda.Tactics{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, FA2Loop: *f.fa2, PingPong: pp, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture}}, nil
+	return cuda.Config{Output16: *f.out16, Tactics: cuda.Tactics{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, FA2Loop: *f.fa2, PingPong: pp, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, GenStages: *f.genStages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture}}, nil
 }
