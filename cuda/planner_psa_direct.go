@@ -21,10 +21,11 @@ func psaDirect(sh psaShape, q, k view) bool {
 
 // psaDirectRows reports whether every row of v is a bf16 row psa_score can
 // copy 16 bytes at a time: the pointer 16-byte aligned, every stride a
-// multiple of 8 elements, and a token's stride in bytes within an int32
-// (psa_score multiplies it by the token in 32 bits).
+// multiple of 8 elements, a token's stride in bytes within an int32, and
+// the last token's offset in bytes, (n − 1)·2·sn, within a uint32
+// (psa_score multiplies a key token by the stride in 32 bits).
 func psaDirectRows(v view) bool {
 	aligned := func(s int64) bool { return s%8 == 0 }
 	return v.dtype == dtypeCode(tensor.BFloat16) && v.ptr != 0 && v.ptr%16 == 0 && aligned(v.sb) && aligned(v.sh) && aligned(v.sn) &&
-		v.sb >= 0 && v.sh >= 0 && v.sn >= 0 && 2*v.sn <= math.MaxInt32
+		v.sb >= 0 && v.sh >= 0 && v.sn >= 0 && 2*v.sn <= math.MaxInt32 && int64(max(v.n, 1)-1)*2*v.sn <= math.MaxUint32
 }

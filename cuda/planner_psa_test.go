@@ -118,8 +118,8 @@ func TestPsaScoreDefines(t *testing.T) {
 // (PSA_DIRECT, skipping psa_gather): Sampling on bf16 inputs with D a
 // multiple of 64 and 16-byte aligned rows, in either layout or as a head
 // slice of a fused QKV buffer; not Antidiagonal, split (f16, f32) inputs,
-// a D whose rows are padded (96), a pointer or stride off 16 bytes, or a
-// token stride of 2³¹ bytes.
+// a D whose rows are padded (96), a pointer or stride off 16 bytes, a
+// token stride of 2³¹ bytes, or a last key token 2³² bytes or more in.
 func TestPsaDirect(t *testing.T) {
 	bf16, f16, f32 := dtypeCode(tensor.BFloat16), dtypeCode(tensor.Float16), dtypeCode(tensor.Float32)
 	g := tensor.Geometry{B: 2, Hq: 8, Hkv: 2, Nq: 1000, Nk: 1000, D: 128, Dv: 128}
@@ -157,6 +157,8 @@ func TestPsaDirect(t *testing.T) {
 		{"batch stride off 8", psa.Planner{}, 128, with(q, func(v *view) { v.sb += 2 }), k, false, false},
 		{"token stride 2^30 elements", psa.Planner{}, 128, q, with(k, func(v *view) { v.sn = 1 << 30 }), false, false},
 		{"null pointer", psa.Planner{}, 128, with(q, func(v *view) { v.ptr = 0 }), k, false, false},
+		{"last key 2^32 bytes in", psa.Planner{}, 128, q, with(k, func(v *view) { v.sn, v.n = 1<<16, 1<<15+1 }), false, false},
+		{"last key just below 2^32 bytes", psa.Planner{}, 128, q, with(k, func(v *view) { v.sn, v.n = 1<<16, 1<<15 }), false, true},
 	} {
 		gd := g
 		gd.D, gd.Dv = c.d, c.d
