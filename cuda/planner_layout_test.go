@@ -71,8 +71,8 @@ func TestS2OArgsLayout(t *testing.T) {
 // pass: bf16 and f16 inputs read in place at D
 // 128, 96 and 64, and hi and lo halves), uni_pool, uni_outlier,
 // uni_extra, PSA's outlier scores and draws, gather, level assignment and
-// scores (Sampling and Antidiagonal, bf16 and split, several unit
-// widths), and S2O's query scores, sort and merge, key scores, outlier
+// scores (Sampling and Antidiagonal, bf16 and split, gathered rows and
+// Sampling's read in place (PSA_DIRECT), several unit widths), and S2O's query scores, sort and merge, key scores, outlier
 // queries, means and promotion for sm_90 with NVRTC alone
 // (no GPU is needed) and logs ptxas's register and spill report.
 func TestCompileBlockMass(t *testing.T) {
@@ -112,6 +112,10 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_psa.cu", "psa_assign", []string{"PSA_SORT_E=32"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=2", "PSA_KC=128"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=3"}},
+		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=2", "PSA_KC=128", "PSA_DIRECT=1"}},
+		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=3", "PSA_DIRECT=1"}},
+		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=8", "PSA_NS=3", "PSA_KC=128", "PSA_DIRECT=1"}},
+		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=4", "PSA_NS=2", "PSA_DIRECT=1"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=1", "PSA_CPU=16", "PSA_NS=2"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=8", "PSA_NS=3"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=1", "PSA_CPU=64", "PSA_NS=2"}},

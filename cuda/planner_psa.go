@@ -30,7 +30,7 @@ const levelsScratch = "levels"
 
 // psaArgs mirrors struct PsaArgs in kernels/psa.cuh.
 type psaArgs struct {
-	qh, ql, kh, kl, qtok, ktok, imp, work, cap, lvl uint64
+	qh, ql, kh, kl, qtok, ktok, imp, work, cap, lvl uint64 // qh, kh: 0 when psa_score reads q and k (psaShape.direct)
 	qout, kout                                      uint64
 	cuts                                            [8]float64
 	sim                                             [7]float64
@@ -122,20 +122,24 @@ type psaShape struct {
 	stages         int // key pipeline stages (PSA_NS)
 	kc             int // head dims a stage (PSA_KC): 64, or 128
 	split          bool
+	direct         bool // psa_score reads the rows from q and k (PSA_DIRECT; psaDirect)
 	lscale         float32
 	qBlocks, kBlks int
 }
 
 // scoreDefines are psa_score's compile-time settings (PSA_EST, PSA_SPLIT,
-// PSA_CPU in kernels/plan_psa_score.cu): with the estimator, the operand split
-// and the unit width fixed, the kernel keeps only the code its plan runs.
+// PSA_CPU, PSA_NS, PSA_KC, PSA_DIRECT in kernels/plan_psa_score.cu): with
+// the estimator, the operand split, the unit width and where the rows come
+// from fixed, the kernel keeps only the code its plan runs.
 func (sh psaShape) scoreDefines() []string {
-	split := 0
-	if sh.split {
-		split = 1
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
 	}
-	return []string{"PSA_EST=" + strconv.Itoa(int(sh.s.Estimator)), "PSA_SPLIT=" + strconv.Itoa(split), "PSA_CPU=" + strconv.Itoa(min(sh.cp, 64)),
-		"PSA_NS=" + strconv.Itoa(sh.stages), "PSA_KC=" + strconv.Itoa(sh.kc)}
+	return []string{"PSA_EST=" + strconv.Itoa(int(sh.s.Estimator)), "PSA_SPLIT=" + flag(sh.split), "PSA_CPU=" + strconv.Itoa(min(sh.cp, 64)),
+		"PSA_NS=" + strconv.Itoa(sh.stages), "PSA_KC=" + strconv.Itoa(sh.kc), "PSA_DIRECT=" + flag(sh.direct)}
 }
 
 // shape is the layout at the H100's shared memory (psaMaxSmem a CTA,
@@ -231,7 +235,7 @@ const (
 	psaMaxStages = 3         // key pipeline stages, at most
 	psaItemSmem  = 104 << 10 // dynamic shared memory of a work item that leaves room for two CTAs a multiprocessor (with psaStatSmem, 224 KiB of the H100's 228)
 	psaMaxSmem   = 220 << 10 // psa_score's dynamic shared memory, at most (the H100 opts into 227 KiB a CTA)
-	psaStatSmem  = 8 << 10   // psa_score's static shared memory (6176 bytes) and the driver's reserve per CTA (1 KiB), at least
+	psaStatSmem  = 8 << 10   // psa_score's static shared memory (at most 6688 bytes: PSA_DIRECT at three stages) and the driver's reserve per CTA (1 KiB), at least
 )
 
 // rows is R, the estimator rows of one psa_score work item.
@@ -287,13 +291,22 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 		n    int64
 		dst  *uint64
 	}{
-		{"psa.qh", qrows * int64(sh.wp) * 2, &a.qh},
-		{"psa.kh", kcols * int64(sh.wp) * 2, &a.kh},
 		{"psa.qtok", qrows * 4, &a.qtok},
 		{"psa.ktok", kcols * 4, &a.ktok},
 		{"psa.imp", rows * int64(in.stride) * 8, &a.imp},
 		{"psa.work", int64(slots) * int64(sh.rows()) * int64(sh.units+sh.tiles) * 4, &a.work},
 		{"psa.lvl", rows * int64(in.stride), &a.lvl},
+	}
+	if !sh.direct {
+		bufs = append(bufs, struct {
+			name string
+			n    int64
+			dst  *uint64
+		}{"psa.qh", qrows * int64(sh.wp) * 2, &a.qh}, struct {
+			name string
+			n    int64
+			dst  *uint64
+		}{"psa.kh", kcols * int64(sh.wp) * 2, &a.kh})
 	}
 	if sh.split {
 		bufs = append(bufs, struct {
@@ -348,6 +361,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	if sh.smem() > one {
 		return fmt.Errorf("%w: psa estimator rows of %d × %d elements need %d bytes of shared memory, the device allows %d", ErrUnsupported, sh.rq, sh.wp, sh.smem(), one)
 	}
+	sh.direct = psaDirect(sh, in.q, in.k)
 	const file = "plan_psa.cu"
 	fns := map[string]driver.Function{}
 	for _, name := range []string{"psa_outliers", "psa_tokens", "psa_gather", "psa_caps"} {
@@ -411,6 +425,9 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 		v    view
 		rows int
 	}{{in.q, g.B * g.Hq * sh.qBlocks * sh.rq}, {in.k, g.B * g.Hkv * sh.kBlks * sh.cp}} {
+		if sh.direct {
+			break // psa_score reads q and k at the tokens
+		}
 		sd := int32(side)
 		v := x.v
 		grid, block := grid1(x.rows*sh.wp/8, 256) // a thread a piece of 8 elements
@@ -422,7 +439,8 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 		return err
 	}
 	cta := driver.Dim3{X: psaThreads, Y: 1, Z: 1}
-	if err := c.Launch(fns["psa_score"], driver.Dim3{X: uint32(slots), Y: 1, Z: 1}, cta, sh.smem(), driver.Arg(&pa), driver.Arg(&a)); err != nil {
+	qv, kv := in.q, in.k
+	if err := c.Launch(fns["psa_score"], driver.Dim3{X: uint32(slots), Y: 1, Z: 1}, cta, sh.smem(), driver.Arg(&pa), driver.Arg(&a), driver.Arg(&qv), driver.Arg(&kv)); err != nil {
 		return err
 	}
 	if a.cap != 0 {

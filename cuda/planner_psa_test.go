@@ -94,11 +94,11 @@ func TestPsaScoreDefines(t *testing.T) {
 		split bool
 		want  []string
 	}{
-		{psa.Planner{}, false, []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=3", "PSA_KC=64"}},
+		{psa.Planner{}, false, []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=3", "PSA_KC=64", "PSA_DIRECT=0"}},
 		// Split: 96 rows (2 heads by 3 blocks) with 2 stages fit two CTAs.
-		{psa.Planner{SampleQ: 13, SampleK: 5}, true, []string{"PSA_EST=0", "PSA_SPLIT=1", "PSA_CPU=8", "PSA_NS=2", "PSA_KC=64"}},
+		{psa.Planner{SampleQ: 13, SampleK: 5}, true, []string{"PSA_EST=0", "PSA_SPLIT=1", "PSA_CPU=8", "PSA_NS=2", "PSA_KC=64", "PSA_DIRECT=0"}},
 		// Stride 8: 8 key groups a block, width 512, stages of 128 dims.
-		{psa.Planner{Estimator: psa.Antidiagonal}, false, []string{"PSA_EST=1", "PSA_SPLIT=0", "PSA_CPU=8", "PSA_NS=2", "PSA_KC=128"}},
+		{psa.Planner{Estimator: psa.Antidiagonal}, false, []string{"PSA_EST=1", "PSA_SPLIT=0", "PSA_CPU=8", "PSA_NS=2", "PSA_KC=128", "PSA_DIRECT=0"}},
 	} {
 		dp, err := devicePlannerFor(c.p)
 		if err != nil {
@@ -110,6 +110,68 @@ func TestPsaScoreDefines(t *testing.T) {
 		}
 		if got := sh.scoreDefines(); !slices.Equal(got, c.want) {
 			t.Errorf("%+v split=%v: %v, want %v", c.p, c.split, got, c.want)
+		}
+	}
+}
+
+// TestPsaDirect checks which plans psa_score reads q and k for
+// (PSA_DIRECT, skipping psa_gather): Sampling on bf16 inputs with D a
+// multiple of 64 and 16-byte aligned rows, in either layout or as a head
+// slice of a fused QKV buffer; not Antidiagonal, split (f16, f32) inputs,
+// a D whose rows are padded (96), a pointer or stride off 16 bytes, a
+// token stride of 2³¹ bytes, or a last key token 2³² bytes or more in.
+func TestPsaDirect(t *testing.T) {
+	bf16, f16, f32 := dtypeCode(tensor.BFloat16), dtypeCode(tensor.Float16), dtypeCode(tensor.Float32)
+	g := tensor.Geometry{B: 2, Hq: 8, Hkv: 2, Nq: 1000, Nk: 1000, D: 128, Dv: 128}
+	dense := func(dt int32, h, d int, l tensor.Layout) view {
+		st := DenseStrides(tensor.Shape{B: g.B, H: h, N: g.Nk, D: d}, l)
+		return view{ptr: 1 << 20, sb: st.B, sh: st.H, sn: st.N, dtype: dt, b: int32(g.B), h: int32(h), n: int32(g.Nk), d: int32(d)}
+	}
+	with := func(v view, f func(*view)) view { f(&v); return v }
+	// Heads of a fused [B, N, Hq + 2·Hkv, D] buffer: K starts Hq heads in.
+	fused := func(lo, h int) view {
+		w := int64(g.Hq+2*g.Hkv) * int64(g.D)
+		return view{ptr: 1<<20 + uint64(lo*g.D*2), sb: int64(g.Nk) * w, sh: int64(g.D), sn: w, dtype: bf16, b: int32(g.B), h: int32(h), n: int32(g.Nk), d: int32(g.D)}
+	}
+	q, k := dense(bf16, g.Hq, 128, tensor.BHND), dense(bf16, g.Hkv, 128, tensor.BHND)
+	for _, c := range []struct {
+		name  string
+		p     psa.Planner
+		d     int
+		q, k  view
+		split bool
+		want  bool
+	}{
+		{"bf16 BHND", psa.Planner{}, 128, q, k, false, true},
+		{"bf16 BNHD", psa.Planner{}, 128, dense(bf16, g.Hq, 128, tensor.BNHD), dense(bf16, g.Hkv, 128, tensor.BNHD), false, true},
+		{"bf16 D64", psa.Planner{SampleQ: 13, SampleK: 5}, 64, dense(bf16, g.Hq, 64, tensor.BHND), dense(bf16, g.Hkv, 64, tensor.BHND), false, true},
+		{"fused QKV heads", psa.Planner{}, 128, fused(0, g.Hq), fused(g.Hq, g.Hkv), false, true},
+		{"antidiagonal", psa.Planner{Estimator: psa.Antidiagonal}, 128, q, k, false, false},
+		{"f16", psa.Planner{}, 128, dense(f16, g.Hq, 128, tensor.BHND), dense(f16, g.Hkv, 128, tensor.BHND), true, false},
+		{"f32 keys", psa.Planner{}, 128, q, dense(f32, g.Hkv, 128, tensor.BHND), true, false},
+		{"D96 padded rows", psa.Planner{}, 96, dense(bf16, g.Hq, 96, tensor.BHND), dense(bf16, g.Hkv, 96, tensor.BHND), false, false},
+		{"q pointer off 8 bytes", psa.Planner{}, 128, with(q, func(v *view) { v.ptr += 8 }), k, false, false},
+		{"k pointer off 2 bytes", psa.Planner{}, 128, q, with(k, func(v *view) { v.ptr += 2 }), false, false},
+		{"token stride 130", psa.Planner{}, 128, with(q, func(v *view) { v.sn = 130 }), k, false, false},
+		{"head stride off 8", psa.Planner{}, 128, q, with(k, func(v *view) { v.sh += 4 }), false, false},
+		{"batch stride off 8", psa.Planner{}, 128, with(q, func(v *view) { v.sb += 2 }), k, false, false},
+		{"token stride 2^30 elements", psa.Planner{}, 128, q, with(k, func(v *view) { v.sn = 1 << 30 }), false, false},
+		{"null pointer", psa.Planner{}, 128, with(q, func(v *view) { v.ptr = 0 }), k, false, false},
+		{"last key 2^32 bytes in", psa.Planner{}, 128, q, with(k, func(v *view) { v.sn, v.n = 1<<16, 1<<15+1 }), false, false},
+		{"last key just below 2^32 bytes", psa.Planner{}, 128, q, with(k, func(v *view) { v.sn, v.n = 1<<16, 1<<15 }), false, true},
+	} {
+		gd := g
+		gd.D, gd.Dv = c.d, c.d
+		dp, err := newPsaPlanner(c.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh, err := dp.(psaPlanner).shape(plan.Tiling{Geometry: gd, Causal: true, BlockQ: 128, BlockK: 64}, c.split)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := psaDirect(sh, c.q, c.k); got != c.want {
+			t.Errorf("%s: direct %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -5,9 +5,12 @@
 
 // psa_score's compile-time shape (cuda.psaScoreDefines): the estimator
 // (0 Sampling, 1 Antidiagonal), whether operands come as bf16 high and low
-// halves, the columns of a unit, min(CP, PSA_TC), and the stages of its key
-// pipeline. The other PSA kernels (plan_psa.cu) read the same values
-// from PsaArgs at run time.
+// halves, the columns of a unit, min(CP, PSA_TC), the stages of its key
+// pipeline, and whether the rows come straight from q and k (PSA_DIRECT:
+// Sampling on bf16 rows of W = Wp elements, 16-byte aligned; psa_gather
+// then does not run) or from psa_gather's s.qh, s.kh (s.ql, s.kl). The
+// other PSA kernels (plan_psa.cu) read the same values from PsaArgs at run
+// time.
 #ifndef PSA_EST
 #define PSA_EST 0
 #endif
@@ -20,6 +23,17 @@
 #ifndef PSA_NS
 #define PSA_NS 3
 #endif
+#ifndef PSA_DIRECT
+#define PSA_DIRECT 0
+#endif
+#if PSA_DIRECT && (PSA_EST != 0 || PSA_SPLIT)
+#error "PSA_DIRECT reads Sampling's bf16 rows only"
+#endif
+// Slots of the key-token table skt: a pair's tokens are read from the
+// epilogue's slot pr % PSA_KS; direct loads read them too, so they are
+// staged PSA_NS − 1 pairs ahead, and a slot is rewritten only after its
+// pair's epilogue: 2·PSA_NS − 1 slots.
+#define PSA_KS (PSA_DIRECT ? 2 * PSA_NS - 1 : PSA_NS)
 
 
 __device__ __forceinline__ void psa_mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
@@ -36,6 +50,43 @@ __device__ __forceinline__ u32 smem_u32(const void* p) {
 }
 __device__ __forceinline__ void psa_cp16(u32 dst, const void* src) {
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+// psa_cp16z is psa_cp16 of n bytes (16 or 0), the rest of the 16 zero:
+// a padding row stages as the zeros psa_gather writes for it.
+__device__ __forceinline__ void psa_cp16z(u32 dst, const void* src, u32 n) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+// psa_cp16_run issues PSA_NJ psa_cp16 at once, row j of src[j] into
+// dst + j·step bytes (step: a key pipeline's rows apart, PSA_T /
+// (PSA_KC / 8)), in one asm statement: ptxas (NVRTC 11.8, sm_90) puts
+// three dummy shared loads (LDS RZ, [RZ]) before every run of cp.async,
+// and a run of one per copy, interleaved with its address arithmetic,
+// cost 24 of them a stage.
+#define PSA_NJ (2 * PSA_TC * (PSA_KC / 8) / PSA_T)
+#define PSA_STEP ((PSA_T / (PSA_KC / 8)) * PSA_KP * 2)
+__device__ __forceinline__ void psa_cp16_run(u32 dst, const void* const (&src)[PSA_NJ]) {
+#if PSA_NJ == 8
+	asm volatile(
+	    "cp.async.cg.shared.global [%0], [%1], 16;\n"
+	    "cp.async.cg.shared.global [%0+%9], [%2], 16;\n"
+	    "cp.async.cg.shared.global [%0+%10], [%3], 16;\n"
+	    "cp.async.cg.shared.global [%0+%11], [%4], 16;\n"
+	    "cp.async.cg.shared.global [%0+%12], [%5], 16;\n"
+	    "cp.async.cg.shared.global [%0+%13], [%6], 16;\n"
+	    "cp.async.cg.shared.global [%0+%14], [%7], 16;\n"
+	    "cp.async.cg.shared.global [%0+%15], [%8], 16;\n" ::"r"(dst),
+	    "l"(src[0]), "l"(src[1]), "l"(src[2]), "l"(src[3]), "l"(src[4]), "l"(src[5]), "l"(src[6]), "l"(src[7]),
+	    "n"(PSA_STEP), "n"(2 * PSA_STEP), "n"(3 * PSA_STEP), "n"(4 * PSA_STEP), "n"(5 * PSA_STEP), "n"(6 * PSA_STEP), "n"(7 * PSA_STEP));
+#elif PSA_NJ == 4
+	asm volatile(
+	    "cp.async.cg.shared.global [%0], [%1], 16;\n"
+	    "cp.async.cg.shared.global [%0+%5], [%2], 16;\n"
+	    "cp.async.cg.shared.global [%0+%6], [%3], 16;\n"
+	    "cp.async.cg.shared.global [%0+%7], [%4], 16;\n" ::"r"(dst),
+	    "l"(src[0]), "l"(src[1]), "l"(src[2]), "l"(src[3]), "n"(PSA_STEP), "n"(2 * PSA_STEP), "n"(3 * PSA_STEP));
+#else
+#error "PSA_KC is 64 or 128"
+#endif
 }
 __device__ __forceinline__ void psa_cp4(u32 dst, const void* src) {
 	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
@@ -62,13 +113,17 @@ __device__ __forceinline__ void psa_ldsm4(u32 (&r)[4], u32 addr) {
 // fragments, columns j·8 + 2t + e of n-tile j; so a tile's row maxima,
 // sums and unit reductions stay within the warp (shuffles over t), in the
 // order of a warp that owns the tile alone. Fragments come by ldmatrix.
-extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs a, const PsaArgs s) {
+// q and k are the inputs, read with PSA_DIRECT only: row r of the item is
+// token sqt[r] of q (zeros for padding), key column c token ktok[c] of k
+// (for padding, the head's token 0: its logits are masked), the bytes
+// psa_gather would copy.
+extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs a, const PsaArgs s, const View q, const View k) {
 	extern __shared__ __align__(16) unsigned char smem[];
 	__shared__ float smt[PSA_R], smx[2][PSA_R], sml[2][PSA_R]; // rows' maxima; running maxima and sums by column warp
 	__shared__ float snm[PSA_R];                                 // psa_w's shift for the rows' maxima
 	__shared__ double srl[PSA_R];                                // rows' sums
 	__shared__ int sqt[PSA_R], snv[PSA_R / 16];
-	__shared__ __align__(16) int skt[PSA_NS][2 * PSA_TC]; // the key tokens of a stage's tiles, by pair % PSA_NS
+	__shared__ __align__(16) int skt[PSA_KS][2 * PSA_TC]; // the key tokens of a pair's tiles, by pair % PSA_KS
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wr = warp & 3, wc = warp >> 2, g = lane >> 2, t = lane & 3;
 	const int lr = tid / (PSA_KC / 8), lc = (tid % (PSA_KC / 8)) * 8; // the thread's first staged key row, its dims
 	const u32 ldst = (u32)(lr * PSA_KP + lc) * 2;
@@ -102,8 +157,23 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 			sqt[tid] = qb < 0 ? -1 : s.qtok[((long long)(b * a.Hq + h0 + (tid / s.RQ) % s.G) * QB + qb) * s.RQ + tid % s.RQ];
 		}
 		if (tid < s.P) snv[tid] = qb0 - tid < 0 ? 0 : visible_blocks(a, qb0 - tid);
+		const int* kth = s.ktok + k0;
 		// Stage the query rows that exist, 16 bytes at a time.
 		const int ppr = s.Wp / 8;
+#if PSA_DIRECT
+		// From q at the tokens sqt: those and the key tokens of the first
+		// PSA_NS − 1 pairs (load() stages the later ones) are in first;
+		// columns past the head's last take its last token, as in load().
+		for (int i = tid; i < (PSA_NS - 1) * 2 * PSA_TC; i += PSA_T) skt[i / (2 * PSA_TC)][i % (2 * PSA_TC)] = kth[min(i, kcols - 1)];
+		__syncthreads();
+		const u16* qhd = (const u16*)q.ptr + b * q.sb + h0 * q.sh;
+		for (int p = tid; p < R * ppr; p += PSA_T) {
+			const int r = p / ppr, c = (p % ppr) * 8, qb = qb0 - r / GR;
+			if (qb < 0) continue;
+			const int tok = sqt[r];
+			psa_cp16z(qbase + (u32)(r * QP + c) * 2, qhd + (r / s.RQ) % s.G * q.sh + (long long)max(tok, 0) * q.sn + c, tok < 0 ? 0 : 16);
+		}
+#else
 		for (int p = tid; p < R * ppr; p += PSA_T) {
 			const int r = p / ppr, c = (p % ppr) * 8, qb = qb0 - r / GR;
 			if (qb < 0) continue;
@@ -111,26 +181,52 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 			psa_cp16(qbase + (u32)(r * QP + c) * 2, s.qh + src);
 			if (PSA_SPLIT) psa_cp16(qbase + (u32)((R + r) * QP + c) * 2, s.ql + src);
 		}
+#endif
 		// The chunks in order: dims lkc … lkc + PSA_KC − 1 of tiles 2·lpr and
 		// 2·lpr + 1, into stage lst; columns past the head's last read its
-		// last (they are masked). A thread copies rows lr + 32j, dims lc …
-		// lc + 7 of each.
+		// last (they are masked). A thread copies rows lr + j·LS (LS =
+		// PSA_T / (PSA_KC / 8) rows apart), dims lc … lc + 7 of each. The
+		// first chunk of pair lpr stages the key tokens of its pair into
+		// slot lks (gathered), or those of pair lpr + PSA_NS − 1 (direct:
+		// its chunks land before that pair's loads, which read its tokens
+		// from the slot, and after the epilogue of the pair the slot held).
+		constexpr int LS = PSA_T / (PSA_KC / 8);
+#if PSA_DIRECT
+		const char* kcp = (const char*)((const u16*)k.ptr + b * k.sb + kh * k.sh + lc); // the head's token 0 at the thread's dims of chunk lkc
+		const int ksn = 2 * (int)k.sn; // bytes a token (cuda.psaDirect: within int)
+		const int* ktl = &skt[0][lr];
+#else
 		const u16* khh = s.kh + k0 * s.Wp;
 		const u16* klh = PSA_SPLIT ? s.kl + k0 * s.Wp : nullptr;
-		const int* kth = s.ktok + k0;
-		int lpr = 0, lkc = 0, lst = 0, loaded = 0;
+#endif
+		int lpr = 0, lkc = 0, lst = 0, lks = 0, loaded = 0;
 		auto load = [&]() {
 			const u32 st = kbase + (u32)lst * STB * (PSA_SPLIT ? 2 : 1) + ldst;
-			const int row0 = lpr * 2 * PSA_TC + lr;
+#if PSA_DIRECT
+			const int* tk = ktl + lks * 2 * PSA_TC;
+			const void* src[PSA_NJ];
 #pragma unroll
-			for (int j = 0; j < 2 * PSA_TC * (PSA_KC / 8) / PSA_T; j++) {
-				const int off = min(row0 + j * (PSA_T / (PSA_KC / 8)), kcols - 1) * s.Wp + lkc + lc;
-				psa_cp16(st + j * (PSA_T / (PSA_KC / 8)) * PSA_KP * 2, khh + off);
-				if (PSA_SPLIT) psa_cp16(st + STB + j * (PSA_T / (PSA_KC / 8)) * PSA_KP * 2, klh + off);
+			for (int j = 0; j < PSA_NJ; j++) src[j] = kcp + (unsigned long long)(unsigned)max(tk[j * LS], 0) * (unsigned)ksn;
+			kcp += lkc + PSA_KC == s.Wp ? 2 * (PSA_KC - s.Wp) : 2 * PSA_KC; // (kept apart from lkc: one multiply-add an address)
+			psa_cp16_run(st, src);
+			const int ap = lpr + PSA_NS - 1, ak = lks + PSA_NS - 1 - (lks + PSA_NS - 1 >= PSA_KS ? PSA_KS : 0);
+			if (lkc == 0 && tid < 2 * PSA_TC && ap < npair) psa_cp4(smem_u32(&skt[ak][tid]), kth + min(ap * 2 * PSA_TC + tid, kcols - 1));
+#else
+			const int row0 = lpr * 2 * PSA_TC + lr;
+			int off[PSA_NJ];
+			const void* src[PSA_NJ];
+#pragma unroll
+			for (int j = 0; j < PSA_NJ; j++) off[j] = min(row0 + j * LS, kcols - 1) * s.Wp + lkc + lc, src[j] = khh + off[j];
+			psa_cp16_run(st, src);
+			if (PSA_SPLIT) {
+#pragma unroll
+				for (int j = 0; j < PSA_NJ; j++) src[j] = klh + off[j];
+				psa_cp16_run(st + STB, src);
 			}
-			if (lkc == 0 && tid < 2 * PSA_TC) psa_cp4(smem_u32(&skt[lpr % PSA_NS][tid]), kth + min(lpr * 2 * PSA_TC + tid, kcols - 1));
+			if (lkc == 0 && tid < 2 * PSA_TC) psa_cp4(smem_u32(&skt[lks][tid]), kth + min(lpr * 2 * PSA_TC + tid, kcols - 1));
+#endif
 			lkc += PSA_KC;
-			if (lkc == s.Wp) lkc = 0, lpr++;
+			if (lkc == s.Wp) lkc = 0, lpr++, lks = lks == PSA_KS - 1 ? 0 : lks + 1;
 			lst = lst == PSA_NS - 1 ? 0 : lst + 1;
 			loaded++;
 		};
@@ -224,7 +320,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 				}
 			}
 			if (!on0) continue;
-			const int* kt_tile = skt[pr % PSA_NS] + wc * PSA_TC;
+			const int* kt_tile = skt[pr % PSA_KS] + wc * PSA_TC;
 			psa_tile(a, s, acc[0], smx[wc], sml[wc], kt_tile, qsh, R * QP, E, MT, sqt, wr * 32 + g, tile, nc[0], qhi[0], k0, t, tile < ni[0]);
 			if (on1) psa_tile(a, s, acc[1], smx[wc], sml[wc], kt_tile, qsh, R * QP, E, MT, sqt, wr * 32 + 16 + g, tile, nc[1], qhi[1], k0, t, tile < ni[1]);
 		}

@@ -15,7 +15,9 @@
 //                shuffle.
 //   psa_gather   those rows as 16-bit operands of width W (D, or Stride·D
 //                with query slot k holding token t+k and key slot s token
-//                t+Stride−1−s, zero past the block: the antidiagonal).
+//                t+Stride−1−s, zero past the block: the antidiagonal);
+//                not run where psa_score reads Sampling's bf16 rows
+//                straight from q and k (PSA_DIRECT, cuda.psaDirect).
 //   psa_score    per plan row, the rows' logits against every visible
 //                column on the tensor cores (mma.sync m16n8k16, bf16,
 //                float32 accumulation; non-bf16 inputs as bf16 high and low
@@ -50,7 +52,7 @@
 
 // PsaArgs mirrors cuda.psaArgs on the Go side.
 struct PsaArgs {
-	u16 *qh, *ql;       // [B·Hq·QB·RQ][Wp] (ql: low halves, split only)
+	u16 *qh, *ql;       // [B·Hq·QB·RQ][Wp] (ql: low halves, split only; qh, kh: null with PSA_DIRECT)
 	u16 *kh, *kl;       // [B·Hkv·KB·CP][Wp]
 	int *qtok, *ktok;   // first token of each row and column, -1 for padding
 	double* imp;        // [rows][KB]
