@@ -35,7 +35,7 @@ func TestAssembleOrder(t *testing.T) {
 		{2, 1, 20000, 64, false},  // csr_rows: 313 rows a head, heads straddling blocks, rows past 128 entries
 		{40, 8, 12800, 128, true}, // csr_rows: 4000 rows, 100 a head
 		{3, 1, 300, 64, true},     // csr_rows: 15 rows, the block part empty (a warp with one live row)
-		{32, 8, 32768, 128, true}, // csr_rows: 8192 rows, 256 a head, rows of up to 512 entries (three loads a lane)
+		{32, 8, 32768, 128, true}, // csr_rows: 8192 rows, 256 a head, rows of up to 512 entries (four rounds of loads)
 		{2, 1, 100000, 64, true},  // csr_rows: 1563 rows a head; the block across the heads ranks from row_len (3126 > CSR_ROWS_WIN)
 		{64, 8, 20000, 64, true},  // three launches: 20032 rows
 	} {

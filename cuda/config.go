@@ -88,6 +88,13 @@ type Tactics struct {
 	// budget) and it measured 10-15% slower for causal plans on an H100
 	// (BENCHMARKS.md, "Earlier run: launch order"), so it is off by default.
 	SkipFuture bool
+	// SerialAssembly launches csr_rows, the CSR assembly at the end of
+	// every device plan, only once the planner's last kernel has finished.
+	// By default, on sm_90 with a CUDA 12 driver, it is a programmatic
+	// dependent launch: its blocks are scheduled while that kernel drains
+	// and wait for it on the device (griddepcontrol.wait). The field is
+	// there to measure the difference.
+	SerialAssembly bool
 }
 
 // LaunchOrder is the order of a plan's query blocks on the device.

@@ -64,7 +64,9 @@ const (
 
 // assemble turns the planner's row lengths and lists into the CSR arrays,
 // and orders the rows longest first where the variant reads an order:
-// csr_rows for plans of up to csrRowsMax rows, else csr_scan, csr_compact and longest_first.
+// csr_rows for plans of up to csrRowsMax rows (a programmatic dependent
+// launch unless Tactics.SerialAssembly), else csr_scan, csr_compact and
+// longest_first.
 func (r *Runner) assemble(c *driver.Ctx, in *planInput) error {
 	b := &r.bufs
 	rows, qb := in.rows(), qBlocks(r.t)
@@ -84,7 +86,11 @@ func (r *Runner) assemble(c *driver.Ctx, in *planInput) error {
 			ord = 0
 		}
 		n, q32 := int32(rows), int32(qb)
-		return c.Launch(fn, driver.Dim3{X: uint32((rows + csrRowsRows - 1) / csrRowsRows), Y: 1, Z: 1}, driver.Dim3{X: csrRowsThreads, Y: 1, Z: 1}, 0,
+		launch := c.LaunchDependent // csr_rows waits for the planner on the device
+		if r.e.serialAs {
+			launch = c.Launch
+		}
+		return launch(fn, driver.Dim3{X: uint32((rows + csrRowsRows - 1) / csrRowsRows), Y: 1, Z: 1}, driver.Dim3{X: csrRowsThreads, Y: 1, Z: 1}, 0,
 			driver.Arg(&rl), driver.Arg(&ls), driver.Arg(&rs), driver.Arg(&kv), driver.Arg(&ord), driver.Arg(&n), driver.Arg(&q32), driver.Arg(&stride))
 	}
 	n := int32(rows)

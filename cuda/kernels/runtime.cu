@@ -78,7 +78,10 @@ extern "C" __global__ void longest_first(const int* row_start, int* order, int q
 // order. The last row's half warp writes row_start[rows]. row_len must be
 // 16-byte aligned, and lists must hold stride entries for every row: a
 // lane reads its first CSR_ROWS_SPEC entries (up to stride) before it
-// knows the row's length and drops those past it.
+// knows the row's length and drops those past it. On sm_90 it executes
+// griddepcontrol.wait before its first memory access, so that it may be a
+// programmatic dependent launch of the planner's last kernel
+// (runner_plan.go; a no-op for a plain launch).
 //
 // At 8K the kernel is latency, so it keeps the dependent steps few: each
 // thread issues its row's length, its first entries, its share of the
@@ -92,16 +95,24 @@ extern "C" __global__ void longest_first(const int* row_start, int* order, int q
 #define CSR_ROWS_THREADS (CSR_ROWS_ROWS * 16)   // a half warp a row
 #define CSR_ROWS_WARPS (CSR_ROWS_THREADS / 32)
 #define CSR_ROWS_SPEC 8                         // list entries a lane loads before its row's length is known
-#define CSR_ROWS_BATCH 16                       // list entries a lane loads at once past them
+#define CSR_ROWS_BATCH 8                        // list entries a lane loads at once past them
 #define CSR_ROWS_WIN 2048                       // lengths of the block's heads kept in shared memory
 #define CSR_ROWS_PRE 4                          // 16-byte loads of earlier lengths a thread has in flight
 #define CSR_ROWS_WLOADS (CSR_ROWS_WIN / CSR_ROWS_THREADS)
 static_assert(CSR_ROWS_ROWS == 32, "a lane of each warp reads one row's length in the block (len[lane])");
 static_assert(CSR_ROWS_WIN % CSR_ROWS_THREADS == 0, "every thread loads CSR_ROWS_WLOADS window lengths");
+// row_len and lists are not __restrict__: their loads must not take the
+// read-only (nc) path, which assumes data unchanged for the kernel's
+// lifetime, while a dependent launch overlaps the planner's last writes.
 extern "C" __global__ void __launch_bounds__(CSR_ROWS_THREADS, 4)
-    csr_rows(const int* __restrict__ row_len, const int* __restrict__ lists, int* __restrict__ row_start, int* __restrict__ kv_block,
-             int* __restrict__ order, int rows, int q_blocks, int stride) {
+    csr_rows(const int* row_len, const int* lists, int* __restrict__ row_start, int* __restrict__ kv_block, int* __restrict__ order, int rows, int q_blocks, int stride) {
 	__shared__ int part[CSR_ROWS_WARPS], len[CSR_ROWS_ROWS], win[CSR_ROWS_WIN];
+#if __CUDA_ARCH__ >= 900
+	// Launched as a programmatic dependent (cuda/driver LaunchDependent),
+	// the block may start before the planner's last kernel has finished:
+	// wait for it before the first access to memory. A no-op otherwise.
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 	const unsigned full = 0xffffffffu;
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, half = lane >> 4, hl = lane & 15;
 	const int r0 = blockIdx.x * CSR_ROWS_ROWS, hw = tid >> 4, r = r0 + hw;
