@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/cuda/driver"
@@ -14,7 +15,9 @@ import (
 )
 
 // TestAssembleOrder checks the device's CSR assembly on both of its paths
-// (csr_rows up to csrRowsMax rows, the three launches above): the plan the runner downloads
+// (csr_rows up to csrRowsMax rows, the three launches above; csr_rows ranks
+// from shared memory and, where a block's heads exceed CSR_ROWS_WIN, from
+// row_len): the plan the runner downloads
 // validates and lists, row by row, what the planner wrote, and where the
 // variant reads a launch order, the order on the device is longestFirst's
 // over each head's rows. Rows of unequal lengths come from sparge on
@@ -27,11 +30,13 @@ func TestAssembleOrder(t *testing.T) {
 		hq, hkv, n, bq int
 		causal         bool
 	}{
-		{4, 2, 1000, 128, true},   // csr_rows: 8 rows a head, 4 blocks of 8 rows
+		{4, 2, 1000, 128, true},   // csr_rows: 8 rows a head, four heads in one block of 32 rows
 		{32, 8, 8192, 128, true},  // csr_rows: 2048 rows, 64 a head
-		{2, 1, 20000, 64, false},  // csr_rows: 313 rows a head, heads straddling blocks
+		{2, 1, 20000, 64, false},  // csr_rows: 313 rows a head, heads straddling blocks, rows past 128 entries
 		{40, 8, 12800, 128, true}, // csr_rows: 4000 rows, 100 a head
-		{3, 1, 300, 64, true},     // csr_rows: 15 rows, the last block part empty
+		{3, 1, 300, 64, true},     // csr_rows: 15 rows, the block part empty (a warp with one live row)
+		{32, 8, 32768, 128, true}, // csr_rows: 8192 rows, 256 a head, rows of up to 512 entries (four rounds of loads)
+		{2, 1, 100000, 64, true},  // csr_rows: 1563 rows a head; the block across the heads ranks from row_len (3126 > CSR_ROWS_WIN)
 		{64, 8, 20000, 64, true},  // three launches: 20032 rows
 	} {
 		t.Run(fmt.Sprintf("Hq%d_Hkv%d_N%d_bq%d_causal%v", tc.hq, tc.hkv, tc.n, tc.bq, tc.causal), func(t *testing.T) {
@@ -109,5 +114,26 @@ func TestAssembleOrder(t *testing.T) {
 			}
 			t.Logf("%d rows, %d entries, %d distinct lengths, ordered %v, csr_rows %v", rows, p.RowStart[rows], len(distinct), ordered, rows <= csrRowsMax)
 		})
+	}
+}
+
+// TestCsrRowsLaunch checks that csrRowsRows and csrRowsThreads, the launch
+// of csr_rows, are kernels/runtime.cu's CSR_ROWS_ROWS and
+// CSR_ROWS_THREADS (no GPU is needed).
+func TestCsrRowsLaunch(t *testing.T) {
+	src, err := auxSources.ReadFile("kernels/runtime.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("#define CSR_ROWS_ROWS %d ", csrRowsRows),
+		"#define CSR_ROWS_THREADS (CSR_ROWS_ROWS * 16) ",
+	} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("runtime.cu has no %q: csr_rows's launch (runner_plan.go) and its defines disagree", want)
+		}
+	}
+	if csrRowsThreads != csrRowsRows*16 {
+		t.Errorf("csrRowsThreads %d, want a half warp for each of %d rows", csrRowsThreads, csrRowsRows)
 	}
 }

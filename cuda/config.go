@@ -93,6 +93,13 @@ type Tactics struct {
 	// 4 (genWSStages). Fewer slots leave fewer tiles issued past an S2O
 	// stop for the consumers to drain.
 	GenStages int
+	// SerialAssembly launches csr_rows, the CSR assembly at the end of
+	// every device plan, only once the planner's last kernel has finished.
+	// By default, on sm_90 with a CUDA 12 driver, it is a programmatic
+	// dependent launch: its blocks are scheduled while that kernel drains
+	// and wait for it on the device (griddepcontrol.wait). The field is
+	// there to measure the difference.
+	SerialAssembly bool
 }
 
 // LaunchOrder is the order of a plan's query blocks on the device.

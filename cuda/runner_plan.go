@@ -49,13 +49,24 @@ func (r *Runner) plan(c *driver.Ctx, q, k, v *Tensor) error {
 // csrRowsMax bounds the plans that csr_rows assembles in one launch
 // (kernels/runtime.cu): each of its blocks sums the lengths of every row
 // before its own, a read that grows with the square of the rows. At 16384
-// rows (64K tokens of 32 heads in 128-row blocks) the blocks read 64 MB
-// from L2 in all; longer plans take the three launches.
+// rows (64K tokens of 32 heads in 128-row blocks) its 512 blocks read 16 MB
+// from L2 in all, and at up to 32 registers a thread they fit the H200's
+// 132 SMs in one wave; longer plans take the three launches.
 const csrRowsMax = 16384
+
+// csrRowsRows and csrRowsThreads are csr_rows's CSR_ROWS_ROWS and
+// CSR_ROWS_THREADS: the rows a block assembles and its threads, a half
+// warp a row.
+const (
+	csrRowsRows    = 32
+	csrRowsThreads = csrRowsRows * 16
+)
 
 // assemble turns the planner's row lengths and lists into the CSR arrays,
 // and orders the rows longest first where the variant reads an order:
-// csr_rows for plans of up to csrRowsMax rows, else csr_scan, csr_compact and longest_first.
+// csr_rows for plans of up to csrRowsMax rows (a programmatic dependent
+// launch unless Tactics.SerialAssembly), else csr_scan, csr_compact and
+// longest_first.
 func (r *Runner) assemble(c *driver.Ctx, in *planInput) error {
 	b := &r.bufs
 	rows, qb := in.rows(), qBlocks(r.t)
@@ -75,7 +86,11 @@ func (r *Runner) assemble(c *driver.Ctx, in *planInput) error {
 			ord = 0
 		}
 		n, q32 := int32(rows), int32(qb)
-		return c.Launch(fn, driver.Dim3{X: uint32((rows + 7) / 8), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
+		launch := c.LaunchDependent // csr_rows waits for the planner on the device
+		if r.e.serialAs {
+			launch = c.Launch
+		}
+		return launch(fn, driver.Dim3{X: uint32((rows + csrRowsRows - 1) / csrRowsRows), Y: 1, Z: 1}, driver.Dim3{X: csrRowsThreads, Y: 1, Z: 1}, 0,
 			driver.Arg(&rl), driver.Arg(&ls), driver.Arg(&rs), driver.Arg(&kv), driver.Arg(&ord), driver.Arg(&n), driver.Arg(&q32), driver.Arg(&stride))
 	}
 	n := int32(rows)

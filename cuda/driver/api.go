@@ -40,6 +40,8 @@ type cudaAPI struct {
 	cuEventElapsedTime        func(ms *float32, start, end uintptr) int32
 	cuGetErrorName            func(code int32, s **byte) int32
 	cuGetErrorString          func(code int32, s **byte) int32
+	// cuLaunchKernelEx (CUDA 12+; launch_ex.go) is nil on older drivers.
+	cuLaunchKernelEx func(cfg unsafe.Pointer, f uintptr, params, extra unsafe.Pointer) int32
 	// cuTensorMapEncodeTiled (CUDA 12+) is nil on older drivers.
 	cuTensorMapEncodeTiled func(tmap *TensorMap, dtype int32, rank uint32, addr uint64, dims *uint64, strides *uint64, box *uint32, elemStrides *uint32, interleave, swizzle, l2Promotion, oobFill int32) int32
 }
@@ -105,6 +107,9 @@ func loadCUDA() (*cudaAPI, error) {
 	// Tensor maps (for the Hopper bulk tensor copy engine) came with CUDA
 	// 12; without them the kernels that need one are not offered.
 	_ = bind(h, path, map[string]any{"cuTensorMapEncodeTiled": &a.cuTensorMapEncodeTiled})
+	// Launch attributes, programmatic dependent launch among them, came
+	// with CUDA 12 too; without it LaunchDependent is Launch.
+	_ = bind(h, path, map[string]any{"cuLaunchKernelEx": &a.cuLaunchKernelEx})
 	return a, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -74,6 +75,9 @@ type Device struct {
 	once sync.Once
 	mu   sync.RWMutex // guards closed against Do
 	shut bool
+	// noPDL is set once the driver refused a programmatic dependent
+	// launch (LaunchDependent).
+	noPDL atomic.Bool
 }
 
 // Open loads the driver, initializes it and retains the primary context of

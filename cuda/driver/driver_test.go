@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // openOrSkip opens device 0 or skips the test with the reason.
@@ -281,4 +282,117 @@ func TestObservedLaunch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLaunchConfigLayout checks launchConfig and launchAttr against
+// CUlaunchConfig (56 bytes: the stream at 32, the attributes at 40, their
+// count at 48) and CUlaunchAttribute (72 bytes, the value at 8) in cuda.h.
+func TestLaunchConfigLayout(t *testing.T) {
+	var c launchConfig
+	var a launchAttr
+	for _, x := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"CUlaunchConfig size", unsafe.Sizeof(c), 56},
+		{"sharedMemBytes", unsafe.Offsetof(c.sharedBytes), 24},
+		{"hStream", unsafe.Offsetof(c.stream), 32},
+		{"attrs", unsafe.Offsetof(c.attrs), 40},
+		{"numAttrs", unsafe.Offsetof(c.numAttrs), 48},
+		{"CUlaunchAttribute size", unsafe.Sizeof(a), 72},
+		{"value", unsafe.Offsetof(a.value), 8},
+	} {
+		if x.got != x.want {
+			t.Errorf("%s: %d, cuda.h %d", x.name, x.got, x.want)
+		}
+	}
+}
+
+const pdlKernels = `
+extern "C" __global__ void slow_fill(int* y, int n, long long spin) {
+	long long t0 = clock64();
+	while (clock64() - t0 < spin) {}
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] = i + 1;
+}
+extern "C" __global__ void wait_copy(const int* y, int* z, int n) {
+#if __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) z[i] = y[i];
+}`
+
+// TestLaunchDependent launches a kernel that writes its output only after
+// spinning, then, through LaunchDependent, one that executes
+// griddepcontrol.wait and copies that output: the copy must see every
+// value, whether or not the device overlaps the two launches.
+func TestLaunchDependent(t *testing.T) {
+	d := openOrSkip(t)
+	nv, err := LoadNVRTC()
+	if err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	cubin, _, err := nv.Compile(pdlKernels, "pdl.cu", []string{"--gpu-architecture=" + d.Arch()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v: DependentLaunch %v", d.Info, d.DependentLaunch())
+	const n = 1 << 16
+	got := make([]int32, n)
+	err = d.Do(context.Background(), func(c *Ctx) error {
+		m, err := c.LoadModule(cubin)
+		if err != nil {
+			return err
+		}
+		fill, err := c.Function(m, "slow_fill")
+		if err != nil {
+			return err
+		}
+		cp, err := c.Function(m, "wait_copy")
+		if err != nil {
+			return err
+		}
+		y, err := c.Alloc(4 * n)
+		if err != nil {
+			return err
+		}
+		defer c.Free(y)
+		z, err := c.Alloc(4 * n)
+		if err != nil {
+			return err
+		}
+		defer c.Free(z)
+		for round := range 4 {
+			if err := c.Memset(y, 0, 4*n); err != nil {
+				return err
+			}
+			if err := c.Memset(z, 0, 4*n); err != nil {
+				return err
+			}
+			nn, spin := int32(n), int64(20000<<round)
+			if err := c.Launch(fill, Dim3{n / 256, 1, 1}, Dim3{256, 1, 1}, 0, Arg(&y), Arg(&nn), Arg(&spin)); err != nil {
+				return err
+			}
+			if err := c.LaunchDependent(cp, Dim3{n / 256, 1, 1}, Dim3{256, 1, 1}, 0, Arg(&y), Arg(&z), Arg(&nn)); err != nil {
+				return err
+			}
+			if err := c.Sync(); err != nil {
+				return err
+			}
+			if err := CopyOut(c, got, z); err != nil {
+				return err
+			}
+			for i, v := range got {
+				if v != int32(i+1) {
+					return fmt.Errorf("round %d: z[%d] = %d, want %d (the dependent read before its predecessor wrote)", round, i, v, i+1)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("DependentLaunch after the launches: %v", d.DependentLaunch())
 }
