@@ -70,7 +70,8 @@ func TestS2OArgsLayout(t *testing.T) {
 // with and without resident query rows (BM_QRES), and UniSparse's outlier
 // pass: bf16 and f16 inputs read in place at D
 // 128, 96 and 64, and hi and lo halves), uni_pool, uni_outlier,
-// uni_extra, PSA's outlier scores and draws, gather, level assignment and
+// uni_extra, PSA's outlier scores (psa_outliers, and psa_outliers16 at D
+// 64, 128, 192 and 256, bf16 and f16) and draws, gather, level assignment and
 // scores (Sampling and Antidiagonal, bf16 and split, several unit
 // widths), and S2O's query scores, sort and merge, key scores, outlier
 // queries, means and promotion for sm_90 with NVRTC alone
@@ -105,6 +106,11 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_unisparse.cu", "uni_outlier", bmStubDefs},
 		{"plan_unisparse.cu", "uni_pool_avg", bmStubDefs},
 		{"plan_psa.cu", "psa_outliers", nil},
+		{"plan_psa_outlier.cu", "psa_outliers16", []string{"PSA_OD=128", "PSA_ODT=3"}},
+		{"plan_psa_outlier.cu", "psa_outliers16", []string{"PSA_OD=128", "PSA_ODT=2"}},
+		{"plan_psa_outlier.cu", "psa_outliers16", []string{"PSA_OD=64", "PSA_ODT=3"}},
+		{"plan_psa_outlier.cu", "psa_outliers16", []string{"PSA_OD=256", "PSA_ODT=3"}},
+		{"plan_psa_outlier.cu", "psa_outliers16", []string{"PSA_OD=192", "PSA_ODT=2"}},
 		{"plan_psa.cu", "psa_tokens", nil},
 		{"plan_psa.cu", "psa_gather", nil},
 		{"plan_psa.cu", "psa_assign", nil},
