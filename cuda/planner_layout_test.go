@@ -69,10 +69,12 @@ func TestS2OArgsLayout(t *testing.T) {
 // UniSparse's hi and lo halves, D 128, the stages planner_mass.go picks,
 // with and without resident query rows (BM_QRES), and UniSparse's outlier
 // pass: bf16 and f16 inputs read in place at D
-// 128, 96 and 64, and hi and lo halves), uni_pool, uni_outlier,
-// uni_extra, PSA's outlier scores and draws, gather, level assignment and
-// scores (Sampling and Antidiagonal, bf16 and split, gathered rows and
-// Sampling's read in place (PSA_DIRECT), several unit widths), and S2O's query scores, sort and merge, key scores, outlier
+// 128, 96 and 64, and hi and lo halves), uni_pool, uni_outlier (and
+// uni_outlier16), uni_extra, PSA's outlier scores (psa_outliers, and
+// psa_outliers16 at D 64, 128, 192 and 256, bf16 and f16) and draws,
+// gather, level assignment and scores (Sampling and Antidiagonal, bf16 and
+// split, gathered rows and Sampling's read in place (PSA_DIRECT), several
+// unit widths), and S2O's query scores, sort and merge, key scores, outlier
 // queries, means and promotion for sm_90 with NVRTC alone
 // (no GPU is needed) and logs ptxas's register and spill report.
 func TestCompileBlockMass(t *testing.T) {
@@ -103,8 +105,14 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_unisparse.cu", "uni_extra", bmStubDefs},
 		{"plan_unisparse.cu", "uni_pool", bmStubDefs},
 		{"plan_unisparse.cu", "uni_outlier", bmStubDefs},
+		{"plan_unisparse.cu", "uni_outlier16", bmStubDefs},
 		{"plan_unisparse.cu", "uni_pool_avg", bmStubDefs},
 		{"plan_psa.cu", "psa_outliers", nil},
+		{"plan_psa_outlier.cu", "psa_outliers16", []string{"PSA_OD=128", "PSA_ODT=3"}},
+		{"plan_psa_outlier.cu", "psa_outliers16", []string{"PSA_OD=128", "PSA_ODT=2"}},
+		{"plan_psa_outlier.cu", "psa_outliers16", []string{"PSA_OD=64", "PSA_ODT=3"}},
+		{"plan_psa_outlier.cu", "psa_outliers16", []string{"PSA_OD=256", "PSA_ODT=3"}},
+		{"plan_psa_outlier.cu", "psa_outliers16", []string{"PSA_OD=192", "PSA_ODT=2"}},
 		{"plan_psa.cu", "psa_tokens", nil},
 		{"plan_psa.cu", "psa_gather", nil},
 		{"plan_psa.cu", "psa_assign", nil},

@@ -400,17 +400,7 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 		if o.m <= 0 {
 			continue
 		}
-		sd, v := int32(side), o.v
-		staged := int32(1)
-		smem := psaOutlierSmem(g.D, o.bs, v.dtype, true)
-		if smem > min(psaOutlierStageMax, in.e.dev.MaxSharedOptin) {
-			staged, smem = 0, psaOutlierSmem(g.D, o.bs, v.dtype, false) // 3 KiB at D 256, within the default allowance
-		}
-		if err := in.e.raiseDynamicShared(c, fns["psa_outliers"], smem); err != nil {
-			return err
-		}
-		if err := c.Launch(fns["psa_outliers"], driver.Dim3{X: uint32(o.blocks), Y: 1, Z: 1}, driver.Dim3{X: psaOutlierThreads, Y: 1, Z: 1}, smem,
-			driver.Arg(&pa), driver.Arg(&a), driver.Arg(&v), driver.Arg(&sd), driver.Arg(&staged)); err != nil {
+		if err := in.e.launchPsaOutliers(c, fns["psa_outliers"], &pa, &a, o.v, int32(side), o.blocks, o.bs, g.D, psaOutlierAuto); err != nil {
 			return err
 		}
 	}

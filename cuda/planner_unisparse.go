@@ -245,7 +245,17 @@ func (p unisparsePlanner) outliers(c *driver.Ctx, in *planInput, cfg unisparse.C
 	gpp := max(1, min(in.t.BlockQ/cfg.CQ, 8192/g.D))
 	x, hi, lo, cc, ch, scale, rw, gp := in.q, uint64(o[0]), uint64(o[1]), int32(cfg.CQ), int32(cfg.CH), a.scale, uniFlag(raw), int32(gpp)
 	cqHi, cqLo, nq := uint64(cq[0]), uint64(cq[1]), int32((g.Nq+cfg.CQ-1)/cfg.CQ)
-	if err := c.Launch(fnO, driver.Dim3{X: uint32(groups * qbs), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, gpp*g.D*4,
+	smemO := gpp * g.D * 4
+	if n := uniOutlier16Smem(g.D, in.t.BlockQ, gpp); cfg.CH == 1 && uniOutlier16(g.D, in.q) && n <= min(uniOutlierStageMax, in.e.dev.MaxSharedOptin) {
+		if fnO, err = in.e.auxFunction(c, "plan_unisparse.cu", "uni_outlier16", bmStubDefs...); err != nil {
+			return 0, err
+		}
+		if err := in.e.raiseDynamicShared(c, fnO, n); err != nil {
+			return 0, err
+		}
+		smemO = n
+	}
+	if err := c.Launch(fnO, driver.Dim3{X: uint32(groups * qbs), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, smemO,
 		driver.Arg(&a), driver.Arg(&x), driver.Arg(&hi), driver.Arg(&lo), driver.Arg(&cc), driver.Arg(&ch), driver.Arg(&scale), driver.Arg(&rw), driver.Arg(&gp),
 		driver.Arg(&cqHi), driver.Arg(&cqLo), driver.Arg(&nq)); err != nil {
 		return 0, err
@@ -332,3 +342,20 @@ func uniFlag(b bool) int32 {
 	}
 	return 0
 }
+
+// uniOutlierStageMax is the most shared memory uni_outlier16 stages a block
+// in (two CTAs a multiprocessor); larger blocks take uni_outlier.
+const uniOutlierStageMax = 112 << 10
+
+// uniOutlier16 reports whether uni_outlier16 (kernels/uni_outlier.cuh)
+// takes the queries v at head dimension d, given one head per group:
+// 16-bit elements, d a multiple of 8, every row at a 16-byte boundary.
+func uniOutlier16(d int, v view) bool {
+	half := v.dtype == dtypeCode(tensor.BFloat16) || v.dtype == dtypeCode(tensor.Float16)
+	return half && d%8 == 0 && v.ptr%16 == 0 && v.sb%8 == 0 && v.sh%8 == 0 && v.sn%8 == 0
+}
+
+// uniOutlier16Smem is uni_outlier16's dynamic shared memory: bq staged
+// rows of d 16-bit elements in an odd number of 16-byte pieces, then gpp
+// composite means of d floats.
+func uniOutlier16Smem(d, bq, gpp int) int { return (bq*(d/8|1)*4 + gpp*d) * 4 }

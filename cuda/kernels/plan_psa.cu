@@ -59,15 +59,14 @@ __device__ __forceinline__ u64 pcg_intn(Pcg& p, u64 n) {
 // FMAs). With staged set the CTA first copies its block to shared memory
 // as it is (coalesced, the rows at psa_outlier_pitch), so that each
 // element is read from memory once; else it reads x directly (blocks too
-// large to stage). Each token's rank (how many scores are larger, or
-// equal at a lower offset; scores compared as their bits, which order as
-// the numbers do since they are ≥ +0 for inputs below 2⁶³ in magnitude:
-// psa_count)
-// places it, so that the m largest land in order without a serial
-// selection. Blocks that Sampling takes whole (n ≤ the draw) are left
-// alone. Dynamic shared memory: 2·D + bs floats (bs the side's block
-// size; D rounded up to a multiple of 4), then, staged, bs rows of
-// psa_outlier_pitch words.
+// large to stage). psa_outlier_select then picks the m largest (scores
+// compared as their bits, which order as the numbers do since they are
+// ≥ +0 for inputs below 2⁶³ in magnitude: psa_count). Blocks that
+// Sampling takes whole (n ≤ the draw) are left alone. Dynamic shared
+// memory: 2·D + bs floats (bs the side's block size; D rounded up to a
+// multiple of 4), then, staged, bs rows of psa_outlier_pitch words. 16-bit
+// inputs with 16-byte rows and D a multiple of 64 up to 256 take
+// psa_outliers16 instead (plan_psa_outlier.cu).
 extern "C" __global__ void __launch_bounds__(128) psa_outliers(const PlanArgs a, const PsaArgs s, View x, int side, int staged) {
 	extern __shared__ __align__(16) unsigned char smem[];
 	const int bs = side == 0 ? a.bq : a.bk, N = side == 0 ? a.Nq : a.Nk;
@@ -104,26 +103,7 @@ extern "C" __global__ void __launch_bounds__(128) psa_outliers(const PlanArgs a,
 	// The m largest, largest first, ties to the lower offset: the offsets
 	// estimator.draw's selection sort swaps into place (it compares
 	// offsets, not positions, so the order does not depend on its swaps).
-	// Token j's rank in three ranges: the tokens before its warp's (all at
-	// lower offsets: scores ≥ z_j count, i.e. > z_j − 1 as integers), its
-	// warp's 32 (the same up to j, then > z_j), and those after (> z_j).
-	// jb = j − lane is the same for the whole warp (blockDim.x is a
-	// multiple of 32), so the loops do not diverge.
-	int* out = (side == 0 ? s.qout : s.kout) + i * m;
-	for (int j = threadIdx.x; j < n; j += blockDim.x) {
-		const int zj = (int)z[j];
-		const int jb = j & ~31, je = min(jb + 32, n);
-		int r = psa_count(z, 0, jb, zj - 1) + psa_count(z, je, n, zj);
-		int t = zj - 1;
-		u32 rw = 0;
-#pragma unroll 8
-		for (int k = jb; k < je; k++) {
-			t = k == j ? zj : t; // (j itself: z_j − z_j = 0, not counted)
-			rw += (u32)(t - (int)z[k]) >> 31;
-		}
-		r += (int)rw;
-		if (r < m) out[r] = j;
-	}
+	psa_outlier_select(z, n, m, (side == 0 ? s.qout : s.kout) + i * m);
 }
 
 // psa_tokens writes the first tokens of the rows (side 0: queries, per

@@ -14,7 +14,9 @@
 //                        (UniSparse Eq. 2–3), written as bf16 high and
 //                        low halves (with the outlier query and average
 //                        pooling uni_outlier writes the queries instead);
-//   uni_outlier          with the outlier query (method/unisparse's
+//   uni_outlier          (uni_outlier16, uni_outlier.cuh, for one head
+//                        per group and 16-byte rows of 16-bit elements)
+//                        with the outlier query (method/unisparse's
 //                        outlier.go, our extension): each query block's
 //                        token farthest from its composite's mean, in the
 //                        CPU's float32 operations and order (its means,
@@ -431,6 +433,8 @@ extern "C" __global__ void __launch_bounds__(128) uni_outlier(PlanArgs a, View x
 		out_lo[at + d] = (u16)l;
 	}
 }
+
+#include "uni_outlier.cuh"
 
 #include "block_mass.cuh"
 

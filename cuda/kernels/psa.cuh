@@ -5,7 +5,8 @@
 //
 //   psa_outliers Sampling's outlier-led draws (our extension of §3.3.1):
 //                per block the m most outlying tokens by the CPU's
-//                canonical float32 score, largest first.
+//                canonical float32 score, largest first (psa_outliers16,
+//                plan_psa_outlier.cu, for 16-byte rows of 16-bit elements).
 //   psa_tokens   the first token of each estimator row (a sampled query, or
 //                a Stride-token query group) and column (a sampled key, or
 //                a key group), -1 for padding. Sampling repeats the CPU's

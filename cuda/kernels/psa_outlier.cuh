@@ -1,6 +1,8 @@
-// psa_outliers' helpers (plan_psa.cu includes this before the kernel):
-// staging a block, the canonical float32 mean, spread and outlier scores
-// (method/psa, outlierScores) and the rank counts.
+// psa_outliers' helpers (plan_psa.cu and plan_psa_outlier.cu include this
+// after psa.cuh): staging a block, the canonical float32 mean, spread and
+// outlier scores (method/psa, outlierScores), and the selection of the m
+// largest (by rank counts or, for m ≤ 32 of at most 128 tokens, one warp's
+// repeated arg-max).
 
 // psa_outlier_pitch is the 32-bit word pitch of a row of psa_outliers'
 // staged block: the row's words (D floats, or D 16-bit elements in pairs)
@@ -238,5 +240,76 @@ __device__ __forceinline__ void psa_outlier_dispatch(const View& x, const u32* x
 	case 128: psa_outlier_scores<DT, 128>(x, xs, pw, b, h, lo, n, D, mean, inv, z); break;
 	case 64: psa_outlier_scores<DT, 64>(x, xs, pw, b, h, lo, n, D, mean, inv, z); break;
 	default: psa_outlier_scores<DT, 0>(x, xs, pw, b, h, lo, n, D, mean, inv, z);
+	}
+}
+
+// psa_rank_out writes to out[r] (r < m) the offset of the token of rank r
+// among z[0 … n−1], largest first, ties to the lower offset: each token's
+// rank counted by its thread (all of the CTA's, blockDim.x a multiple of
+// 32). Token j's rank in three ranges: the tokens before its warp's (all
+// at lower offsets: scores ≥ z_j count, i.e. > z_j − 1 as integers), its
+// warp's 32 (the same up to j, then > z_j), and those after (> z_j).
+// jb = j − lane is the same for the whole warp, so the loops do not
+// diverge.
+__device__ __forceinline__ void psa_rank_out(const u32* z, int n, int m, int* out) {
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		const int zj = (int)z[j];
+		const int jb = j & ~31, je = min(jb + 32, n);
+		int r = psa_count(z, 0, jb, zj - 1) + psa_count(z, je, n, zj);
+		int t = zj - 1;
+		u32 rw = 0;
+#pragma unroll 8
+		for (int k = jb; k < je; k++) {
+			t = k == j ? zj : t; // (j itself: z_j − z_j = 0, not counted)
+			rw += (u32)(t - (int)z[k]) >> 31;
+		}
+		r += (int)rw;
+		if (r < m) out[r] = j;
+	}
+}
+
+// psa_top_warp is psa_rank_out for n ≤ 128 and m ≤ 32 on one warp (its
+// lanes all calling it): lane l holds the scores of tokens l, l+32, l+64
+// and l+96 (−1 past n, below every score: the scores' bits lie in
+// [0, 2³¹), psa_count), and round r takes the largest remaining score, the
+// lowest offset among equals, by two warp reductions (redux.sync: the
+// maximum bits, then the least offset holding them) and strikes it out.
+// Round r's token is the one of rank r: as many tokens come before it in
+// the order (score descending, offset ascending) as rounds before it took,
+// so out is psa_rank_out's, bit for bit. Lane r keeps round r's offset and
+// the m lanes store them at once.
+__device__ __forceinline__ void psa_top_warp(const u32* z, int n, int m, int* out) {
+	const int lane = threadIdx.x & 31;
+	int c[4];
+#pragma unroll
+	for (int k = 0; k < 4; k++) c[k] = lane + 32 * k < n ? (int)z[lane + 32 * k] : -1;
+	int mine = 0;
+	for (int r = 0; r < m; r++) {
+		int bz = c[0], bk = 0; // the lane's largest, its lowest offset on ties (strictly greater replaces)
+#pragma unroll
+		for (int k = 1; k < 4; k++) {
+			if (c[k] > bz) bz = c[k], bk = k;
+		}
+		const int wz = __reduce_max_sync(0xffffffffu, bz);
+		const int me = lane + 32 * bk;
+		const unsigned wj = __reduce_min_sync(0xffffffffu, bz == wz ? (unsigned)me : 0xffffffffu);
+		mine = lane == r ? (int)wj : mine;
+		if ((unsigned)me == wj) { // the winner's lane (offsets are distinct)
+#pragma unroll
+			for (int k = 0; k < 4; k++) c[k] = k == bk ? -1 : c[k];
+		}
+	}
+	if (lane < m) out[lane] = mine;
+}
+
+// psa_outlier_select writes the offsets of the m largest of the n scores z
+// (m < n), largest first, ties to the lower offset, to out: by psa_top_warp
+// on warp 0 where it applies, else by psa_rank_out on every thread. Every
+// thread of the CTA calls it, after the __syncthreads that completes z.
+__device__ __forceinline__ void psa_outlier_select(const u32* z, int n, int m, int* out) {
+	if (n <= 128 && m <= 32) {
+		if (threadIdx.x < 32) psa_top_warp(z, n, m, out);
+	} else {
+		psa_rank_out(z, n, m, out);
 	}
 }

@@ -80,3 +80,16 @@ func (p Planner) Caps(t plan.Tiling, k *tensor.Tensor) ([]plan.Level, error) {
 	}
 	return similarityCaps(dense, k, c.sim), nil
 }
+
+// OutlierOffsets returns the offsets of the m most outlying of the n rows
+// of x (row-major, d columns each; 0 < m < n), largest outlier score first,
+// ties to the lower offset: the first m of the draws Sampling takes from a
+// block of those rows (outlierScores, then estimator.draw's selection).
+// The device planner's psa_outliers repeats them bit for bit; its device
+// test compares with this.
+func OutlierOffsets(x []float32, n, d, m int) []int {
+	mean, inv, z := make([]float32, d), make([]float32, d), make([]float32, n)
+	outlierScores(x, n, d, mean, inv, z)
+	e := &estimator{perm: make([]int, n)}
+	return e.draw(nil, n, m, m, z) // s = m < n: the selection alone, no random draw
+}

@@ -403,3 +403,22 @@ func TestKeepsNeedleAnywhere(t *testing.T) {
 	}
 	t.Logf("the paper's draw read the needle's block exactly at %d of 24 positions", paper)
 }
+
+// TestOutlierOffsets checks the export the device test compares with: the
+// m largest scores' offsets, largest first, ties (equal rows) to the lower
+// offset.
+func TestOutlierOffsets(t *testing.T) {
+	const n, d = 6, 2
+	x := []float32{0, 0, 5, 5, 0, 0, 5, 5, 0, 0, -9, 1}
+	// Rows 1 and 3 are equal (equal scores), so are rows 0, 2 and 4; row 5
+	// lies farthest out.
+	got := OutlierOffsets(x, n, d, 3)
+	mean, inv, z := make([]float32, d), make([]float32, d), make([]float32, n)
+	outlierScores(x, n, d, mean, inv, z)
+	if z[1] != z[3] || z[5] <= z[1] || z[1] <= z[0] {
+		t.Fatalf("scores %v: want z5 > z1 = z3 > z0", z)
+	}
+	if want := []int{5, 1, 3}; !slices.Equal(got, want) {
+		t.Errorf("OutlierOffsets = %v, want %v (scores %v)", got, want, z)
+	}
+}
