@@ -93,13 +93,14 @@ type Tactics struct {
 	// 4 (genWSStages). Fewer slots leave fewer tiles issued past an S2O
 	// stop for the consumers to drain.
 	GenStages int
-	// SerialAssembly launches csr_rows, the CSR assembly at the end of
-	// every device plan, only once the planner's last kernel has finished.
-	// By default, on sm_90 with a CUDA 12 driver, it is a programmatic
-	// dependent launch: its blocks are scheduled while that kernel drains
-	// and wait for it on the device (griddepcontrol.wait). The field is
-	// there to measure the difference.
-	SerialAssembly bool
+	// DependentAssembly launches csr_rows, the CSR assembly at the end of
+	// every device plan, as a programmatic dependent launch (sm_90 with a
+	// CUDA 12 driver): its blocks may be scheduled while the planner's last
+	// kernel drains and wait for it on the device (griddepcontrol.wait).
+	// It is off by default: on the H200 whole plans measured slower with it
+	// (sparge at 8K 0.069 ms against 0.057, PSA at 32K 1.727 against 1.678;
+	// BENCHMARKS.md, "Planning costs in session 31").
+	DependentAssembly bool
 }
 
 // LaunchOrder is the order of a plan's query blocks on the device.

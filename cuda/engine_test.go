@@ -21,11 +21,11 @@ import (
 
 // openOrSkip opens the default device or skips the test with the reason.
 //
-// SPARSEATTN_SERIAL_ASSEMBLY=1 sets Tactics.SerialAssembly, so that the
-// device tests and timings can be run with csr_rows launched both ways.
+// SPARSEATTN_DEPENDENT_ASSEMBLY=1 sets Tactics.DependentAssembly, so that
+// the device tests and timings can be run with csr_rows launched both ways.
 func openOrSkip(t testing.TB) *Engine {
 	t.Helper()
-	e, err := Open(Config{CacheDir: t.TempDir(), Tactics: Tactics{SerialAssembly: os.Getenv("SPARSEATTN_SERIAL_ASSEMBLY") != ""}})
+	e, err := Open(Config{CacheDir: t.TempDir(), Tactics: Tactics{DependentAssembly: os.Getenv("SPARSEATTN_DEPENDENT_ASSEMBLY") != ""}})
 	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
 		t.Skipf("no usable CUDA device: %v", err)
 	}

@@ -65,7 +65,7 @@ const (
 // assemble turns the planner's row lengths and lists into the CSR arrays,
 // and orders the rows longest first where the variant reads an order:
 // csr_rows for plans of up to csrRowsMax rows (a programmatic dependent
-// launch unless Tactics.SerialAssembly), else csr_scan, csr_compact and
+// launch with Tactics.DependentAssembly), else csr_scan, csr_compact and
 // longest_first.
 func (r *Runner) assemble(c *driver.Ctx, in *planInput) error {
 	b := &r.bufs
@@ -86,9 +86,9 @@ func (r *Runner) assemble(c *driver.Ctx, in *planInput) error {
 			ord = 0
 		}
 		n, q32 := int32(rows), int32(qb)
-		launch := c.LaunchDependent // csr_rows waits for the planner on the device
-		if r.e.serialAs {
-			launch = c.Launch
+		launch := c.Launch
+		if r.e.depAs {
+			launch = c.LaunchDependent // csr_rows waits for the planner on the device
 		}
 		return launch(fn, driver.Dim3{X: uint32((rows + csrRowsRows - 1) / csrRowsRows), Y: 1, Z: 1}, driver.Dim3{X: csrRowsThreads, Y: 1, Z: 1}, 0,
 			driver.Arg(&rl), driver.Arg(&ls), driver.Arg(&rs), driver.Arg(&kv), driver.Arg(&ord), driver.Arg(&n), driver.Arg(&q32), driver.Arg(&stride))
