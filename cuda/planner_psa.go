@@ -286,11 +286,14 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 	qrows := int64(g.B*g.Hq) * int64(sh.qBlocks) * int64(sh.rq)
 	kcols := int64(g.B*g.Hkv) * int64(sh.kBlks) * int64(sh.cp)
 	rows := int64(in.rows())
-	bufs := []struct {
+	// psaBuf is one scratch buffer of the plan: its name, bytes and the
+	// argument that receives it.
+	type psaBuf struct {
 		name string
 		n    int64
 		dst  *uint64
-	}{
+	}
+	bufs := []psaBuf{
 		{"psa.qtok", qrows * 4, &a.qtok},
 		{"psa.ktok", kcols * 4, &a.ktok},
 		{"psa.imp", rows * int64(in.stride) * 8, &a.imp},
@@ -298,47 +301,19 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 		{"psa.lvl", rows * int64(in.stride), &a.lvl},
 	}
 	if !sh.direct {
-		bufs = append(bufs, struct {
-			name string
-			n    int64
-			dst  *uint64
-		}{"psa.qh", qrows * int64(sh.wp) * 2, &a.qh}, struct {
-			name string
-			n    int64
-			dst  *uint64
-		}{"psa.kh", kcols * int64(sh.wp) * 2, &a.kh})
+		bufs = append(bufs, psaBuf{"psa.qh", qrows * int64(sh.wp) * 2, &a.qh}, psaBuf{"psa.kh", kcols * int64(sh.wp) * 2, &a.kh})
 	}
 	if sh.split {
-		bufs = append(bufs, struct {
-			name string
-			n    int64
-			dst  *uint64
-		}{"psa.ql", qrows * int64(sh.wp) * 2, &a.ql}, struct {
-			name string
-			n    int64
-			dst  *uint64
-		}{"psa.kl", kcols * int64(sh.wp) * 2, &a.kl})
+		bufs = append(bufs, psaBuf{"psa.ql", qrows * int64(sh.wp) * 2, &a.ql}, psaBuf{"psa.kl", kcols * int64(sh.wp) * 2, &a.kl})
 	}
 	if s.Similarity != nil {
-		bufs = append(bufs, struct {
-			name string
-			n    int64
-			dst  *uint64
-		}{"psa.cap", int64(g.B*g.Hkv) * int64(sh.kBlks), &a.cap})
+		bufs = append(bufs, psaBuf{"psa.cap", int64(g.B*g.Hkv) * int64(sh.kBlks), &a.cap})
 	}
-	for _, o := range []struct {
-		name  string
-		n     int64
-		dst   *uint64
-		count int32
-	}{{"psa.qout", int64(g.B*g.Hq) * int64(sh.qBlocks), &a.qout, a.oq}, {"psa.kout", int64(g.B*g.Hkv) * int64(sh.kBlks), &a.kout, a.ok}} {
-		if o.count > 0 {
-			bufs = append(bufs, struct {
-				name string
-				n    int64
-				dst  *uint64
-			}{o.name, o.n * int64(o.count) * 4, o.dst})
-		}
+	if a.oq > 0 {
+		bufs = append(bufs, psaBuf{"psa.qout", int64(g.B*g.Hq) * int64(sh.qBlocks) * int64(a.oq) * 4, &a.qout})
+	}
+	if a.ok > 0 {
+		bufs = append(bufs, psaBuf{"psa.kout", int64(g.B*g.Hkv) * int64(sh.kBlks) * int64(a.ok) * 4, &a.kout})
 	}
 	for _, b := range bufs {
 		ptr, err := in.scratch.get(c, b.name, max(b.n, 16))
