@@ -189,34 +189,42 @@ func benchTensor(t testing.TB, e *Engine, h, n, d int, offset float32, x *uint64
 //	go test -run '^$' -bench 'BenchmarkPlan$' -benchtime 400x ./cuda
 func BenchmarkPlan(b *testing.B) {
 	e := openOrSkip(b)
-	ctx := context.Background()
 	const n = 8192
 	g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
 	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
 	x := uint64(0x9e3779b97f4a7c15)
 	q, k, v := benchTensor(b, e, g.Hq, n, g.D, 0, &x), benchTensor(b, e, g.Hkv, n, g.D, 0, &x), benchTensor(b, e, g.Hkv, n, g.D, 0, &x)
 	for _, p := range benchPlanners() {
-		b.Run(strings.ReplaceAll(benchName(p), " ", "_"), func(b *testing.B) {
-			run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer run.Close()
-			if _, err := run.Plan(ctx, q, k, v); err != nil { // compiles and allocates
-				b.Fatal(err)
-			}
-			var dev float64
-			b.ResetTimer()
-			for range b.N {
-				ms, err := run.Plan(ctx, q, k, v)
-				if err != nil {
-					b.Fatal(err)
-				}
-				dev += ms
-			}
-			b.ReportMetric(dev*1e3/float64(b.N), "device-µs/op")
-		})
+		b.Run(strings.ReplaceAll(benchName(p), " ", "_"), func(b *testing.B) { benchPlans(b, e, tl, p, q, k, v, nil) })
 	}
+}
+
+// benchPlans runs b.N plans of p on q, k and v after one that compiles
+// and allocates, each after before(i) where before is not nil, and
+// reports their mean device time as device-µs/op.
+func benchPlans(b *testing.B, e *Engine, tl plan.Tiling, p plan.Planner, q, k, v *Tensor, before func(i int)) {
+	ctx := context.Background()
+	run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer run.Close()
+	if _, err := run.Plan(ctx, q, k, v); err != nil {
+		b.Fatal(err)
+	}
+	var dev float64
+	b.ResetTimer()
+	for i := range b.N {
+		if before != nil {
+			before(i)
+		}
+		ms, err := run.Plan(ctx, q, k, v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dev += ms
+	}
+	b.ReportMetric(dev*1e3/float64(b.N), "device-µs/op")
 }
 
 // BenchmarkPlanCold is BenchmarkPlan with L2 emptied before every plan,
@@ -277,25 +285,7 @@ func BenchmarkPlanCold(b *testing.B) {
 				mode = "clean"
 			}
 			b.Run(strings.ReplaceAll(benchName(p), " ", "_")+"/"+mode, func(b *testing.B) {
-				run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer run.Close()
-				if _, err := run.Plan(ctx, q, k, v); err != nil { // compiles and allocates
-					b.Fatal(err)
-				}
-				var dev float64
-				b.ResetTimer()
-				for i := range b.N {
-					flush(clean, i)
-					ms, err := run.Plan(ctx, q, k, v)
-					if err != nil {
-						b.Fatal(err)
-					}
-					dev += ms
-				}
-				b.ReportMetric(dev*1e3/float64(b.N), "device-µs/op")
+				benchPlans(b, e, tl, p, q, k, v, func(i int) { flush(clean, i) })
 			})
 		}
 	}

@@ -338,18 +338,25 @@ func (c *Ctx) SetMaxDynamicShared(f Function, n int) error {
 	return c.check("cuFuncSetAttribute", c.d.api.cuFuncSetAttribute(uintptr(f), funcAttrMaxDynamicShmem, int32(n)))
 }
 
-// Launch starts f on c's stream. Each arg points to one kernel
-// parameter's value; the parameter memory is pinned for the call, and the
-// driver copies it before Launch returns.
-func (c *Ctx) Launch(f Function, grid, block Dim3, sharedBytes int, args ...unsafe.Pointer) error {
-	var pin runtime.Pinner
-	defer pin.Unpin()
+// pinParams pins each kernel argument and the array of their addresses
+// that the driver reads (one entry at least), and returns that array.
+func pinParams(pin *runtime.Pinner, args []unsafe.Pointer) []unsafe.Pointer {
 	params := make([]unsafe.Pointer, max(len(args), 1))
 	for i, a := range args {
 		pin.Pin(a)
 		params[i] = a
 	}
 	pin.Pin(&params[0])
+	return params
+}
+
+// Launch starts f on c's stream. Each arg points to one kernel
+// parameter's value; the parameter memory is pinned for the call, and the
+// driver copies it before Launch returns.
+func (c *Ctx) Launch(f Function, grid, block Dim3, sharedBytes int, args ...unsafe.Pointer) error {
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	params := pinParams(&pin, args)
 	err := c.check("cuLaunchKernel", c.d.api.cuLaunchKernel(uintptr(f),
 		grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, uint32(sharedBytes), uintptr(c.stream),
 		unsafe.Pointer(&params[0]), nil))

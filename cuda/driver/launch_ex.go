@@ -57,12 +57,7 @@ func (c *Ctx) LaunchDependent(f Function, grid, block Dim3, sharedBytes int, arg
 	}
 	var pin runtime.Pinner
 	defer pin.Unpin()
-	params := make([]unsafe.Pointer, max(len(args), 1))
-	for i, a := range args {
-		pin.Pin(a)
-		params[i] = a
-	}
-	pin.Pin(&params[0])
+	params := pinParams(&pin, args)
 	attr := &launchAttr{id: attrProgrammaticStreamSerialization}
 	*(*int32)(unsafe.Pointer(&attr.value[0])) = 1
 	cfg := &launchConfig{gridX: grid.X, gridY: grid.Y, gridZ: grid.Z, blockX: block.X, blockY: block.Y, blockZ: block.Z,
