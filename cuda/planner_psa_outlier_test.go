@@ -119,7 +119,9 @@ func TestPsaOutliersDevice(t *testing.T) {
 				for j := range n {
 					x.ReadRow(0, h, lo+j, rows[j*c.d:(j+1)*c.d])
 				}
-				want[i] = psa.OutlierOffsets(rows[:n*c.d], n, c.d, c.m)
+				if want[i], err = psa.OutlierOffsets(rows[:n*c.d], n, c.d, c.m); err != nil {
+					t.Fatal(err)
+				}
 			}
 			paths := []psaOutlierPath{psaOutlierStaged, psaOutlierUnstaged}
 			if psaOutlier16(c.d, viewOf(dx)) {

@@ -86,10 +86,14 @@ func (p Planner) Caps(t plan.Tiling, k *tensor.Tensor) ([]plan.Level, error) {
 // ties to the lower offset: the first m of the draws Sampling takes from a
 // block of those rows (outlierScores, then estimator.draw's selection).
 // The device planner's psa_outliers repeats them bit for bit; its device
-// test compares with this.
-func OutlierOffsets(x []float32, n, d, m int) []int {
+// test compares with this. Sizes outside those bounds, or an x shorter
+// than n·d, give an error wrapping plan.ErrInvalid.
+func OutlierOffsets(x []float32, n, d, m int) ([]int, error) {
+	if n < 2 || d < 1 || m < 1 || m >= n || len(x)/d < n {
+		return nil, fmt.Errorf("%w: psa outlier offsets of %d of %d rows of %d columns from %d values; want 0 < m < n, d ≥ 1 and n·d values", plan.ErrInvalid, m, n, d, len(x))
+	}
 	mean, inv, z := make([]float32, d), make([]float32, d), make([]float32, n)
 	outlierScores(x, n, d, mean, inv, z)
 	e := &estimator{perm: make([]int, n)}
-	return e.draw(nil, n, m, m, z) // s = m < n: the selection alone, no random draw
+	return e.draw(nil, n, m, m, z), nil // s = m < n: the selection alone, no random draw
 }

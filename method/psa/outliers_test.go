@@ -2,6 +2,7 @@ package psa
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -412,7 +413,10 @@ func TestOutlierOffsets(t *testing.T) {
 	x := []float32{0, 0, 5, 5, 0, 0, 5, 5, 0, 0, -9, 1}
 	// Rows 1 and 3 are equal (equal scores), so are rows 0, 2 and 4; row 5
 	// lies farthest out.
-	got := OutlierOffsets(x, n, d, 3)
+	got, err := OutlierOffsets(x, n, d, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mean, inv, z := make([]float32, d), make([]float32, d), make([]float32, n)
 	outlierScores(x, n, d, mean, inv, z)
 	if z[1] != z[3] || z[5] <= z[1] || z[1] <= z[0] {
@@ -420,5 +424,20 @@ func TestOutlierOffsets(t *testing.T) {
 	}
 	if want := []int{5, 1, 3}; !slices.Equal(got, want) {
 		t.Errorf("OutlierOffsets = %v, want %v (scores %v)", got, want, z)
+	}
+	for _, c := range []struct {
+		name    string
+		x       []float32
+		n, d, m int
+	}{
+		{"m = n", x, n, d, n},
+		{"m = 0", x, n, d, 0},
+		{"one row", x[:d], 1, d, 1},
+		{"d = 0", x, n, 0, 1},
+		{"x short of n·d", x[:n*d-1], n, d, 1},
+	} {
+		if _, err := OutlierOffsets(c.x, c.n, c.d, c.m); !errors.Is(err, plan.ErrInvalid) {
+			t.Errorf("%s: error %v, want plan.ErrInvalid", c.name, err)
+		}
 	}
 }
