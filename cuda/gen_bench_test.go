@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,8 +25,8 @@ import (
 // 1.2·b·dense, gathers ≤ 1.15·dense, S2O ≤ 1.2·(1−s)·dense); it fails
 // only if a run fails. Skipped unless the variable is set. With
 // SPARSEATTN_GEN_BENCH_ONLY set it times our dense kernel and only the
-// plans whose names contain that string (for a profiler: the dense
-// kernel's 13 launches come first).
+// plans whose names contain one of its |-separated strings (for a
+// profiler: the dense kernel's 13 launches come first).
 func TestGenBench(t *testing.T) {
 	var ns []int
 	for _, f := range strings.Split(os.Getenv("SPARSEATTN_GEN_BENCH"), ",") {
@@ -84,8 +86,11 @@ func TestGenWSPtxas(t *testing.T) {
 	if err != nil {
 		t.Skipf("no NVRTC: %v", err)
 	}
+	// SPARSEATTN_GEN_CUBIN_DIR keeps each cubin there, for cuobjdump -sass.
+	dir := os.Getenv("SPARSEATTN_GEN_CUBIN_DIR")
 	for _, f := range []genFlags{
 		{on: true, ws: true},
+		{on: true, ws: true, gather: true},
 		{on: true, ws: true, levels: true},
 		{on: true, ws: true, gather: true, stop: true},
 		{on: true, ws: true, gather: true, stop: true, state: 2},
@@ -93,9 +98,14 @@ func TestGenWSPtxas(t *testing.T) {
 	} {
 		v := variant{headDim: 128, blockQ: 128, kt: genKT, mt: 1, bf16: true, stages: genWSStages, gen: f}
 		src, name := v.source()
-		_, log, err := nv.Compile(src, name, append(v.options("sm_90a"), "--ptxas-options=-v"))
+		cubin, log, err := nv.Compile(src, name, append(v.options("sm_90a"), "--ptxas-options=-v"))
 		if err != nil {
 			t.Fatalf("%s: %v", v, err)
+		}
+		if dir != "" {
+			if err := os.WriteFile(filepath.Join(dir, v.String()+".cubin"), cubin, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for _, line := range strings.Split(log, "\n") {
 			if l := strings.ToLower(line); strings.Contains(l, "register") || strings.Contains(l, "spill") || strings.Contains(l, "warning") || strings.Contains(l, "setmaxnreg") {
@@ -144,7 +154,7 @@ func genBench(t *testing.T, e, old *Engine, n int) {
 		t.Logf("N=%d dense mma.sync %-28s %.3f ms (%.2f× the default dense)", n, tm.Kernel, tm.MedianMS, tm.MedianMS/base.MedianMS)
 	}
 	report := func(name string, p *plan.Plan, bound float64) {
-		if !strings.Contains(name, only) {
+		if only != "" && !slices.ContainsFunc(strings.Split(only, "|"), func(o string) bool { return strings.Contains(name, o) }) {
 			return
 		}
 		tm := bench(e, name, p)
@@ -187,6 +197,24 @@ func genBench(t *testing.T, e, old *Engine, n int) {
 		p := ident(dense)
 		p.Stop = &plan.StopRule{Tau: tau}
 		report("s2o stop, tau "+strconv.FormatFloat(float64(tau), 'g', 3, 32), p, 1.2)
+	}
+	// Where stopped rows lose: the same rows cut where τ 0.05 about stops
+	// them (the first 30 blocks), without a stop rule (the plain gathering
+	// kernel, the row's length known up front) and with one that never
+	// fires (the STOP kernel's per-tile cost, no hand-over); and full rows
+	// under the STOP kernel. No gain is below 1e-9·ℓ on these inputs.
+	{
+		first, err := plan.FromMask(tl, func(b, h, qb, kb int) bool { return kb < 30 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		report("first 30 blocks, no stop rule", ident(first), 1.2)
+		p := ident(first)
+		p.Stop = &plan.StopRule{Tau: 1e-9}
+		report("first 30 blocks, stop never fires", p, 1.2)
+		p = ident(dense)
+		p.Stop = &plan.StopRule{Tau: 1e-9}
+		report("dense, stop never fires", p, 1.2)
 	}
 	// The levels kernel (PSA's) on level-1 entries only, the same kind of
 	// mask as the gathered plans: its slot tables and row set-up without
