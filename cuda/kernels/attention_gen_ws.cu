@@ -29,18 +29,27 @@
 //     producer's per-tile summary says some slot needs one, the online
 //     softmax in registers, and O += P̃·V with P̃ from registers, S_j and
 //     P̃_{j-1}·V_{j-1} in flight together (FlashAttention-3 §3.2).
-// The early stop (STOP) hands over through one shared word, s_ctl: the
-// row the producer loads (its sequence number mod 256, which tells it
-// from the next: the producer runs at most one row ahead of a stop vote),
-// the tiles of it claimed so far, and a stop bit. The producer claims each
-// tile by an atomic increment before it waits for the tile's stage (so the
-// claim is off the path from a free stage to the copies), and issues it
-// unless the stop bit was set; the consumers, having voted to stop, set the
-// bit by compare-and-swap (if the producer still loads their row) and so
-// learn how many tiles were claimed, then drain (release unread) those past
-// the stop. A claimed tile is always issued: its stage is freed by the
-// consumers' last tile or their drain. Nothing is loaded after the claim is
-// refused, and the drain waits only for tiles already claimed.
+// The early stop (STOP) takes no meeting of the consumer warpgroups and no
+// per-tile handshake with the producer (BENCHMARKS.md, "S2O's early stop
+// without a meeting"):
+//   - Each consumer warp posts its vote on tile j (every query of its 16
+//     rows gained less than τ·ℓ) in s_vote, right after softmax_j, and
+//     arrives on its warpgroup's vote barrier for the vote's number mod 4;
+//     the row's stop after tile j is read one tile later, after
+//     softmax_{j+1}, when the other warpgroup has long posted it. Tile
+//     j+1's S (already computed) is then dropped, with the m and ℓ it
+//     changed. Own-warpgroup votes are ordered by the turn barrier, the
+//     other warpgroup's by the vote barrier: the turns keep a warpgroup
+//     within two votes of the other's read, so four barriers never mix
+//     two votes.
+//   - The consumers that stop after tile js write (row sequence number mod
+//     256, STOP_BIT, js) to s_ctl before they release tile js's stage. A
+//     producer thread reads s_ctl after each wait for a free stage and skips
+//     the rest of the row from tile js + STAGES on: that wait acquired the
+//     release of tile js, so every producer thread sees the stop there, and
+//     tiles before it are issued whatever a thread saw. The consumers so
+//     know which tiles were issued, and drain (release unread) tiles js + 2
+//     to js + STAGES − 1.
 //
 // Compile-time configuration (set by the Go side with -D):
 //   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
@@ -77,6 +86,9 @@
 #if LEVELS && (GATHER || STOP)
 #error LEVELS takes the natural order and no stop rule
 #endif
+#if STOP && !PINGPONG
+#error STOP orders its votes by the turn-taking barriers
+#endif
 
 #define BLOCK_Q 128
 #define KT 64 // key slots per tile
@@ -96,10 +108,10 @@ static_assert(RPT <= 8, "a producer thread publishes one slot of the tile");
 #define PRODUCER_REGS 40
 #define CONSUMER_REGS 232
 static_assert(PRODUCER_REGS * PRODUCER_THREADS + CONSUMER_REGS * CONSUMER_THREADS <= 168 * NTHREADS, "setmaxnreg split exceeds the CTA's registers");
-// Named barriers: 1 and 2 the consumers' turns, 5 their stop vote, 6 the
-// producer's (its votes and row set-up).
-#define BAR_STOP 5
+// Named barriers: 1 and 2 the consumers' turns, 6 the producer's (its
+// row set-up), 8 + 4·wg + (v mod 4) warpgroup wg's stop vote number v.
 #define BAR_PRODUCER 6
+#define BAR_VOTE 8
 #define STOP_BIT (1u << 23) // in s_ctl: the consumers stopped the row
 
 // mbar_arrive_cp makes bar's phase wait for this thread's cp.async copies
@@ -207,8 +219,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	__shared__ int s_wsum[PRODUCER_THREADS / 32];
 	__shared__ unsigned int s_cnt[16];
 	__shared__ int s_next;          // the producer's next row
-	__shared__ unsigned int s_ctl;  // STOP: row loaded (seq mod 256) << 24 | STOP_BIT | tiles issued
-	__shared__ int s_ndrain;        // STOP: tiles the producer issued of the row stopped last
+	__shared__ unsigned int s_ctl;  // STOP: row stopped (seq mod 256) << 24 | STOP_BIT | its last tile
+	__shared__ __attribute__((aligned(8))) unsigned char s_vote[4][8]; // STOP: each consumer warp's vote, by entry mod 4
 	const u32 pad = ((smem_addr(smem) + 1023) & ~1023u) - smem_addr(smem);
 	const u32 sQ = smem_addr(smem) + pad;
 	const u32 sK = sQ + BLOCK_Q * RB;
@@ -324,7 +336,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 #endif
 			if (pt == 0) {
 #if STOP
-				atomicExch(&s_ctl, (unsigned int)(seq & 0xff) << 24); // no tile issued, not stopped
+				atomicExch(&s_ctl, (unsigned int)(seq & 0xff) << 24); // not stopped
 #endif
 				s_rinfo[rb][0] = bh, s_rinfo[rb][1] = ntiles;
 				s_rinfo[rb][2] = STOP ? (g.row_after ? g.row_after[prow] : g.after) : 0;
@@ -453,15 +465,15 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 #if LEVELS
 				const bool wb = any_sync(mybias != 0.f);
 #endif
-#if STOP
-				// Claim the tile before waiting for its stage (or learn that the
-				// consumers stopped this row): a claimed tile is issued once its
-				// stage is free, and the consumers' drain frees it.
-				bool go = true;
-				if (pt == 0) go = !(atomicAdd(&s_ctl, 1u) & STOP_BIT);
-				if (!bar_and(BAR_PRODUCER, PRODUCER_THREADS, go)) break;
-#endif
 				mbar_wait(EMPTY(s), ph);
+#if STOP
+				// The consumers stopped this row after tile js: skip tiles from
+				// js + STAGES on (every producer thread sees the stop there).
+				{
+					const unsigned int c = ld_volatile_u(&s_ctl);
+					if ((c >> 24) == (unsigned int)(seq & 0xff) && (c & STOP_BIT) && t >= (int)(c & (STOP_BIT - 1)) + STAGES) break;
+				}
+#endif
 				const u32 dk = sK + s * (KT * RB) + dst0, dv = sV + s * (KT * RB) + dst0;
 #pragma unroll
 				for (int k = 0; k < RPT; k++) {
@@ -531,6 +543,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	float lb[2], ds[2]; // ℓ before the current entry (rescaled with it), and the entry's gain Δℓ
 	int after = 0;
 	int sj = 0, ent = 0; // tiles of the current entry folded so far, and entries finished
+	int nv = 0;          // votes posted, over all rows (their slots and barriers go by nv mod 4)
 #endif
 
 	u32 pprev[KT / 16][4];
@@ -626,33 +639,48 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			}
 		}
 	};
-	// stop_after folds tile j's softmax into the stop rule's gains and, at
-	// the end of an entry, takes the consumers' vote (S2O §3.2): the row
-	// ends after this entry when every query of the block gained less than
-	// τ·ℓ. A row that has seen no key yet has no evidence for a stop.
+	// post_vote folds tile j's softmax into the stop rule's gains and, at
+	// the end of an entry, posts this warp's vote (S2O §3.2): the row ends
+	// after the entry when every query of the block gained less than τ·ℓ. A
+	// row that has seen no key yet has no evidence for a stop. It returns
+	// the vote's number, or −1 when the tile ends no entry.
 	//
 	// Entries are tracked by counters (sj, ent), not by j / sub, a run-time
-	// division each tile; the vote is the consumers' bar.red, and the
-	// hand-over to the producer waits until the loop has ended (BENCHMARKS.md,
-	// "The early stop's per-tile instructions").
-	auto stop_after = [&](const float (&alphas)[2], const float (&sums)[2]) -> bool {
+	// division each tile (BENCHMARKS.md, "The early stop's per-tile
+	// instructions"); read_vote(v) is the row's decision on vote v.
+	auto post_vote = [&](const float (&alphas)[2], const float (&sums)[2]) -> int {
 #if STOP
 #pragma unroll
 		for (int hf = 0; hf < 2; hf++) lb[hf] *= alphas[hf], ds[hf] = ds[hf] * alphas[hf] + sums[hf];
-		if (++sj < sub) return false;
+		if (++sj < sub) return -1;
 		sj = 0;
 		const int e = ent++;
-		bool small = true;
+		bool small = e >= after;
 #pragma unroll
 		for (int hf = 0; hf < 2; hf++) {
-			float gain = ds[hf], lold = lb[hf];
-			gain += shfl_xor(gain, 1), gain += shfl_xor(gain, 2);
-			lold += shfl_xor(lold, 1), lold += shfl_xor(lold, 2);
-			if (qt[hf] >= 0 && (m[hf] == NEG_INF || !(gain < g.tau * lold))) small = false;
+			// Δℓ < τ·ℓ as Σ(Δℓ_i − τ·ℓ_i) < 0 over the quad's columns.
+			float d = fma_(-g.tau, lb[hf], ds[hf]);
+			d += shfl_xor(d, 1), d += shfl_xor(d, 2);
+			if (qt[hf] >= 0 && (m[hf] == NEG_INF || !(d < 0.f))) small = false;
 			lb[hf] = l[hf], ds[hf] = 0.f;
 		}
-		return __all_sync(0xffffffffu, bar_and(BAR_STOP, CONSUMER_THREADS, small)) && e >= after;
+		small = __all_sync(0xffffffffu, small);
+		const int v = nv++;
+		if (lane == 0) s_vote[v & 3][cw] = small;
+		asm volatile("bar.arrive %0, 256;\n" ::"r"(BAR_VOTE + 4 * wg + (v & 3)) : "memory");
+		return v;
 #else
+		return -1;
+#endif
+	};
+	auto read_vote = [&](int v) -> bool {
+#if STOP
+		asm volatile("bar.sync %0, 256;\n" ::"r"(BAR_VOTE + 4 * (1 - wg) + (v & 3)) : "memory");
+		unsigned long long w;
+		asm volatile("ld.volatile.shared.u64 %0, [%1];\n" : "=l"(w) : "r"(smem_addr(&s_vote[v & 3][0])) : "memory");
+		return w == 0x0101010101010101ull;
+#else
+		(void)v;
 		return false;
 #endif
 	};
@@ -734,12 +762,13 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			wg_wait0();
 			reg_fence(s);
 			bool last = ntiles == 1;
+			int pend = -1; // the vote posted and not yet read
 			{
 				float alphas[2], sums[2];
 				const bool resc = softmax(s0, alphas, sums);
 				rescale_o(resc, alphas); // a resumed state may need it
 				pack_tile(s, pprev);
-				if (stop_after(alphas, sums)) last = stopped = true;
+				pend = post_vote(alphas, sums);
 			}
 			int j = 1;
 			// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
@@ -758,7 +787,27 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
 				reg_fence(s);
 				float alphas[2], sums[2];
+#if STOP
+				const float m0 = m[0], m1 = m[1], l0 = l[0], l1 = l[1];
+#endif
 				const bool resc = softmax(slot, alphas, sums);
+#if STOP
+				// Did the row end after tile j − 1? Then drop tile j's S and
+				// what its softmax changed, and tell the producer.
+				const int pv = pend;
+				pend = post_vote(alphas, sums);
+				if (pv >= 0 && read_vote(pv)) {
+					m[0] = m0, m[1] = m1, l[0] = l0, l[1] = l1;
+					wg_wait0();
+					reg_fence(acc);
+					reg_fence(pprev);
+					if (cw == 0 && lane == 0) atomicExch(&s_ctl, (unsigned int)(seq & 0xff) << 24 | STOP_BIT | (unsigned int)(j - 1));
+					mbar_arrive(EMPTY(prev)); // after s_ctl: see the producer's check
+					mbar_arrive(EMPTY(slot));
+					stopped = true;
+					break;
+				}
+#endif
 				wg_wait0(); // O and P̃_{j-1} are free again
 				reg_fence(acc);
 				reg_fence(pprev);
@@ -766,46 +815,35 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				rescale_o(resc, alphas);
 				pack_tile(s, pprev);
 				last = j + 1 >= ntiles;
-				if (stop_after(alphas, sums)) last = stopped = true;
 			}
 			// Every S MMA of the row retired: Q's slot may take the next row.
 			mbar_arrive(bar_qe);
-			// The last tile's P̃·V.
-			const int prev = (jb + j - 1) % STAGES;
-			reg_fence(acc);
-			reg_fence(pprev);
-			my_turn();
-			wg_fence();
-			issue_pv(prev);
-			hand_over();
-			wg_wait0();
-			reg_fence(acc);
-			mbar_arrive(EMPTY(prev));
-			done = j;
-			jb += j;
+			if (!stopped) {
+				// The last tile's P̃·V.
+				const int prev = (jb + j - 1) % STAGES;
+				reg_fence(acc);
+				reg_fence(pprev);
+				my_turn();
+				wg_fence();
+				issue_pv(prev);
+				hand_over();
+				wg_wait0();
+				reg_fence(acc);
+				mbar_arrive(EMPTY(prev));
+				done = j;
+				jb += j;
+				// The vote on the last entry counts a stop as well.
+				if (pend >= 0) stopped = read_vote(pend);
+			}
 #if STOP
-			// Release unread the tiles the producer issued past the stop.
-			if (stopped) {
-				if (cw == 0 && lane == 0) {
-					// Stop the producer if it still loads this row, and learn how
-					// many of its tiles it issued (all, if it moved on). Done
-					// after the loop, off the per-tile path: the producer may
-					// have claimed one more tile meanwhile, which the drain
-					// releases as any other.
-					int issued = ntiles;
-					unsigned int v = ld_volatile_u(&s_ctl);
-					while ((v >> 24) == (unsigned int)(seq & 0xff)) {
-						const unsigned int w = atomicCAS(&s_ctl, v, v | STOP_BIT);
-						if (w == v) {
-							issued = (int)(v & (STOP_BIT - 1));
-							break;
-						}
-						v = w;
-					}
-					s_ndrain = issued;
-				}
-				bar_sync(BAR_STOP, CONSUMER_THREADS); // s_ndrain is written
-				for (int t = done; t < s_ndrain; t++, jb++) {
+			else {
+				// Tiles 0 .. j − 1 computed, tile j dropped; the producer issued
+				// the row's tiles before j − 1 + STAGES: release unread those
+				// past j.
+				if (pend >= 0) (void)read_vote(pend);
+				done = j;
+				jb += j + 1;
+				for (int t = j + 1; t < imin(ntiles, j - 1 + STAGES); t++, jb++) {
 					mbar_wait(FULL(jb % STAGES), (jb / STAGES) & 1);
 					mbar_arrive(EMPTY(jb % STAGES));
 				}
