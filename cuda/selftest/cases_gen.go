@@ -100,6 +100,9 @@ func GenCases() []GenCase {
 		{Case: shape("ws: s2o fused non-causal D64 BNHD", 2, 1, 700, 64, bf, bnhd, false, 128, 64), Build: byS2O(s2o.Planner{Segment: 128, Tau: 0.02, NoQueryPerm: true})},
 		{Case: shape("ws: orders causal stop at once, f16 D64", 4, 2, 777, 64, f16, bnhd, true, 128, 64), Build: randomOrders(0.8, 0, 0), WantStop: true},
 		{Case: shape("ws: orders causal BlockK 128, N below a block", 2, 2, 100, 128, bf, bhnd, true, 128, 128), Build: randomOrders(0, 0, 0)},
+		// Two tiles an entry: the stop vote comes every other tile, and the
+		// tile after a stopped entry is the first of the next one.
+		{Case: shape("ws: s2o stops, BlockK 128", 2, 2, 2048, 128, bf, bhnd, true, 128, 128), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.3}), WantStop: true},
 		{Case: shape("ws: levels mixed in tiles, f16 D64 causal", 2, 1, 1000, 64, f16, bhnd, true, 128, 128), Build: randomLevels(8, 0.2)},
 		{Case: shape("ws: levels pooled only, BlockK 64", 3, 3, 900, 128, bf, bhnd, false, 128, 64), Build: randomLevels(-3, 0.1)},
 		// Several rows a CTA: the persistent grid's hand-over between rows
@@ -107,6 +110,7 @@ func GenCases() []GenCase {
 		// tickets, level set-ups run ahead).
 		{Case: many("ws: rows a CTA, stops and empty rows, D64", 4, 8, 2, 1500, 64, bf, true, 64), Build: randomOrders(0.8, 1, 4), WantStop: true},
 		{Case: many("ws: rows a CTA, orders BlockK 128, f16", 3, 8, 4, 1200, 128, f16, false, 128), Build: randomOrders(0, 0, 5)},
+		{Case: many("ws: rows a CTA, stops BlockK 128, D64", 3, 8, 2, 1500, 64, bf, true, 128), Build: randomOrders(0.5, 1, 4), WantStop: true},
 		{Case: many("ws: rows a CTA, s2o two-pass", 2, 8, 2, 2000, 128, bf, true, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64})},
 		{Case: many("ws: rows a CTA, levels mixed", 4, 4, 1, 2100, 128, bf, true, 64), Build: randomLevels(6, 0.3)},
 	}
