@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unsafe"
@@ -137,6 +138,8 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_s2o.cu", "s2o_means", nil},
 		{"plan_s2o.cu", "s2o_promote", nil},
 		{"runtime.cu", "csr_rows", nil},
+		{"plan_sparge.cu", "sparge_pool_vec", []string{"SD=128", "SR=4", "ST=128"}},
+		{"plan_sparge.cu", "sparge_rows_search", []string{"SD=128", "SR=4", "ST=128"}},
 		{"plan_flexprefill.cu", "probe_stats", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
 		{"plan_flexprefill.cu", "probe_norm", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
 		{"plan_flexprefill.cu", "probe_lines", []string{"HEAD_DIM_PAD=128", "DTYPE=3", "PR_WARPS=8"}},
@@ -184,10 +187,17 @@ func TestCompileBlockMass(t *testing.T) {
 		for _, d := range c.defs {
 			opts = append(opts, "-D"+d)
 		}
-		_, log, err := nv.Compile(src, c.file, opts)
+		cubin, log, err := nv.Compile(src, c.file, opts)
 		if err != nil {
 			t.Errorf("%s %v: %v", c.file, c.defs, err)
 			continue
+		}
+		// SPARSEATTN_COMPILE_CUBIN_DIR keeps each cubin there, for cuobjdump -sass.
+		if dir := os.Getenv("SPARSEATTN_COMPILE_CUBIN_DIR"); dir != "" {
+			name := strings.TrimSuffix(c.file, ".cu") + "_" + strings.NewReplacer("=", "", " ", "_").Replace(strings.Join(c.defs, "_")) + ".cubin"
+			if err := os.WriteFile(filepath.Join(dir, name), cubin, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// ptxas reports each kernel as a "Compiling entry function" line
 		// followed by its stack, spill and register lines.
