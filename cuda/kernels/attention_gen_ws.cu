@@ -29,19 +29,22 @@
 //     producer's per-tile summary says some slot needs one, the online
 //     softmax in registers, and O += P̃·V with P̃ from registers, S_j and
 //     P̃_{j-1}·V_{j-1} in flight together (FlashAttention-3 §3.2).
-// The early stop (STOP) takes no meeting of the consumer warpgroups and no
-// per-tile handshake with the producer (BENCHMARKS.md, "S2O's early stop
-// without a meeting"):
+// The early stop (STOP) takes no meeting of the consumer warpgroups, no
+// barrier and no per-tile handshake with the producer (BENCHMARKS.md,
+// "S2O's early stop without a meeting"):
 //   - Each consumer warp posts its vote on tile j (every query of its 16
-//     rows gained less than τ·ℓ) in s_vote, right after softmax_j, and
-//     arrives on its warpgroup's vote barrier for the vote's number mod 4;
-//     the row's stop after tile j is read one tile later, after
-//     softmax_{j+1}, when the other warpgroup has long posted it. Tile
-//     j+1's S (already computed) is then dropped, with the m and ℓ it
-//     changed. Own-warpgroup votes are ordered by the turn barrier, the
-//     other warpgroup's by the vote barrier: the turns keep a warpgroup
-//     within two votes of the other's read, so four barriers never mix
-//     two votes.
+//     rows gained less than τ·ℓ) in s_vote, as one word tagged with the
+//     vote's number, while tile j+1's MMAs run (after it issued them,
+//     before softmax_{j+1}); the row's stop after tile j is read after
+//     softmax_{j+1}. A warp whose own vote failed knows the answer (no
+//     stop) and reads nothing; a warp whose vote passed waits for the seven
+//     other words to carry the vote's tag, which they do by then but for a
+//     warp still in its MMAs' shadow. Tile j+1's S (already computed) is
+//     then dropped, with the m and ℓ it changed. The turns keep every warp
+//     within two votes of another's read, so four words a warp (by vote
+//     number mod 4) never overwrite a vote still to be read. The words are
+//     written and read by shared-memory atomics, so the race checker sees
+//     them as the synchronization they are.
 //   - The consumers that stop after tile js write (row sequence number mod
 //     256, STOP_BIT, js) to s_ctl before they release tile js's stage. A
 //     producer thread reads s_ctl after each wait for a free stage and skips
@@ -109,9 +112,8 @@ static_assert(RPT <= 8, "a producer thread publishes one slot of the tile");
 #define CONSUMER_REGS 232
 static_assert(PRODUCER_REGS * PRODUCER_THREADS + CONSUMER_REGS * CONSUMER_THREADS <= 168 * NTHREADS, "setmaxnreg split exceeds the CTA's registers");
 // Named barriers: 1 and 2 the consumers' turns, 6 the producer's (its
-// row set-up), 8 + 4·wg + (v mod 4) warpgroup wg's stop vote number v.
+// row set-up).
 #define BAR_PRODUCER 6
-#define BAR_VOTE 8
 #define STOP_BIT (1u << 23) // in s_ctl: the consumers stopped the row
 
 // mbar_arrive_cp makes bar's phase wait for this thread's cp.async copies
@@ -220,7 +222,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	__shared__ unsigned int s_cnt[16];
 	__shared__ int s_next;          // the producer's next row
 	__shared__ unsigned int s_ctl;  // STOP: row stopped (seq mod 256) << 24 | STOP_BIT | its last tile
-	__shared__ __attribute__((aligned(8))) unsigned char s_vote[4][8]; // STOP: each consumer warp's vote, by entry mod 4
+	__shared__ unsigned int s_vote[4][8]; // STOP: consumer warp w's vote v in [v mod 4][w]: (v + 1) << 1 | passed
 	const u32 pad = ((smem_addr(smem) + 1023) & ~1023u) - smem_addr(smem);
 	const u32 sQ = smem_addr(smem) + pad;
 	const u32 sK = sQ + BLOCK_Q * RB;
@@ -254,6 +256,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 		s_ctl = 0;
 	}
 	if (tid < 16) s_cnt[tid] = 0;
+	if (tid < 32) (&s_vote[0][0])[tid] = 0; // no vote carries tag 0
 	__syncthreads();
 
 	if (warp < 4) {
@@ -543,7 +546,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	float lb[2], ds[2]; // ℓ before the current entry (rescaled with it), and the entry's gain Δℓ
 	int after = 0;
 	int sj = 0, ent = 0; // tiles of the current entry folded so far, and entries finished
-	int nv = 0;          // votes posted, over all rows (their slots and barriers go by nv mod 4)
+	int nv = 0;          // votes posted, over all rows (their words go by nv mod 4)
+	const u32 vaddr = smem_addr(&s_vote[0][cw]);
 #endif
 
 	u32 pprev[KT / 16][4];
@@ -639,21 +643,31 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			}
 		}
 	};
-	// post_vote folds tile j's softmax into the stop rule's gains and, at
-	// the end of an entry, posts this warp's vote (S2O §3.2): the row ends
-	// after the entry when every query of the block gained less than τ·ℓ. A
-	// row that has seen no key yet has no evidence for a stop. It returns
-	// the vote's number, or −1 when the tile ends no entry.
+	// gain folds tile j's softmax into the stop rule's gains; it returns
+	// whether the tile ends an entry, whose vote is then due. post_vote
+	// posts this warp's vote on the entry (S2O §3.2): the row ends after it
+	// when every query of the block gained less than τ·ℓ. A row that has
+	// seen no key yet has no evidence for a stop. post_vote runs in the
+	// shadow of the next tile's MMAs, before that tile's softmax changes m
+	// and ℓ; it returns the vote's number when this warp's vote passed, and
+	// −1 when it failed: the row goes on.
 	//
 	// Entries are tracked by counters (sj, ent), not by j / sub, a run-time
 	// division each tile (BENCHMARKS.md, "The early stop's per-tile
 	// instructions"); read_vote(v) is the row's decision on vote v.
-	auto post_vote = [&](const float (&alphas)[2], const float (&sums)[2]) -> int {
+	auto gain = [&](const float (&alphas)[2], const float (&sums)[2]) -> bool {
 #if STOP
 #pragma unroll
 		for (int hf = 0; hf < 2; hf++) lb[hf] *= alphas[hf], ds[hf] = ds[hf] * alphas[hf] + sums[hf];
-		if (++sj < sub) return -1;
+		if (++sj < sub) return false;
 		sj = 0;
+		return true;
+#else
+		return false;
+#endif
+	};
+	auto post_vote = [&]() -> int {
+#if STOP
 		const int e = ent++;
 		bool small = e >= after;
 #pragma unroll
@@ -666,19 +680,23 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 		}
 		small = __all_sync(0xffffffffu, small);
 		const int v = nv++;
-		if (lane == 0) s_vote[v & 3][cw] = small;
-		asm volatile("bar.arrive %0, 256;\n" ::"r"(BAR_VOTE + 4 * wg + (v & 3)) : "memory");
-		return v;
+		if (lane == 0) asm volatile("atom.shared.exch.b32 _, [%0], %1;\n" ::"r"(vaddr + (u32)(v & 3) * 32u), "r"((unsigned int)(v + 1) << 1 | (small ? 1u : 0u)) : "memory");
+		return small ? v : -1;
 #else
 		return -1;
 #endif
 	};
+	// read_vote waits for every warp's vote v (this warp's passed) and
+	// returns whether all passed. Lanes 0..7 read a warp's word each.
 	auto read_vote = [&](int v) -> bool {
 #if STOP
-		asm volatile("bar.sync %0, 256;\n" ::"r"(BAR_VOTE + 4 * (1 - wg) + (v & 3)) : "memory");
-		unsigned long long w;
-		asm volatile("ld.volatile.shared.u64 %0, [%1];\n" : "=l"(w) : "r"(smem_addr(&s_vote[v & 3][0])) : "memory");
-		return w == 0x0101010101010101ull;
+		const unsigned int want = (unsigned int)(v + 1) << 1;
+		unsigned int w = want | 1u;
+		for (;;) {
+			if (lane < 8) asm volatile("atom.shared.or.b32 %0, [%1], 0;\n" : "=r"(w) : "r"(vaddr + (u32)(v & 3) * 32u + (u32)(lane - cw) * 4u) : "memory");
+			if (__all_sync(0xffffffffu, (w & ~1u) == want)) break;
+		}
+		return __all_sync(0xffffffffu, (w & 1u) != 0);
 #else
 		(void)v;
 		return false;
@@ -762,13 +780,13 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			wg_wait0();
 			reg_fence(s);
 			bool last = ntiles == 1;
-			int pend = -1; // the vote posted and not yet read
+			bool due; // the last tile computed ended an entry: its vote is due
 			{
 				float alphas[2], sums[2];
 				const bool resc = softmax(s0, alphas, sums);
 				rescale_o(resc, alphas); // a resumed state may need it
 				pack_tile(s, pprev);
-				pend = post_vote(alphas, sums);
+				due = gain(alphas, sums);
 			}
 			int j = 1;
 			// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
@@ -784,6 +802,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				issue_s(slot);
 				issue_pv(prev);
 				hand_over();
+				const int pv = due ? post_vote() : -1; // the vote on tile j − 1
 				wg_wait1(); // S_j is done; P̃_{j-1}·V_{j-1} may still run
 				reg_fence(s);
 				float alphas[2], sums[2];
@@ -792,10 +811,9 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 #endif
 				const bool resc = softmax(slot, alphas, sums);
 #if STOP
+				due = gain(alphas, sums);
 				// Did the row end after tile j − 1? Then drop tile j's S and
 				// what its softmax changed, and tell the producer.
-				const int pv = pend;
-				pend = post_vote(alphas, sums);
 				if (pv >= 0 && read_vote(pv)) {
 					m[0] = m0, m[1] = m1, l[0] = l0, l[1] = l1;
 					wg_wait0();
@@ -827,20 +845,20 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				wg_fence();
 				issue_pv(prev);
 				hand_over();
+				const int pv = due ? post_vote() : -1;
 				wg_wait0();
 				reg_fence(acc);
 				mbar_arrive(EMPTY(prev));
 				done = j;
 				jb += j;
 				// The vote on the last entry counts a stop as well.
-				if (pend >= 0) stopped = read_vote(pend);
+				if (pv >= 0) stopped = read_vote(pv);
 			}
 #if STOP
 			else {
 				// Tiles 0 .. j − 1 computed, tile j dropped; the producer issued
 				// the row's tiles before j − 1 + STAGES: release unread those
-				// past j.
-				if (pend >= 0) (void)read_vote(pend);
+				// past j. (Tile j's vote is dropped with it.)
 				done = j;
 				jb += j + 1;
 				for (int t = j + 1; t < imin(ntiles, j - 1 + STAGES); t++, jb++) {
