@@ -16,7 +16,8 @@ import (
 
 // TestS2OPlanStages times each kernel of the S2O device planner with
 // device events, at TestPlannerTimes's shapes (causal) and segments 512
-// and 2048: the median of five planning sequences after one warm-up Run.
+// and 2048, fused (the default) and with QueryPerm: the median of five
+// planning sequences after one warm-up Run.
 // It runs when SPARSEATTN_PLANNER_BENCH is "1" or lists s2o, for N in
 // SPARSEATTN_PLANNER_BENCH_N (default 8192,32768).
 func TestS2OPlanStages(t *testing.T) {
@@ -31,8 +32,10 @@ func TestS2OPlanStages(t *testing.T) {
 		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
 		x := uint64(0x9e3779b97f4a7c15)
 		q, k, v := benchTensor(t, e, g.Hq, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x)
-		for _, seg := range []int{512, 2048} {
-			p := s2o.Planner{Segment: seg, Tau: 0.005}
+		for _, p := range []s2o.Planner{
+			{Segment: 512, Tau: 0.005}, {Segment: 512, Tau: 0.005, QueryPerm: true},
+			{Segment: 2048, Tau: 0.005}, {Segment: 2048, Tau: 0.005, QueryPerm: true},
+		} {
 			run, err := e.NewRunner(ctx, tl, tensor.BFloat16, p)
 			if err != nil {
 				t.Fatal(err)
@@ -95,7 +98,11 @@ func TestS2OPlanStages(t *testing.T) {
 				sum += ts[2]
 				parts = append(parts, fmt.Sprintf("%s %.3f ms", names[i], ts[2]))
 			}
-			t.Logf("N=%d S=%d: %s; sum %.3f ms", n, seg, strings.Join(parts, ", "), sum)
+			variant := "fused"
+			if p.QueryPerm {
+				variant = "qperm"
+			}
+			t.Logf("N=%d S=%d %s: %s; sum %.3f ms", n, p.Segment, variant, strings.Join(parts, ", "), sum)
 		}
 	}
 }

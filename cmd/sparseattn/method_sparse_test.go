@@ -73,6 +73,7 @@ func TestSparseMethodFlags(t *testing.T) {
 	}{
 		{"s2o", []string{"--s2o-tau", "-1"}, s2o.Planner{Tau: s2o.NoStop, Outliers: s2o.DefaultOutliers}},
 		{"s2o", []string{"--s2o-outliers", "-1"}, s2o.Planner{Tau: s2o.DefaultTau, Outliers: s2o.NoOutliers}},
+		{"s2o", []string{"--s2o-qperm"}, s2o.Planner{Tau: s2o.DefaultTau, Outliers: s2o.DefaultOutliers, QueryPerm: true}},
 		{"flexprefill", []string{"--flexprefill-tau", "-1"}, flexprefill.Planner{Gamma: flexprefill.DefaultGamma, Tau: flexprefill.NoQueryAware}},
 	} {
 		var mf methodFlags

@@ -88,21 +88,21 @@ func GenCases() []GenCase {
 		{Case: shape("levels random 1..8 + skip, causal", 2, 2, 1000, 128, bf, bhnd, true, 64, 64), Build: randomLevels(8, 0.2)},
 		{Case: shape("levels random BlockK 192 non-causal D64", 3, 1, 1000, 64, bf, bhnd, false, 128, 192), Build: randomLevels(5, 0.1)},
 		{Case: shape("levels all pooled or skipped, f16", 2, 2, 640, 128, f16, bhnd, false, 64, 64), Build: randomLevels(-4, 0.3)},
-		{Case: shape("s2o two-pass GQA causal N=1000", 4, 2, 1000, 128, bf, bhnd, true, 64, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64})},
-		{Case: shape("s2o fused non-causal D64", 2, 1, 700, 64, bf, bhnd, false, 64, 64), Build: byS2O(s2o.Planner{Segment: 128, Tau: 0.02, NoQueryPerm: true})},
-		{Case: shape("s2o no stop exact, BlockK 128", 2, 2, 1024, 64, f16, bnhd, true, 128, 128), Build: byS2O(s2o.Planner{Segment: 256, Tau: s2o.NoStop})},
-		{Case: shape("s2o stop after the first block", 2, 2, 1024, 128, bf, bhnd, true, 64, 64), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.9}), WantStop: true},
+		{Case: shape("s2o two-pass GQA causal N=1000", 4, 2, 1000, 128, bf, bhnd, true, 64, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64, QueryPerm: true})},
+		{Case: shape("s2o fused non-causal D64", 2, 1, 700, 64, bf, bhnd, false, 64, 64), Build: byS2O(s2o.Planner{Segment: 128, Tau: 0.02})},
+		{Case: shape("s2o no stop exact, BlockK 128", 2, 2, 1024, 64, f16, bnhd, true, 128, 128), Build: byS2O(s2o.Planner{Segment: 256, Tau: s2o.NoStop, QueryPerm: true})},
+		{Case: shape("s2o stop after the first block", 2, 2, 1024, 128, bf, bhnd, true, 64, 64), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.9, QueryPerm: true}), WantStop: true},
 		{Case: shape("orders moving every token", 2, 1, 900, 128, bf, bhnd, false, 128, 64), Build: randomOrders(0, 0, 0)},
 		{Case: shape("orders causal with stop, D64", 4, 2, 777, 64, bf, bhnd, true, 64, 64), Build: randomOrders(0.8, 1, 0), WantStop: true},
 		// 128-row blocks: on Hopper the warp-specialized kernel's paths.
-		{Case: shape("ws: s2o two-pass GQA causal", 4, 2, 1000, 128, bf, bhnd, true, 128, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64})},
-		{Case: shape("ws: s2o stop after the first block", 2, 2, 1024, 128, bf, bhnd, true, 128, 64), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.9}), WantStop: true},
-		{Case: shape("ws: s2o fused non-causal D64 BNHD", 2, 1, 700, 64, bf, bnhd, false, 128, 64), Build: byS2O(s2o.Planner{Segment: 128, Tau: 0.02, NoQueryPerm: true})},
+		{Case: shape("ws: s2o two-pass GQA causal", 4, 2, 1000, 128, bf, bhnd, true, 128, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64, QueryPerm: true})},
+		{Case: shape("ws: s2o stop after the first block", 2, 2, 1024, 128, bf, bhnd, true, 128, 64), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.9, QueryPerm: true}), WantStop: true},
+		{Case: shape("ws: s2o fused non-causal D64 BNHD", 2, 1, 700, 64, bf, bnhd, false, 128, 64), Build: byS2O(s2o.Planner{Segment: 128, Tau: 0.02})},
 		{Case: shape("ws: orders causal stop at once, f16 D64", 4, 2, 777, 64, f16, bnhd, true, 128, 64), Build: randomOrders(0.8, 0, 0), WantStop: true},
 		{Case: shape("ws: orders causal BlockK 128, N below a block", 2, 2, 100, 128, bf, bhnd, true, 128, 128), Build: randomOrders(0, 0, 0)},
 		// Two tiles an entry: the stop vote comes every other tile, and the
 		// tile after a stopped entry is the first of the next one.
-		{Case: shape("ws: s2o stops, BlockK 128", 2, 2, 2048, 128, bf, bhnd, true, 128, 128), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.3}), WantStop: true},
+		{Case: shape("ws: s2o stops, BlockK 128", 2, 2, 2048, 128, bf, bhnd, true, 128, 128), Build: byS2O(s2o.Planner{Segment: 512, Tau: 0.3, QueryPerm: true}), WantStop: true},
 		{Case: shape("ws: levels mixed in tiles, f16 D64 causal", 2, 1, 1000, 64, f16, bhnd, true, 128, 128), Build: randomLevels(8, 0.2)},
 		{Case: shape("ws: levels pooled only, BlockK 64", 3, 3, 900, 128, bf, bhnd, false, 128, 64), Build: randomLevels(-3, 0.1)},
 		// Several rows a CTA: the persistent grid's hand-over between rows
@@ -111,7 +111,7 @@ func GenCases() []GenCase {
 		{Case: many("ws: rows a CTA, stops and empty rows, D64", 4, 8, 2, 1500, 64, bf, true, 64), Build: randomOrders(0.8, 1, 4), WantStop: true},
 		{Case: many("ws: rows a CTA, orders BlockK 128, f16", 3, 8, 4, 1200, 128, f16, false, 128), Build: randomOrders(0, 0, 5)},
 		{Case: many("ws: rows a CTA, stops BlockK 128, D64", 3, 8, 2, 1500, 64, bf, true, 128), Build: randomOrders(0.5, 1, 4), WantStop: true},
-		{Case: many("ws: rows a CTA, s2o two-pass", 2, 8, 2, 2000, 128, bf, true, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64})},
+		{Case: many("ws: rows a CTA, s2o two-pass", 2, 8, 2, 2000, 128, bf, true, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64, QueryPerm: true})},
 		{Case: many("ws: rows a CTA, levels mixed", 4, 4, 1, 2100, 128, bf, true, 64), Build: randomLevels(6, 0.3)},
 	}
 }

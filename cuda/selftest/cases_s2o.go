@@ -11,18 +11,19 @@ import (
 )
 
 // s2oPlanners are the S2O configurations the device planner is checked
-// with: Q_perm with the CLI's τ, exact (s2o.NoStop) with a local window, and
-// the fused NoQueryPerm variant with a window that is no multiple of a
-// block, all with the default outlier query (s2o.DefaultOutliers); then
-// three outlier queries a segment, and none (the paper's key order).
+// with: Q_perm (QueryPerm) with the CLI's τ, Q_perm exact (s2o.NoStop) with
+// a local window, and the fused default with a window that is no multiple
+// of a block, all with the default outlier query (s2o.DefaultOutliers);
+// then Q_perm with three outlier queries a segment, and with none (the
+// paper's key order).
 // Segments are multiples of every shape's BlockQ.
 func s2oPlanners() []plan.Planner {
 	return []plan.Planner{
-		s2o.Planner{Segment: 256, Tau: 0.005},
-		s2o.Planner{Segment: 512, Tau: s2o.NoStop, Window: 128},
-		s2o.Planner{Segment: 256, Tau: 0.005, Window: 100, NoQueryPerm: true},
-		s2o.Planner{Segment: 256, Tau: 0.005, Outliers: 3},
-		s2o.Planner{Segment: 256, Tau: 0.005, Outliers: s2o.NoOutliers},
+		s2o.Planner{Segment: 256, Tau: 0.005, QueryPerm: true},
+		s2o.Planner{Segment: 512, Tau: s2o.NoStop, Window: 128, QueryPerm: true},
+		s2o.Planner{Segment: 256, Tau: 0.005, Window: 100},
+		s2o.Planner{Segment: 256, Tau: 0.005, Outliers: 3, QueryPerm: true},
+		s2o.Planner{Segment: 256, Tau: 0.005, Outliers: s2o.NoOutliers, QueryPerm: true},
 	}
 }
 
@@ -54,8 +55,8 @@ func s2oLongCases() []PlannerCase {
 			DType: tensor.BFloat16, Layout: tensor.BHND, Causal: causal, BlockQ: 64, BlockK: 64}
 	}
 	c, nc := long("long lists causal N=9000", true), long("long lists non-causal N=9000", false)
-	p := s2o.Planner{Segment: 256, Tau: 0.005}
-	q := s2o.Planner{Segment: 4608, Tau: 0.005}
+	p := s2o.Planner{Segment: 256, Tau: 0.005, QueryPerm: true}
+	q := s2o.Planner{Segment: 4608, Tau: 0.005, QueryPerm: true}
 	return []PlannerCase{
 		{Name: caseName(p) + "/" + c.Name, Planner: p, Case: c},
 		{Name: caseName(p) + "/ties " + c.Name, Planner: p, Case: c, Repeat: 7},
@@ -87,8 +88,8 @@ func caseName(p plan.Planner) string {
 		return p.Name()
 	}
 	name := fmt.Sprintf("s2o S=%d τ=%g W=%d", s.Segment, s.Tau, s.Window)
-	if s.NoQueryPerm {
-		name += " noqperm"
+	if s.QueryPerm {
+		name += " qperm"
 	}
 	if s.Outliers != 0 {
 		name += fmt.Sprintf(" outliers=%d", s.Outliers)

@@ -13,7 +13,7 @@ import (
 func TestOrdersDiffer(t *testing.T) {
 	tl := plan.Tiling{Geometry: tensor.Geometry{B: 1, Hq: 2, Hkv: 1, Nq: 300, Nk: 300, D: 64, Dv: 64}, Causal: true, BlockQ: 64, BlockK: 64}
 	layout := func(t *testing.T) *plan.Plan {
-		p, err := s2o.Planner{Segment: 128, Tau: 0.01}.Layout(tl)
+		p, err := s2o.Planner{Segment: 128, Tau: 0.01, QueryPerm: true}.Layout(tl)
 		if err != nil {
 			t.Fatal(err)
 		}

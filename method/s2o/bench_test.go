@@ -21,14 +21,14 @@ import (
 func BenchmarkGatherPerBlock(b *testing.B) {
 	for _, c := range []struct {
 		n, h, d, seg int
-		noQPerm      bool
+		qperm        bool
 	}{
-		{4096, 4, 128, 512, false},
-		{4096, 4, 64, 512, false},
 		{4096, 4, 128, 512, true},
+		{4096, 4, 64, 512, true},
+		{4096, 4, 128, 512, false},
 	} {
 		name := fmt.Sprintf("N%d-H%d-D%d-S%d", c.n, c.h, c.d, c.seg)
-		if c.noQPerm {
+		if !c.qperm {
 			name += "-fused"
 		}
 		b.Run(name, func(b *testing.B) {
@@ -43,7 +43,7 @@ func BenchmarkGatherPerBlock(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			sp, err := Planner{Segment: c.seg, Tau: NoStop, NoQueryPerm: c.noQPerm}.Plan(context.Background(), tl, q, k, v)
+			sp, err := Planner{Segment: c.seg, Tau: NoStop, QueryPerm: c.qperm}.Plan(context.Background(), tl, q, k, v)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -19,11 +19,11 @@ import (
 // planner, which ranks Layout's orders in place, needs nothing else.
 func TestLayoutIsPlanWithIndexOrders(t *testing.T) {
 	for _, s := range shapes {
-		for _, noQPerm := range []bool{false, true} {
+		for _, qperm := range []bool{true, false} {
 			for _, tau := range []float64{NoStop, 0.01} {
 				q, k, v, tl := inputs(t, s)
 				pl := s.planner(tau)
-				pl.NoQueryPerm = noQPerm
+				pl.QueryPerm = qperm
 				got, err := pl.Plan(context.Background(), tl, q, k, v)
 				if err != nil {
 					t.Fatal(err)
@@ -33,8 +33,8 @@ func TestLayoutIsPlanWithIndexOrders(t *testing.T) {
 					t.Fatal(err)
 				}
 				name := s.Name
-				if noQPerm {
-					name += "/noqperm"
+				if !qperm {
+					name += "/fused"
 				}
 				checkLayout(t, name, pl, tl, got, lay)
 				if (got.Init == nil) != (lay.Init == nil) {

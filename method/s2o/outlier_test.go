@@ -154,7 +154,7 @@ func TestOutlierKeepsPlantedPair(t *testing.T) {
 			pr.K.Set(0, 0, tc.key, 2, -3)
 			ref := plantest.Reference(t, pr.Q, pr.K, pr.V, true)
 			want := ref.Row(0, 0, tc.query)
-			for _, pl := range []Planner{{Segment: seg, Tau: 0.01}, {Segment: seg, Tau: 0.01, Outliers: NoOutliers}} {
+			for _, pl := range []Planner{{Segment: seg, Tau: 0.01, QueryPerm: true}, {Segment: seg, Tau: 0.01, Outliers: NoOutliers, QueryPerm: true}} {
 				p, err := pl.Plan(context.Background(), pr.Tiling, pr.Q, pr.K, pr.V)
 				if err != nil {
 					t.Fatal(err)

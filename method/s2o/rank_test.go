@@ -151,7 +151,7 @@ func (s Planner) ordersRef(t plan.Tiling, q *tensor.Tensor, keys []float32, b, h
 
 	// S2O Alg. 1 line 5, Eq. 1: queries scored against the guide key, the
 	// mean key of the first segment, and sorted within their segment.
-	if !s.NoQueryPerm {
+	if s.QueryPerm {
 		guide := meanRows(keys, d, 0, min(s.Segment, g.Nk))
 		score := make([]float32, g.Nq)
 		for i := range g.Nq {

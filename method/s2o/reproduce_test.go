@@ -84,12 +84,12 @@ func TestReproduce(t *testing.T) {
 	}
 	for _, seg := range []int{256, 512, 1024} {
 		for _, tau := range []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2} {
-			for _, noQ := range []bool{false, true} {
+			for _, qperm := range []bool{true, false} {
 				name := fmt.Sprintf("s2o S=%d τ=%v", seg, tau)
-				if noQ {
+				if !qperm {
 					name += " noQperm"
 				}
-				run(name, Planner{Segment: seg, Tau: tau, NoQueryPerm: noQ})
+				run(name, Planner{Segment: seg, Tau: tau, QueryPerm: qperm})
 			}
 		}
 	}

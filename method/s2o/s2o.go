@@ -6,8 +6,9 @@
 // (batch, query head) the planner builds two kinds of index arrays and never
 // moves data (S2O §3.1, Alg. 1):
 //
-//   - Q_perm: inside each segment, queries sorted by their score against a
-//     guide key, the mean key of the first segment (Eq. 1).
+//   - Q_perm (with Planner.QueryPerm only): inside each segment, queries
+//     sorted by their score against a guide key, the mean key of the first
+//     segment (Eq. 1).
 //   - KV_perm: for each segment, the keys of its causal prefix sorted by
 //     their score against the segment's mean query (Eq. 2).
 //
@@ -16,6 +17,7 @@
 //
 //	[Window keys before the segment, then its own keys, in natural order][its prefix in KV_perm order]
 //
+// The paper's main method (Alg. 1–3, Planner.QueryPerm) runs two passes.
 // Pass 1, the dense intra-segment causal window (Alg. 2), visits the tiles
 // of the first part that hold a visible pair, in natural query order, and
 // leaves each query's online-softmax state (m, ℓ, acc). It is the plan's
@@ -26,6 +28,14 @@
 // discards; it is already computed, so keeping it only lowers the error.
 // Nothing is copied in the planner; the executor gathers rows by index.
 //
+// The default is the fused single-pass variant of Alg. 4 instead: no
+// Q_perm, queries in natural order, pass 1 and pass 2 streamed as one row,
+// pass 1 protected from the stop rule by a per-row StopRule.RowAfter. On
+// our workloads both variants lie on one sparsity-error curve (RESULTS.md,
+// "Claim: Q_perm helps (Table 3) — does not reproduce on our workload"),
+// and the fused one is faster end to end: it skips the Init pass's short
+// rows and the per-query state round trip between the passes.
+//
 // Our extension, not in the paper (outlier.go): each segment's outlier
 // queries, those farthest from the mean query that KV_perm is built from,
 // are scored against the ranked keys too, and their top keys lead the
@@ -34,11 +44,9 @@
 // needle) ranks low against the mean and would be skipped. Outliers
 // sets how many (DefaultOutliers); NoOutliers gives the paper's order.
 //
-// NoQueryPerm gives the fused single-pass variant of Alg. 4: queries in
-// natural order, pass 1 and pass 2 streamed as one row, pass 1 protected
-// from the stop rule by a per-row StopRule.RowAfter. Non-causal attention
-// (Tiling.Causal false) ranks every key outside the segment's own window,
-// not just the prefix. Work is counted by the executor, tile by tile.
+// Non-causal attention (Tiling.Causal false) ranks every key outside the
+// segment's own window, not just the prefix. Work is counted by the
+// executor, tile by tile.
 package s2o
 
 import (
@@ -60,8 +68,8 @@ const DefaultTau = 0.005
 // exact: no gain is below a negative τ·ℓ (any negative Tau does the same).
 const NoStop = -1.0
 
-// Planner plans S2O. The zero value is S2O with DefaultSegment and
-// DefaultTau, the CLI's default.
+// Planner plans S2O. The zero value is S2O's fused single pass with
+// DefaultSegment and DefaultTau, the CLI's default.
 type Planner struct {
 	// Segment is S, the tokens per segment: a positive multiple of the
 	// tiling's BlockQ, or 0 for DefaultSegment. The paper uses 2048 at
@@ -75,9 +83,14 @@ type Planner struct {
 	// Window is W ≥ 0, the tokens just before each segment also computed
 	// densely in pass 1 (Alg. 4's local window for boundary stability).
 	Window int
-	// NoQueryPerm keeps queries in their natural order (Alg. 4, and the
-	// "w/o Q_perm" ablation of Table 3).
-	NoQueryPerm bool
+	// QueryPerm selects S2O's main method (Alg. 1–3): queries permuted by
+	// Q_perm within each segment, and two passes, pass 2 resuming pass 1's
+	// per-query states. False, the default, is the fused single pass in
+	// natural query order (Alg. 4, the "w/o Q_perm" ablation of Table 3):
+	// on our workloads it reaches the same sparsity at the same error and
+	// runs faster (RESULTS.md, "Claim: Q_perm helps (Table 3) — does not
+	// reproduce on our workload").
+	QueryPerm bool
 	// Outliers is the number of outlier queries per segment, our
 	// extension of KV_perm (outlier.go): the segment's queries farthest
 	// from its mean query, each scored against the ranked keys, whose top
@@ -144,8 +157,9 @@ func (s Planner) check(t plan.Tiling) error {
 	return nil
 }
 
-// Plan builds Q_perm and KV_perm from q and k and returns the plan that
-// executes S2O's two passes with early stopping. v is not read.
+// Plan builds KV_perm (and Q_perm, with QueryPerm) from q and k and returns
+// the plan that executes S2O with early stopping: one fused pass, or with
+// QueryPerm the two passes. v is not read.
 func (s Planner) Plan(ctx context.Context, t plan.Tiling, q, k, v *tensor.Tensor) (*plan.Plan, error) {
 	s = s.Resolve(t)
 	if err := s.check(t); err != nil {
@@ -225,7 +239,7 @@ func (s Planner) assemble(t plan.Tiling, perHead []headOrders, segs int) (*plan.
 		return nil, err
 	}
 	first := main // the builder of pass-1 rows
-	if !s.NoQueryPerm {
+	if s.QueryPerm {
 		if first, err = plan.NewBuilder(t); err != nil {
 			return nil, err
 		}
@@ -255,7 +269,7 @@ func (s Planner) assemble(t plan.Tiling, perHead []headOrders, segs int) (*plan.
 	if s.Tau > 0 {
 		stop = &plan.StopRule{Tau: float32(s.Tau)}
 	}
-	if s.NoQueryPerm {
+	if !s.QueryPerm {
 		main.SetOrder(order)
 		if stop != nil {
 			stop.RowAfter = after
@@ -331,7 +345,7 @@ func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys, keyT []float32, b
 	sc.outq = grow(sc.outq, segs*outliers*d)
 	sc.nout = slices.Grow(sc.nout[:0], segs)[:segs]
 	var guide []float32
-	if !s.NoQueryPerm {
+	if s.QueryPerm {
 		guide = meanRows(keys, d, 0, min(s.Segment, g.Nk))
 	}
 	// The segments' key orders are slices of one allocation: segment n
@@ -354,7 +368,7 @@ func (s Planner) orders(t plan.Tiling, q *tensor.Tensor, keys, keyT []float32, b
 		// S2O Alg. 1 line 5, Eq. 1: queries scored against the guide key,
 		// the mean key of the first segment, and sorted within their
 		// segment.
-		if !s.NoQueryPerm {
+		if s.QueryPerm {
 			scoreAll(sc.score, ho.query[qlo:qhi], guide, func(i int32) []float32 { return qrows[(int(i)-qlo)*d : (int(i)-qlo+1)*d] })
 			sc.rank.sort(ho.query[qlo:qhi], sc.score)
 		}

@@ -17,23 +17,23 @@ import (
 type shape struct {
 	plantest.Shape
 	segment, window int  // S2O segment length and local window
-	noQPerm         bool // the fused variant: no query permutation
+	qperm           bool // Q_perm's two passes (QueryPerm); false: the fused default
 }
 
 // shapes covers GQA, ragged segments and blocks, N below one segment and
 // one block, chunked prefill (Nq < Nk), more queries than keys (fully
 // masked rows), non-causal attention, the fused variant and a local window.
 var shapes = []shape{
-	{plantest.Shape{Name: "causal-gqa", B: 1, Hq: 4, Hkv: 2, Nq: 256, Nk: 256, D: 64, BlockQ: 16, BlockK: 16, Causal: true, Heavy: true}, 64, 0, false},
-	{plantest.Shape{Name: "ragged", B: 1, Hq: 2, Hkv: 1, Nq: 200, Nk: 200, D: 32, BlockQ: 16, BlockK: 32, Causal: true}, 48, 8, false},
-	{plantest.Shape{Name: "below-segment", B: 1, Hq: 2, Hkv: 2, Nq: 40, Nk: 40, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 64, 0, false},
-	{plantest.Shape{Name: "below-block", B: 1, Hq: 1, Hkv: 1, Nq: 5, Nk: 5, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 16, 0, false},
-	{plantest.Shape{Name: "chunked-prefill", B: 1, Hq: 2, Hkv: 1, Nq: 100, Nk: 230, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 32, 16, false},
-	{plantest.Shape{Name: "more-queries-than-keys", B: 1, Hq: 1, Hkv: 1, Nq: 60, Nk: 20, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 32, 0, false},
-	{plantest.Shape{Name: "noncausal", B: 1, Hq: 2, Hkv: 2, Nq: 150, Nk: 150, D: 48, BlockQ: 16, BlockK: 16}, 64, 0, false},
-	{plantest.Shape{Name: "noncausal-nq-ne-nk", B: 1, Hq: 2, Hkv: 1, Nq: 70, Nk: 120, D: 32, BlockQ: 16, BlockK: 8}, 32, 0, false},
-	{plantest.Shape{Name: "fused", B: 1, Hq: 2, Hkv: 1, Nq: 200, Nk: 200, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 64, 16, true},
-	{plantest.Shape{Name: "batch-d128-odd-bk", B: 2, Hq: 2, Hkv: 1, Nq: 130, Nk: 130, D: 128, BlockQ: 32, BlockK: 24, Causal: true, Heavy: true}, 64, 0, false},
+	{plantest.Shape{Name: "causal-gqa", B: 1, Hq: 4, Hkv: 2, Nq: 256, Nk: 256, D: 64, BlockQ: 16, BlockK: 16, Causal: true, Heavy: true}, 64, 0, true},
+	{plantest.Shape{Name: "ragged", B: 1, Hq: 2, Hkv: 1, Nq: 200, Nk: 200, D: 32, BlockQ: 16, BlockK: 32, Causal: true}, 48, 8, true},
+	{plantest.Shape{Name: "below-segment", B: 1, Hq: 2, Hkv: 2, Nq: 40, Nk: 40, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 64, 0, true},
+	{plantest.Shape{Name: "below-block", B: 1, Hq: 1, Hkv: 1, Nq: 5, Nk: 5, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 16, 0, true},
+	{plantest.Shape{Name: "chunked-prefill", B: 1, Hq: 2, Hkv: 1, Nq: 100, Nk: 230, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 32, 16, true},
+	{plantest.Shape{Name: "more-queries-than-keys", B: 1, Hq: 1, Hkv: 1, Nq: 60, Nk: 20, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 32, 0, true},
+	{plantest.Shape{Name: "noncausal", B: 1, Hq: 2, Hkv: 2, Nq: 150, Nk: 150, D: 48, BlockQ: 16, BlockK: 16}, 64, 0, true},
+	{plantest.Shape{Name: "noncausal-nq-ne-nk", B: 1, Hq: 2, Hkv: 1, Nq: 70, Nk: 120, D: 32, BlockQ: 16, BlockK: 8}, 32, 0, true},
+	{plantest.Shape{Name: "fused", B: 1, Hq: 2, Hkv: 1, Nq: 200, Nk: 200, D: 32, BlockQ: 16, BlockK: 16, Causal: true}, 64, 16, false},
+	{plantest.Shape{Name: "batch-d128-odd-bk", B: 2, Hq: 2, Hkv: 1, Nq: 130, Nk: 130, D: 128, BlockQ: 32, BlockK: 24, Causal: true, Heavy: true}, 64, 0, true},
 }
 
 // inputs draws a problem of shape s, q and k with standard deviation 1.5.
@@ -43,7 +43,7 @@ func inputs(t *testing.T, s shape) (q, k, v *tensor.Tensor, tl plan.Tiling) {
 }
 
 func (s shape) planner(tau float64) Planner {
-	return Planner{Segment: s.segment, Tau: tau, Window: s.window, NoQueryPerm: s.noQPerm}
+	return Planner{Segment: s.segment, Tau: tau, Window: s.window, QueryPerm: s.qperm}
 }
 
 // dot64 is the float64 dot product of query row i of head h and key row j
@@ -103,8 +103,8 @@ func TestOrdersMatchEquations(t *testing.T) {
 					t.Errorf("no segment had a clear outlier query and top key")
 				}
 			}()
-			if s.noQPerm != (o.Query == nil) {
-				t.Fatalf("query order present = %v with NoQueryPerm = %v", o.Query != nil, s.noQPerm)
+			if s.qperm != (o.Query != nil) {
+				t.Fatalf("query order present = %v with QueryPerm = %v", o.Query != nil, s.qperm)
 			}
 			for b := range g.B {
 				for h := range g.Hq {
@@ -532,9 +532,9 @@ func TestCausalValidity(t *testing.T) {
 // trajectory of ℓ does not depend on τ), so computed work grows
 // monotonically as τ falls, reaching dense output with the stop off.
 func TestTauTradesWorkForError(t *testing.T) {
-	s := shape{plantest.Shape{B: 1, Hq: 2, Hkv: 1, Nq: 512, Nk: 512, D: 64, BlockQ: 32, BlockK: 32, Causal: true}, 128, 0, false}
+	s := shape{plantest.Shape{B: 1, Hq: 2, Hkv: 1, Nq: 512, Nk: 512, D: 64, BlockQ: 32, BlockK: 32, Causal: true}, 128, 0, true}
 	if testing.Short() {
-		s = shape{plantest.Shape{B: 1, Hq: 1, Hkv: 1, Nq: 256, Nk: 256, D: 64, BlockQ: 16, BlockK: 16, Causal: true}, 32, 0, false}
+		s = shape{plantest.Shape{B: 1, Hq: 1, Hkv: 1, Nq: 256, Nk: 256, D: 64, BlockQ: 16, BlockK: 16, Causal: true}, 32, 0, true}
 	}
 	q, k, v, tl := inputs(t, s)
 	ref := plantest.Reference(t, q, k, v, true)
@@ -604,16 +604,18 @@ func TestDefaultSegment(t *testing.T) {
 		}
 	}
 	q, k, v, tl := inputs(t, shape{Shape: plantest.Shape{Name: "long", B: 1, Hq: 2, Hkv: 1, Nq: 1200, Nk: 1200, D: 32, BlockQ: 64, BlockK: 64, Causal: true}})
-	zero, err := Planner{Tau: 0.01}.Plan(context.Background(), tl, q, k, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	explicit, err := Planner{Segment: DefaultSegment(tl.Geometry.Nq, tl.BlockQ), Tau: 0.01}.Plan(context.Background(), tl, q, k, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(zero, explicit) {
-		t.Error("a zero Segment plans differently from DefaultSegment")
+	for _, qperm := range []bool{true, false} {
+		zero, err := Planner{Tau: 0.01, QueryPerm: qperm}.Plan(context.Background(), tl, q, k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		explicit, err := Planner{Segment: DefaultSegment(tl.Geometry.Nq, tl.BlockQ), Tau: 0.01, QueryPerm: qperm}.Plan(context.Background(), tl, q, k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(zero, explicit) {
+			t.Errorf("QueryPerm %v: a zero Segment plans differently from DefaultSegment", qperm)
+		}
 	}
 }
 
