@@ -10,8 +10,9 @@
 // or head by head with each head's last block first), its block index
 // first and then one ticket a row from a counter in global memory.
 //   - warpgroup 0 is the producer. It sets up each row on its own: the
-//     row's plan entries (and under LEVELS their slot offsets, a prefix sum
-//     over the entries' pooled widths) and its query rows (by the query
+//     row's plan entries (under LEVELS those with slots, stably by level,
+//     so that most tiles hold one level, and their slot offsets, a prefix
+//     sum over the entries' pooled widths) and its query rows (by the query
 //     order, S2O §3.2). Then, per 64-key tile, each producer thread works
 //     out the sources of its four K and V rows (a token of the input, by
 //     the row's key order, read a tile ahead; or an entry of the pooled
@@ -19,15 +20,17 @@
 //     after the wait it only issues its cp.async copies (two 128-byte
 //     lines a row, eight threads a row) into STAGES shared-memory slots,
 //     in the 128-byte-swizzled layout wgmma reads, and publishes its slot's
-//     key token for causal masking and logit bias (PSA §3). Each stage
+//     key token for causal masking and logit bias (PSA §3), and per tile
+//     whether its slots share one bias. Each stage
 //     completes on a full mbarrier and is refilled once the consumers
 //     release it on its empty one. It runs ahead across rows: the next row's set-up, Q (once the
 //     consumers release Q's slot after their last S MMA) and first tiles
 //     load while the consumers finish and store the current row.
 //   - warpgroups 1 and 2 are the consumers, 64 query rows each: S = Q·Kᵀ
 //     by wgmma from shared memory, the slots' masks and biases where the
-//     producer's per-tile summary says some slot needs one, the online
-//     softmax in registers, and O += P̃·V with P̃ from registers, S_j and
+//     producer's per-tile summary says some slot needs one (a bias all the
+//     tile's slots share goes into the softmax's exponents instead), the
+//     online softmax in registers, and O += P̃·V with P̃ from registers, S_j and
 //     P̃_{j-1}·V_{j-1} in flight together (FlashAttention-3 §3.2).
 // The early stop (STOP) takes no meeting of the consumer warpgroups, no
 // barrier and no per-tile handshake with the producer (BENCHMARKS.md,
@@ -154,8 +157,9 @@ __device__ __forceinline__ void gather_rows(u32 s, const u16* const* rows, const
 
 // softmax_tile is online_softmax (common.cuh) that also returns each
 // row's sum of this tile's exponentials (the gain the stop rule weighs),
-// with x already scaled when scale is 1.
-__device__ __forceinline__ bool softmax_tile(float (&x)[KT / 8][4], float (&m)[2], float (&l)[2], float (&alphas)[2], float (&sums)[2], float scale) {
+// with x already scaled when scale is 1, on logits x·scale + tb (tb the
+// tile's common bias; −0 adds nothing and folds away at compile time).
+__device__ __forceinline__ bool softmax_tile(float (&x)[KT / 8][4], float (&m)[2], float (&l)[2], float (&alphas)[2], float (&sums)[2], float scale, float tb) {
 	bool rescale = false;
 #pragma unroll
 	for (int hf = 0; hf < 2; hf++) {
@@ -164,15 +168,16 @@ __device__ __forceinline__ bool softmax_tile(float (&x)[KT / 8][4], float (&m)[2
 		for (int j = 0; j < KT / 8; j++) mloc = fmax_(mloc, fmax_(x[j][2 * hf], x[j][2 * hf + 1]));
 		mloc = fmax_(mloc, shfl_xor(mloc, 1));
 		mloc = fmax_(mloc, shfl_xor(mloc, 2));
-		mloc *= scale;
+		mloc = mloc * scale + tb;
 		const float mnew = fmax_(m[hf], mloc);
 		const float muse = mnew == NEG_INF ? 0.f : mnew;
 		const float alpha = ex2(m[hf] - muse);
+		const float nb = tb - muse;
 		float sum = 0.f;
 #pragma unroll
 		for (int j = 0; j < KT / 8; j++) {
-			const float p0 = ex2(fma_(x[j][2 * hf], scale, -muse));
-			const float p1 = ex2(fma_(x[j][2 * hf + 1], scale, -muse));
+			const float p0 = ex2(fma_(x[j][2 * hf], scale, nb));
+			const float p1 = ex2(fma_(x[j][2 * hf + 1], scale, nb));
 			x[j][2 * hf] = p0, x[j][2 * hf + 1] = p1;
 			sum += p0 + p1;
 		}
@@ -204,13 +209,15 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	// Per stage what the consumers read: each slot's token and (LEVELS)
 	// bias, and per producer warp the largest token of the slots it
 	// covers (16 each, or under LEVELS 32 each for warps 0 and 1) and
-	// whether any bias is non-zero.
+	// (LEVELS, warps 0 and 1) its slots' common bias, NaN if they differ.
 	__shared__ __attribute__((aligned(16))) int s_tok[STAGES][KT]; // read in pairs
 	__shared__ __attribute__((aligned(16))) float s_bias[STAGES][KT];
 	__shared__ int s_tmax[STAGES][PRODUCER_THREADS / 32];
-	__shared__ int s_anyb[STAGES][PRODUCER_THREADS / 32];
 #if LEVELS
+	__shared__ __attribute__((aligned(8))) float s_bw[STAGES][KT / 32]; // read as a pair
 	__shared__ u32 s_src[2][KT]; // the producer's: each slot's source, by tile parity
+	// The producer's per (level − 1, thread) entry counts, then positions.
+	__shared__ __attribute__((aligned(16))) int s_lc[8 * PRODUCER_THREADS];
 #endif
 	__shared__ const u16* s_qrow[BLOCK_Q];
 	// Per row, by the parity of its sequence number (published with Q):
@@ -281,7 +288,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			}
 			const int b = bh / p.Hq, h = bh % p.Hq, kvh = h / (p.Hq / p.Hkv);
 			const int prow = bh * p.q_blocks + qb;
-			const int e0 = p.row_start[prow], ne = p.row_start[prow + 1] - e0; // the host keeps ne ≤ MAX_LIST
+			const int e0 = p.row_start[prow];
+			int ne = p.row_start[prow + 1] - e0; // the host keeps ne ≤ MAX_LIST
 			const int q0 = qb * BLOCK_Q;
 			const u16* gq = p.q + b * p.q_sb + h * p.q_sh;
 			const u16* gk = p.k + b * p.k_sb + kvh * p.k_sh;
@@ -293,27 +301,72 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				s_qrow[pt] = tok >= 0 ? gq + (long long)tok * p.q_sn : nullptr;
 			}
 #if LEVELS
+			// The entries with slots (levels 1 to 8), stably by level: each
+			// thread counts a run of entries by level, an exclusive scan in
+			// (level, thread) order places the runs, and each thread moves
+			// its run there. ne becomes their number. s_pref holds the
+			// staged entries (block << 4 | level) until the offsets.
+			{
+				const int per = (ne + PRODUCER_THREADS - 1) / PRODUCER_THREADS;
+				const int lo = imin(pt * per, ne), hi = imin(lo + per, ne);
+				int* const lc = s_lc + pt; // lc[(lv − 1)·PRODUCER_THREADS]
+#pragma unroll
+				for (int v = 0; v < 8; v++) lc[v * PRODUCER_THREADS] = 0;
+				for (int i = lo; i < hi; i++) {
+					const int kb = p.kv_block[e0 + i], lv = g.level[e0 + i];
+					s_pref[i] = kb << 4 | lv;
+					if (lv == 1) atomicAdd(&s_cnt[0], 1u);
+					else if (lv > 1) atomicAdd(&s_cnt[1 + 2 * (lv - 2) + (kb == g.k_blocks - 1)], 1u);
+					if (lv > 0) lc[(lv - 1) * PRODUCER_THREADS]++;
+				}
+				bar_sync(BAR_PRODUCER, PRODUCER_THREADS);
+				const int4* const c4 = reinterpret_cast<const int4*>(s_lc + 8 * pt);
+				int sum = 0;
+#pragma unroll
+				for (int k = 0; k < 2; k++) {
+					const int4 c = c4[k];
+					sum += c.x + c.y + c.z + c.w;
+				}
+				int x = sum;
+#pragma unroll
+				for (int o = 1; o < 32; o <<= 1) {
+					const int y = __shfl_up_sync(0xffffffffu, x, o);
+					if (lane >= o) x += y;
+				}
+				if (lane == 31) s_wsum[warp] = x;
+				bar_sync(BAR_PRODUCER, PRODUCER_THREADS);
+				int run = x - sum;
+				ne = 0;
+#pragma unroll
+				for (int w = 0; w < PRODUCER_THREADS / 32; w++) run += w < warp ? s_wsum[w] : 0, ne += s_wsum[w];
+#pragma unroll
+				for (int k = 0; k < 8; k++) {
+					const int c = s_lc[8 * pt + k];
+					s_lc[8 * pt + k] = run, run += c;
+				}
+				bar_sync(BAR_PRODUCER, PRODUCER_THREADS);
+				for (int i = lo; i < hi; i++) {
+					const int c = s_pref[i], lv = c & 15;
+					if (lv == 0) continue;
+					const int at = lc[(lv - 1) * PRODUCER_THREADS]++;
+					s_kv[at] = c >> 4, s_lvl[at] = (unsigned char)lv;
+				}
+				bar_sync(BAR_PRODUCER, PRODUCER_THREADS);
+			}
 			// Slot offsets, as in attention_gen.cu: entry i holds slots
 			// [s_pref[i], s_pref[i+1]): its block's tokens at level 1,
-			// ⌈tokens/2^(h-1)⌉ pooled rows at level h, none at level 0;
-			// entries counted by level. Each thread stages and sums a run of
-			// entries; a scan over the producer's threads places the runs.
+			// ⌈tokens/2^(h-1)⌉ pooled rows at level h. Each thread sums a run
+			// of entries; a scan over the producer's threads places the runs.
 			{
 				const int per = (ne + PRODUCER_THREADS - 1) / PRODUCER_THREADS;
 				const int lo = imin(pt * per, ne), hi = imin(lo + per, ne);
 				auto width = [&](int i) -> int {
 					const int lv = s_lvl[i], kb = s_kv[i];
 					const int n = imin(p.block_k, p.Nk - kb * p.block_k);
-					return lv == 0 ? 0 : (n + (1 << (lv - 1)) - 1) >> (lv - 1);
+					return (n + (1 << (lv - 1)) - 1) >> (lv - 1);
 				};
 				int sum = 0;
-				for (int i = lo; i < hi; i++) {
-					const int kb = p.kv_block[e0 + i], lv = g.level[e0 + i];
-					s_kv[i] = kb, s_lvl[i] = (unsigned char)lv;
-					sum += width(i);
-					if (lv == 1) atomicAdd(&s_cnt[0], 1u);
-					else if (lv > 1) atomicAdd(&s_cnt[1 + 2 * (lv - 2) + (kb == g.k_blocks - 1)], 1u);
-				}
+				for (int i = lo; i < hi; i++) sum += width(i);
 				int x = sum;
 #pragma unroll
 				for (int o = 1; o < 32; o <<= 1) {
@@ -466,7 +519,10 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 #endif
 				tmax = warp_max(tmax);
 #if LEVELS
-				const bool wb = any_sync(mybias != 0.f);
+				// The warp's slots' common bias, or NaN.
+				int same;
+				(void)__match_all_sync(0xffffffffu, __float_as_int(mybias), &same);
+				const float wb = same ? mybias : __int_as_float(0x7fc00000);
 #endif
 				mbar_wait(EMPTY(s), ph);
 #if STOP
@@ -502,7 +558,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				if (lane == 0) {
 					s_tmax[s][warp] = tmax;
 #if LEVELS
-					s_anyb[s][warp] = wb;
+					if (warp < KT / 32) s_bw[s][warp] = wb;
 #endif
 				}
 				mbar_arrive_cp(FULL(s));
@@ -579,7 +635,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	// softmax applies the slots' masks and biases to S of the tile in
 	// slot, where the producer's summary says some slot of it needs one
 	// for this thread's rows (tiles of pooled slots, PSA's, only their
-	// biases: they are never masked), then folds it into m and ℓ. It
+	// biases: they are never masked), then folds it into m and ℓ; a bias
+	// all the tile's slots share (and no mask) goes to softmax_tile. It
 	// returns whether O needs rescaling by alphas; sums are the tile's
 	// gains. Each thread's columns come in adjacent pairs, read at once.
 	auto softmax = [&](int slot, float (&alphas)[2], float (&sums)[2]) -> bool {
@@ -588,13 +645,10 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 		for (int w = 1; w < PRODUCER_THREADS / 32; w++) tmax = s_tmax[slot][w] > tmax ? s_tmax[slot][w] : tmax;
 		const bool mask = tmax == TOK_NONE || tmax > qmin;
 #if LEVELS
-		bool biased = false;
-#pragma unroll
-		for (int w = 0; w < PRODUCER_THREADS / 32; w++) biased |= s_anyb[slot][w] != 0;
-#else
-		const bool biased = false; // no pooled slot, no bias
+		const F2 bw = *reinterpret_cast<const F2*>(&s_bw[slot][0]);
+		const bool uniform = bw.x == bw.y; // false where either is NaN
 #endif
-		float scale = p.scale_log2;
+		float scale = p.scale_log2, tb = -0.f; // tb: the tile's common bias (−0: none)
 		if (mask) {
 #pragma unroll
 			for (int j = 0; j < KT / 8; j++) {
@@ -617,7 +671,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			scale = 1.f;
 		}
 #if LEVELS
-		else if (biased) {
+		else if (!uniform) {
 #pragma unroll
 			for (int j = 0; j < KT / 8; j++) {
 				const F2 bias = *reinterpret_cast<const F2*>(&s_bias[slot][j * 8 + 2 * (lane & 3)]);
@@ -628,11 +682,11 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				}
 			}
 			scale = 1.f;
+		} else {
+			tb = bw.x;
 		}
-#else
-		(void)biased;
 #endif
-		return softmax_tile(s, m, l, alphas, sums, scale);
+		return softmax_tile(s, m, l, alphas, sums, scale, tb);
 	};
 	auto rescale_o = [&](bool rescale, const float (&alphas)[2]) {
 		if (any_sync(rescale)) {
