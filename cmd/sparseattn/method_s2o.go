@@ -49,7 +49,7 @@ func s2oMethod() *method {
 		planner: func() (plan.Planner, error) { return build(tau) },
 		knob: &knob{
 			name:    "tau",
-			values:  []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5},
+			values:  []float64{0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5},
 			planner: build,
 		},
 	}
