@@ -101,6 +101,16 @@ type Tactics struct {
 	// (sparge at 8K 0.069 ms against 0.057, PSA at 32K 1.727 against 1.678;
 	// BENCHMARKS.md, "Planning costs in session 31").
 	DependentAssembly bool
+	// DenseWideTiles runs a Runner's dense pass (the dense planner) at
+	// 128-key blocks where its tiling's blocks are 64 keys wide and the
+	// warp-specialized kernel takes the wider ones, so that it computes
+	// 128-key tiles; Report.Stats still counts the tiling's own blocks. A
+	// dense pass skips nothing, so the blocks change only the tiles. On the
+	// H200 at 32K causal our dense ran 13.25 ms at 128-key blocks against
+	// 16.02 at 64 (BENCHMARKS.md, "Session 33"), measured through
+	// --block-k 128; this path has not yet run on a GPU, so it is off by
+	// default.
+	DenseWideTiles bool
 }
 
 // LaunchOrder is the order of a plan's query blocks on the device.

@@ -23,7 +23,9 @@ import (
 // A Runner is safe for concurrent use; its calls are serialized.
 type Runner struct {
 	e       *Engine
-	t       plan.Tiling
+	t       plan.Tiling  // the tiling the kernels run: asked's, or its dense pass at wider blocks
+	asked   plan.Tiling  // the caller's tiling (Tiling), whose blocks Report.Stats counts
+	askedN  int64        // asked's dense block products, where they differ from dense
 	dt      tensor.DType // the input type
 	planner devicePlanner
 	header  *plan.Plan // tiling and filter; no rows
@@ -80,10 +82,13 @@ func (e *Engine) NewRunner(ctx context.Context, t plan.Tiling, dt tensor.DType, 
 	if p != nil {
 		name = p.Name()
 	}
-	r := &Runner{e: e, t: t, dt: dt, planner: dp, header: h, dense: h.DenseBlocks(), name: name}
+	r := &Runner{e: e, t: t, asked: t, dt: dt, planner: dp, header: h, dense: h.DenseBlocks(), name: name}
 	// Choose the kernel now, so that an unsupported problem fails here.
 	if _, err := r.variant(r.outType()); err != nil {
 		return nil, err
+	}
+	if _, dense := dp.(densePlanner); dense && e.wideDns {
+		r.widen()
 	}
 	g := t.Geometry
 	rows := int64(g.B) * int64(g.Hq) * int64(qBlocks(t))
@@ -125,7 +130,58 @@ func (e *Engine) NewRunner(ctx context.Context, t plan.Tiling, dt tensor.DType, 
 }
 
 // Tiling is the problem the runner computes.
-func (r *Runner) Tiling() plan.Tiling { return r.t }
+func (r *Runner) Tiling() plan.Tiling { return r.asked }
+
+// widen moves a dense runner to its tiling's wideDense blocks where the
+// kernel chosen for them computes 128-key tiles (Tactics.DenseWideTiles),
+// and keeps it as it is otherwise.
+func (r *Runner) widen() {
+	wt, ok := wideDense(r.t)
+	if !ok {
+		return
+	}
+	h, err := r.planner.header(wt)
+	if err != nil {
+		return
+	}
+	t, hdr := r.t, r.header
+	r.t, r.header = wt, h // not yet shared: NewRunner's
+	if v, err := r.variant(r.outType()); err != nil || !v.ws || v.kt != 128 {
+		r.t, r.header = t, hdr
+		return
+	}
+	r.askedN, r.dense = r.dense, h.DenseBlocks()
+}
+
+// wideDense returns t with 128-key blocks for its dense pass, when t's
+// blocks are 64 keys wide under 128-row query blocks: the shape whose
+// dense pass the warp-specialized kernel runs in 128-key tiles once its
+// blocks are that wide.
+func wideDense(t plan.Tiling) (plan.Tiling, bool) {
+	if t.BlockK != 64 || t.BlockQ != 128 {
+		return t, false
+	}
+	t.BlockK = 128
+	return t, t.Validate() == nil
+}
+
+// askedStats restates s, counted in the blocks the kernels ran, in the
+// caller's blocks: the same share of a dense pass. Counters of the
+// caller's own tiling pass through.
+func (r *Runner) askedStats(s plan.Stats) plan.Stats {
+	if r.askedN == 0 || s.DenseBlocks <= 0 {
+		return s
+	}
+	n := float64(r.askedN)
+	scale := func(x float64) float64 {
+		if x == s.DenseBlocks {
+			return n // the whole pass, exactly
+		}
+		return x / s.DenseBlocks * n
+	}
+	s.QKBlocks, s.PVBlocks, s.DenseBlocks = scale(s.QKBlocks), scale(s.PVBlocks), n
+	return s
+}
 
 // Name is the planner's name ("dense" without one).
 func (r *Runner) Name() string { return r.name }
@@ -333,6 +389,7 @@ func (r *Runner) finish(c *driver.Ctx, rep *Report, planned bool) error {
 	} else {
 		rep.Stats, err = readStats(c, r.bufs.counters.ptr, r.header, r.dense)
 	}
+	rep.Stats = r.askedStats(rep.Stats)
 	return err
 }
 
