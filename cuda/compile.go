@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,16 +26,62 @@ var (
 
 // source returns the NVRTC program of the variant's kernel and its name.
 // A #line directive keeps NVRTC's messages pointing into the kernel file.
-func (v variant) source() (src, name string) {
+func (v variant) source() (src, name string) { return v.sourceWith(nil) }
+
+// sourceWith is source with the kernel files in files (by name, as
+// Tactics.KernelDir gives them) in place of the embedded ones.
+func (v variant) sourceWith(files kernelFiles) (src, name string) {
 	if v.gen.on {
-		body, name := v.gen.source()
+		body, name := v.gen.sourceWith(files)
 		return commonSource + body, name
 	}
 	name, body := "attention.cu", fa2Source
 	if v.ws {
 		name, body = "attention_ws.cu", wsSource
 	}
-	return commonSource + "#line 1 \"" + name + "\"\n" + body, name
+	return commonSource + "#line 1 \"" + name + "\"\n" + files.or(name, body), name
+}
+
+// kernelFiles are attention kernel sources by file name, read from
+// Tactics.KernelDir; a nil map holds none.
+type kernelFiles map[string]string
+
+// kernelFileNames are the files Tactics.KernelDir may replace.
+var kernelFileNames = []string{"attention.cu", "attention_ws.cu", "attention_gen.cu", "attention_gen_ws.cu", "attention_gen.cuh"}
+
+// or returns the file name from f, or embedded where f lacks it.
+func (f kernelFiles) or(name, embedded string) string {
+	if s, ok := f[name]; ok {
+		return s
+	}
+	return embedded
+}
+
+// readKernelFiles reads the kernel files dir holds (Tactics.KernelDir). A
+// directory that cannot be read, or that holds none of them, is an error:
+// a misspelt path must not quietly measure the embedded kernels.
+func readKernelFiles(dir string) (kernelFiles, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("%w: KernelDir: %w", ErrUnsupported, err)
+	}
+	f := kernelFiles{}
+	for _, n := range kernelFileNames {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: KernelDir: %w", ErrUnsupported, err)
+		}
+		f[n] = string(b)
+	}
+	if len(f) == 0 {
+		return nil, fmt.Errorf("%w: KernelDir %s holds none of %v", ErrUnsupported, dir, kernelFileNames)
+	}
+	return f, nil
 }
 
 // variant is one compiled configuration of the attention kernel.

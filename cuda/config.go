@@ -111,6 +111,13 @@ type Tactics struct {
 	// --block-k 128; this path has not yet run on a GPU, so it is off by
 	// default.
 	DenseWideTiles bool
+	// KernelDir names a directory whose attention kernel files
+	// (attention.cu, attention_ws.cu, attention_gen.cu, attention_gen_ws.cu,
+	// attention_gen.cuh) replace the embedded ones of the same name, so
+	// that kernel variants can be measured with one build: copies of
+	// cuda/kernels edited and compiled at run time. Files it lacks stay
+	// embedded. Empty: the embedded kernels.
+	KernelDir string
 }
 
 // LaunchOrder is the order of a plan's query blocks on the device.

@@ -52,8 +52,9 @@ type Engine struct {
 	order    LaunchOrder
 	skipFut  bool
 	out16    bool
-	depAs    bool // Tactics.DependentAssembly
-	wideDns  bool // Tactics.DenseWideTiles
+	depAs    bool        // Tactics.DependentAssembly
+	wideDns  bool        // Tactics.DenseWideTiles
+	files    kernelFiles // Tactics.KernelDir's kernel sources
 
 	mu      sync.Mutex // guards kernels and aux
 	kernels map[variant]*kernel
@@ -99,6 +100,10 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	if t.TileK != 0 && t.TileK != 32 && t.TileK != 64 && t.TileK != 128 {
 		return nil, fmt.Errorf("%w: TileK %d must be 0, 32, 64 or 128", ErrUnsupported, t.TileK)
+	}
+	files, err := readKernelFiles(t.KernelDir)
+	if err != nil {
+		return nil, err
 	}
 	dev, err := driver.Open(cfg.Ordinal)
 	if err != nil {
@@ -154,7 +159,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d in 1..4 (1 or 2 outside the warp-specialized kernel)", ErrUnsupported, t.CTARows, t.MinBlocks, t.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !t.MMASync, ws: dev.Arch() == "sm_90a" && !t.MMASync && !t.FA2Loop && dev.TensorMaps(), wsTileK: t.TileK, wsStages: t.Stages, genStage: t.GenStages, pingPong: t.PingPong, ctaRows: cr, minBlk: mb, stages: st, pipe: t.Pipeline, order: t.Order, skipFut: t.SkipFuture, depAs: t.DependentAssembly, wideDns: t.DenseWideTiles, out16: cfg.Output16, kernels: map[variant]*kernel{}, aux: map[auxKey]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !t.MMASync, ws: dev.Arch() == "sm_90a" && !t.MMASync && !t.FA2Loop && dev.TensorMaps(), wsTileK: t.TileK, wsStages: t.Stages, genStage: t.GenStages, pingPong: t.PingPong, ctaRows: cr, minBlk: mb, stages: st, pipe: t.Pipeline, order: t.Order, skipFut: t.SkipFuture, depAs: t.DependentAssembly, wideDns: t.DenseWideTiles, files: files, out16: cfg.Output16, kernels: map[variant]*kernel{}, aux: map[auxKey]*kernel{}}, nil
 }
 
 var (
@@ -200,7 +205,7 @@ func (e *Engine) function(c *driver.Ctx, v variant) (driver.Function, error) {
 }
 
 func (e *Engine) load(c *driver.Ctx, v variant) (driver.Function, error) {
-	src, name := v.source()
+	src, name := v.sourceWith(e.files)
 	cubin, _, err := e.cache.get(src, name, v.options(e.dev.Arch()))
 	if err != nil {
 		return 0, fmt.Errorf("kernel %s for %s: %w", v, e.dev.Arch(), err)

@@ -25,7 +25,7 @@ import (
 // the device tests and timings can be run with csr_rows launched both ways.
 func openOrSkip(t testing.TB) *Engine {
 	t.Helper()
-	e, err := Open(Config{CacheDir: t.TempDir(), Tactics: Tactics{DependentAssembly: os.Getenv("SPARSEATTN_DEPENDENT_ASSEMBLY") != ""}})
+	e, err := Open(Config{CacheDir: t.TempDir(), Tactics: Tactics{DependentAssembly: os.Getenv("SPARSEATTN_DEPENDENT_ASSEMBLY") != "", KernelDir: os.Getenv("SPARSEATTN_KERNEL_DIR")}})
 	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
 		t.Skipf("no usable CUDA device: %v", err)
 	}

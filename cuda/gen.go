@@ -43,12 +43,16 @@ const genWSStages = 4
 // source returns the NVRTC program body of the kernel f selects (after
 // common.cuh) and its file name; a #line directive keeps NVRTC's messages
 // pointing into the kernel file.
-func (f genFlags) source() (body, name string) {
+func (f genFlags) source() (body, name string) { return f.sourceWith(nil) }
+
+// sourceWith is source with the kernel files in files in place of the
+// embedded ones (Tactics.KernelDir).
+func (f genFlags) sourceWith(files kernelFiles) (body, name string) {
 	name, src := "attention_gen.cu", genSource
 	if f.ws {
 		name, src = "attention_gen_ws.cu", genWSSource
 	}
-	return "#line 1 \"attention_gen.cuh\"\n" + genHeader + "#line 1 \"" + name + "\"\n" + src, name
+	return "#line 1 \"attention_gen.cuh\"\n" + files.or("attention_gen.cuh", genHeader) + "#line 1 \"" + name + "\"\n" + files.or(name, src), name
 }
 
 // threads is the kernel's block size: a warp per 16·MT query rows, or

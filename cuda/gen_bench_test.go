@@ -43,8 +43,9 @@ func TestGenBench(t *testing.T) {
 	if cache == "" {
 		cache = t.TempDir()
 	}
-	// SPARSEATTN_GEN_STAGES sets Tactics.GenStages (2 to 4).
-	var tc Tactics
+	// SPARSEATTN_GEN_STAGES sets Tactics.GenStages (2 to 4), and
+	// SPARSEATTN_KERNEL_DIR Tactics.KernelDir (kernel variants, one build).
+	tc := Tactics{KernelDir: os.Getenv("SPARSEATTN_KERNEL_DIR")}
 	if s := os.Getenv("SPARSEATTN_GEN_STAGES"); s != "" {
 		st, err := strconv.Atoi(s)
 		if err != nil {
@@ -86,8 +87,14 @@ func TestGenWSPtxas(t *testing.T) {
 	if err != nil {
 		t.Skipf("no NVRTC: %v", err)
 	}
-	// SPARSEATTN_GEN_CUBIN_DIR keeps each cubin there, for cuobjdump -sass.
+	// SPARSEATTN_GEN_CUBIN_DIR keeps each cubin there, for cuobjdump -sass;
+	// SPARSEATTN_KERNEL_DIR compiles its kernel files instead of the
+	// embedded ones (Tactics.KernelDir).
 	dir := os.Getenv("SPARSEATTN_GEN_CUBIN_DIR")
+	files, err := readKernelFiles(os.Getenv("SPARSEATTN_KERNEL_DIR"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []genFlags{
 		{on: true, ws: true},
 		{on: true, ws: true, gather: true},
@@ -97,7 +104,7 @@ func TestGenWSPtxas(t *testing.T) {
 		{on: true, ws: true, gather: true, state: 1},
 	} {
 		v := variant{headDim: 128, blockQ: 128, kt: genKT, mt: 1, bf16: true, stages: genWSStages, gen: f}
-		src, name := v.source()
+		src, name := v.sourceWith(files)
 		cubin, log, err := nv.Compile(src, name, append(v.options("sm_90a"), "--ptxas-options=-v"))
 		if err != nil {
 			t.Fatalf("%s: %v", v, err)

@@ -12,7 +12,7 @@ import (
 type engineFlags struct {
 	warpRows, tileK, ctaRows, minBlocks, stages, genStages *int
 	mmaSync, pipeline, skipFuture, out16, fa2, wideDense   *bool
-	order, pingPong                                        *string
+	order, pingPong, kernelDir                             *string
 }
 
 // addEngineFlags registers the engine flags on fs.
@@ -31,6 +31,7 @@ func addEngineFlags(fs *flag.FlagSet) engineFlags {
 		order:      fs.String("launch-order", "auto", "launch order of the query blocks: auto, head (each head's together) or longest (longest row first)"),
 		skipFuture: fs.Bool("skip-future", false, "skip causal tiles after all of a warpgroup's rows (wgmma kernel)"),
 		out16:      fs.Bool("out16", false, "write the output in the inputs' 16-bit type, not float32"),
+		kernelDir:  fs.String("kernel-dir", "", "a directory of attention kernel files (copies of cuda/kernels, edited) that replace the embedded ones: kernel variants with one build"),
 		wideDense:  fs.Bool("dense-wide-tiles", false, "run the dense pass at 128-key blocks where its blocks are 64 wide (warp-specialized kernel; experimental, not yet checked on a GPU)"),
 	}
 }
@@ -46,5 +47,5 @@ func (f engineFlags) config() (cuda.Config, error) {
 	if err != nil {
 		return cuda.Config{}, fmt.Errorf("%w: --ping-pong: %v", errUsage, err)
 	}
-	return cuda.Config{Output16: *f.out16, Tactics: cuda.Tactics{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, FA2Loop: *f.fa2, PingPong: pp, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, GenStages: *f.genStages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture, DenseWideTiles: *f.wideDense}}, nil
+	return cuda.Config{Output16: *f.out16, Tactics: cuda.Tactics{WarpRows: *f.warpRows, TileK: *f.tileK, MMASync: *f.mmaSync, FA2Loop: *f.fa2, PingPong: pp, CTARows: *f.ctaRows, MinBlocks: *f.minBlocks, Stages: *f.stages, GenStages: *f.genStages, Pipeline: *f.pipeline, Order: lo, SkipFuture: *f.skipFuture, DenseWideTiles: *f.wideDense, KernelDir: *f.kernelDir}}, nil
 }

@@ -3,6 +3,7 @@ package selftest
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/sparseattn/sparseattn/cuda"
@@ -76,9 +77,11 @@ func TestRunQuantized(t *testing.T) {
 // openEngine opens a device engine for t, closed when t ends, and skips t
 // where no usable GPU is present (CI): the check that opening fails
 // cleanly there, with a typed error, rather than panicking.
+// SPARSEATTN_KERNEL_DIR sets Tactics.KernelDir, so that kernel variants
+// are checked with one build.
 func openEngine(t *testing.T) *cuda.Engine {
 	t.Helper()
-	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir()})
+	e, err := cuda.Open(cuda.Config{CacheDir: t.TempDir(), Tactics: cuda.Tactics{KernelDir: os.Getenv("SPARSEATTN_KERNEL_DIR")}})
 	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
 		t.Skipf("no usable GPU: %v", err)
 	}
