@@ -149,12 +149,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, (MT == 2 ? 2 : 1)) attn_f
 			if (lv == 1) atomicAdd(&s_cnt[0], 1u);
 			else if (lv > 1) atomicAdd(&s_cnt[1 + 2 * (lv - 2) + (s_kv[i] == g.k_blocks - 1)], 1u);
 		}
-		int x = sum;
-#pragma unroll
-		for (int o = 1; o < 32; o <<= 1) {
-			const int y = __shfl_up_sync(0xffffffffu, x, o);
-			if (lane >= o) x += y;
-		}
+		const int x = warp_scan(sum, lane);
 		if (lane == 31) s_wsum[warp] = x;
 		__syncthreads();
 		int run = x - sum;

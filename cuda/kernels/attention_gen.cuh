@@ -32,6 +32,17 @@ struct GenParams {
 	u64* tickets; // the persistent grid's row ticket counter for this pass
 };
 
+// warp_scan is the inclusive prefix sum of x over the warp's lanes (all
+// 32 active), lane being this thread's.
+__device__ __forceinline__ int warp_scan(int x, int lane) {
+#pragma unroll
+	for (int o = 1; o < 32; o <<= 1) {
+		const int y = __shfl_up_sync(0xffffffffu, x, o);
+		if (lane >= o) x += y;
+	}
+	return x;
+}
+
 __device__ __forceinline__ float lg2(float x) {
 	float y;
 	asm("lg2.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));

@@ -327,12 +327,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 					const int4 c = c4[k];
 					sum += c.x + c.y + c.z + c.w;
 				}
-				int x = sum;
-#pragma unroll
-				for (int o = 1; o < 32; o <<= 1) {
-					const int y = __shfl_up_sync(0xffffffffu, x, o);
-					if (lane >= o) x += y;
-				}
+				const int x = warp_scan(sum, lane);
 				if (lane == 31) s_wsum[warp] = x;
 				bar_sync(BAR_PRODUCER, PRODUCER_THREADS);
 				int run = x - sum;
@@ -367,12 +362,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				};
 				int sum = 0;
 				for (int i = lo; i < hi; i++) sum += width(i);
-				int x = sum;
-#pragma unroll
-				for (int o = 1; o < 32; o <<= 1) {
-					const int y = __shfl_up_sync(0xffffffffu, x, o);
-					if (lane >= o) x += y;
-				}
+				const int x = warp_scan(sum, lane);
 				if (lane == 31) s_wsum[warp] = x;
 				bar_sync(BAR_PRODUCER, PRODUCER_THREADS);
 				int run = x - sum;
