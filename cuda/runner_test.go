@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -122,19 +123,7 @@ func TestRunnerMatchesHost(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, c := range []Case{Cases()[1], Cases()[3], Cases()[4], Cases()[9], Cases()[11]} {
 		t.Run(c.Name, func(t *testing.T) {
-			q, k, v, err := RandomInputs(r, c, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tl := plan.Tiling{Geometry: c.Geometry(), Causal: c.Causal, BlockQ: c.BlockQ, BlockK: c.BlockK}
-			p, err := plan.Dense(tl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, ws, err := e.Run(ctx, p, q, k, v, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tl, q, k, v, want, ws := hostDense(t, e, r, c)
 			run, err := e.NewRunner(ctx, tl, q.DType(), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -176,6 +165,26 @@ func TestRunnerMatchesHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostDense draws case c's inputs from r and runs its dense plan on e
+// through the host path (Engine.Run): the reference the runner tests
+// compare with.
+func hostDense(t *testing.T, e *Engine, r *rand.Rand, c Case) (tl plan.Tiling, q, k, v, want *tensor.Tensor, ws plan.Stats) {
+	t.Helper()
+	q, k, v, err := RandomInputs(r, c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl = plan.Tiling{Geometry: c.Geometry(), Causal: c.Causal, BlockQ: c.BlockQ, BlockK: c.BlockK}
+	p, err := plan.Dense(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, ws, err = e.Run(context.Background(), p, q, k, v, nil); err != nil {
+		t.Fatal(err)
+	}
+	return tl, q, k, v, want, ws
 }
 
 // TestRunnerFusedQKV runs attention on head views of one BNHD buffer

@@ -110,19 +110,7 @@ func TestRunnerWideTiles(t *testing.T) {
 	r := testutil.Rand(t)
 	for _, c := range []Case{Cases()[0], Cases()[1], Cases()[4], Cases()[6], Cases()[11]} {
 		t.Run(c.Name, func(t *testing.T) {
-			q, k, v, err := RandomInputs(r, c, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tl := plan.Tiling{Geometry: c.Geometry(), Causal: c.Causal, BlockQ: c.BlockQ, BlockK: c.BlockK}
-			p, err := plan.Dense(tl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, ws, err := e0.Run(ctx, p, q, k, v, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tl, q, k, v, want, ws := hostDense(t, e0, r, c)
 			run, err := e.NewRunner(ctx, tl, q.DType(), nil)
 			if err != nil {
 				t.Fatal(err)
