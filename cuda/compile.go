@@ -49,7 +49,7 @@ type kernelFiles map[string]string
 // kernelFileNames are the files Tactics.KernelDir may replace.
 var kernelFileNames = []string{"attention.cu", "attention_ws.cu", "attention_gen.cu", "attention_gen_ws.cu", "attention_gen.cuh"}
 
-// or returns the file name from f, or embedded where f lacks it.
+// or returns the source of file name from f, or embedded where f lacks it.
 func (f kernelFiles) or(name, embedded string) string {
 	if s, ok := f[name]; ok {
 		return s
