@@ -101,16 +101,17 @@ type Tactics struct {
 	// (sparge at 8K 0.069 ms against 0.057, PSA at 32K 1.727 against 1.678;
 	// BENCHMARKS.md, "Planning costs in session 31").
 	DependentAssembly bool
-	// DenseWideTiles runs a Runner's dense pass (the dense planner) at
-	// 128-key blocks where its tiling's blocks are 64 keys wide and the
-	// warp-specialized kernel takes the wider ones, so that it computes
-	// 128-key tiles; Report.Stats still counts the tiling's own blocks. A
-	// dense pass skips nothing, so the blocks change only the tiles. On the
-	// H200 at 32K causal our dense ran 13.25 ms at 128-key blocks against
-	// 16.02 at 64 (BENCHMARKS.md, "Session 33"), measured through
-	// --block-k 128; this path has not yet run on a GPU, so it is off by
-	// default.
-	DenseWideTiles bool
+	// DenseNarrowTiles keeps a Runner's dense pass (the dense planner) at
+	// its tiling's own blocks. By default a dense pass whose blocks are 64
+	// keys wide under 128-row query blocks runs at 128-key blocks where the
+	// warp-specialized kernel takes them, so that it computes 128-key
+	// tiles; Report.Stats still counts the tiling's own blocks, and a dense
+	// pass skips nothing, so only the tiles change. On the H200 at 32K our
+	// dense ran 13.36 ms causal at 128-key tiles against 16.09 at 64 (cuDNN
+	// 15.33), and 27.76 against 33.17 non-causal (cuDNN 28.91; BENCHMARKS.md,
+	// "Session 34"). The narrow pass is the one a block-sparse plan of the
+	// same tiling is measured against.
+	DenseNarrowTiles bool
 	// KernelDir names a directory whose attention kernel files
 	// (attention.cu, attention_ws.cu, attention_gen.cu, attention_gen_ws.cu,
 	// attention_gen.cuh) replace the embedded ones of the same name, so

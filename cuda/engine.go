@@ -53,7 +53,7 @@ type Engine struct {
 	skipFut  bool
 	out16    bool
 	depAs    bool        // Tactics.DependentAssembly
-	wideDns  bool        // Tactics.DenseWideTiles
+	wideDns  bool        // !Tactics.DenseNarrowTiles
 	files    kernelFiles // Tactics.KernelDir's kernel sources
 
 	mu      sync.Mutex // guards kernels and aux
@@ -159,7 +159,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d in 1..4 (1 or 2 outside the warp-specialized kernel)", ErrUnsupported, t.CTARows, t.MinBlocks, t.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !t.MMASync, ws: dev.Arch() == "sm_90a" && !t.MMASync && !t.FA2Loop && dev.TensorMaps(), wsTileK: t.TileK, wsStages: t.Stages, genStage: t.GenStages, pingPong: t.PingPong, ctaRows: cr, minBlk: mb, stages: st, pipe: t.Pipeline, order: t.Order, skipFut: t.SkipFuture, depAs: t.DependentAssembly, wideDns: t.DenseWideTiles, files: files, out16: cfg.Output16, kernels: map[variant]*kernel{}, aux: map[auxKey]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !t.MMASync, ws: dev.Arch() == "sm_90a" && !t.MMASync && !t.FA2Loop && dev.TensorMaps(), wsTileK: t.TileK, wsStages: t.Stages, genStage: t.GenStages, pingPong: t.PingPong, ctaRows: cr, minBlk: mb, stages: st, pipe: t.Pipeline, order: t.Order, skipFut: t.SkipFuture, depAs: t.DependentAssembly, wideDns: !t.DenseNarrowTiles, files: files, out16: cfg.Output16, kernels: map[variant]*kernel{}, aux: map[auxKey]*kernel{}}, nil
 }
 
 var (

@@ -25,7 +25,18 @@ import (
 // the device tests and timings can be run with csr_rows launched both ways.
 func openOrSkip(t testing.TB) *Engine {
 	t.Helper()
-	e, err := Open(Config{CacheDir: t.TempDir(), Tactics: Tactics{DependentAssembly: os.Getenv("SPARSEATTN_DEPENDENT_ASSEMBLY") != "", KernelDir: os.Getenv("SPARSEATTN_KERNEL_DIR")}})
+	return openTacticsOrSkip(t, Tactics{})
+}
+
+// openTacticsOrSkip is openOrSkip with tactics tc, plus those the
+// environment sets (SPARSEATTN_DEPENDENT_ASSEMBLY, SPARSEATTN_KERNEL_DIR).
+func openTacticsOrSkip(t testing.TB, tc Tactics) *Engine {
+	t.Helper()
+	tc.DependentAssembly = tc.DependentAssembly || os.Getenv("SPARSEATTN_DEPENDENT_ASSEMBLY") != ""
+	if d := os.Getenv("SPARSEATTN_KERNEL_DIR"); d != "" {
+		tc.KernelDir = d
+	}
+	e, err := Open(Config{CacheDir: t.TempDir(), Tactics: tc})
 	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
 		t.Skipf("no usable CUDA device: %v", err)
 	}

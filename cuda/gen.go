@@ -31,6 +31,9 @@ type genFlags struct {
 	gather bool // token orders (GATHER)
 	stop   bool // a stop rule (STOP)
 	state  int8 // 1: save the softmax states (an Init plan); 2: resume them
+	// tile1: the plan's blocks are genKT keys wide, so each entry is one
+	// tile (ONE_TILE; ws without levels)
+	tile1 bool
 }
 
 // genKT is KT in kernels/attention_gen*.cu: key slots per tile.
@@ -84,6 +87,9 @@ func (f genFlags) String() string {
 	case 2:
 		s += "_resume"
 	}
+	if f.tile1 {
+		s += "_t1"
+	}
 	return s
 }
 
@@ -120,7 +126,7 @@ func (f genFlags) options(v variant, arch string) []string {
 		fmt.Sprintf("-DOUT16=%d", b2i(v.out16)),
 	}
 	if f.ws {
-		return append(o, "-DWGMMA=1", fmt.Sprintf("-DSTAGES=%d", v.stages))
+		return append(o, "-DWGMMA=1", fmt.Sprintf("-DSTAGES=%d", v.stages), fmt.Sprintf("-DONE_TILE=%d", b2i(f.tile1)))
 	}
 	return append(o, "-DWGMMA=0", fmt.Sprintf("-DBLOCK_Q=%d", v.blockQ), fmt.Sprintf("-DMT=%d", v.mt))
 }
@@ -201,6 +207,7 @@ func chooseGen(p *plan.Plan, v variant, kc kernelChoice) (variant, error) {
 		f.state = 2
 	}
 	f.ws = kc.wgmma && kc.ws && v.blockQ == 128 && p.KBlocks() <= maxList
+	f.tile1 = f.ws && !f.levels && p.BlockK == genKT
 	v.gen, v.kt, v.mt, v.stages = f, genKT, genMT(v.blockQ, f), 2
 	if f.ws {
 		v.mt, v.stages = 1, genWSStages

@@ -102,6 +102,9 @@ func TestGenWSPtxas(t *testing.T) {
 		{on: true, ws: true, gather: true, stop: true},
 		{on: true, ws: true, gather: true, stop: true, state: 2},
 		{on: true, ws: true, gather: true, state: 1},
+		{on: true, ws: true, gather: true, tile1: true},
+		{on: true, ws: true, gather: true, stop: true, tile1: true},
+		{on: true, ws: true, gather: true, stop: true, state: 2, tile1: true},
 	} {
 		v := variant{headDim: 128, blockQ: 128, kt: genKT, mt: 1, bf16: true, stages: genWSStages, gen: f}
 		src, name := v.sourceWith(files)

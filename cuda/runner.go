@@ -132,6 +132,12 @@ func (e *Engine) NewRunner(ctx context.Context, t plan.Tiling, dt tensor.DType, 
 // Tiling is the problem the runner computes.
 func (r *Runner) Tiling() plan.Tiling { return r.asked }
 
+// KernelTiling is the tiling its kernels run: Tiling, but for a dense
+// pass run at wider blocks than the caller's (see
+// Tactics.DenseNarrowTiles). Report.Stats counts Tiling's blocks either
+// way.
+func (r *Runner) KernelTiling() plan.Tiling { return r.t }
+
 // outType is the output type when the caller gives no output tensor: the
 // input type.
 func (r *Runner) outType() tensor.DType { return r.dt }

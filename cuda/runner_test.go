@@ -116,9 +116,11 @@ func TestDeviceTensors(t *testing.T) {
 
 // TestRunnerMatchesHost runs dense runners on device tensors (in place,
 // staged from float32, padded D, views of a fused QKV buffer) and
-// compares them with the host path on the same plan.
+// compares them with the host path on the same plan. The runners keep
+// the tiling's own blocks (Tactics.DenseNarrowTiles), so that both run
+// one kernel; TestRunnerWideTiles covers the default's 128-key tiles.
 func TestRunnerMatchesHost(t *testing.T) {
-	e := openOrSkip(t)
+	e := openTacticsOrSkip(t, Tactics{DenseNarrowTiles: true})
 	ctx := context.Background()
 	r := testutil.Rand(t)
 	for _, c := range []Case{Cases()[1], Cases()[3], Cases()[4], Cases()[9], Cases()[11]} {

@@ -3,7 +3,7 @@ package cuda
 import "github.com/sparseattn/sparseattn/plan"
 
 // widen moves a dense runner to its tiling's wideDense blocks where the
-// kernel chosen for them computes 128-key tiles (Tactics.DenseWideTiles),
+// kernel chosen for them computes 128-key tiles (unless Tactics.DenseNarrowTiles),
 // and keeps it as it is otherwise.
 func (r *Runner) widen() {
 	wt, ok := wideDense(r.t)

@@ -12,7 +12,7 @@ import (
 	"github.com/sparseattn/sparseattn/tensor"
 )
 
-// TestWideDense checks which tilings Tactics.DenseWideTiles widens, and
+// TestWideDense checks which tilings a dense runner widens by default, and
 // that the wider blocks keep the problem: the same geometry, masking and
 // query blocks.
 func TestWideDense(t *testing.T) {
@@ -89,7 +89,7 @@ func TestAskedStats(t *testing.T) {
 	}
 }
 
-// TestRunnerWideTiles runs dense runners with Tactics.DenseWideTiles on
+// TestRunnerWideTiles runs dense runners with the default tactics on
 // the shapes it widens (128×64 blocks: causal, non-causal, ragged N, GQA,
 // BNHD, Nq < Nk) and compares them with the host path at the caller's
 // tiling: the outputs within twice the rounding of P̃, which both keep in
@@ -97,20 +97,15 @@ func TestAskedStats(t *testing.T) {
 // different running maxima, so rel-L1 4e-3; and the counters equal, in the
 // caller's blocks.
 func TestRunnerWideTiles(t *testing.T) {
-	e0 := openOrSkip(t)
-	if !e0.ws {
+	e := openOrSkip(t)
+	if !e.ws {
 		t.Skip("the warp-specialized kernel (sm_90a with tensor maps) is not available")
 	}
-	e, err := Open(Config{CacheDir: t.TempDir(), Tactics: Tactics{DenseWideTiles: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
 	ctx := context.Background()
 	r := testutil.Rand(t)
 	for _, c := range []Case{Cases()[0], Cases()[1], Cases()[4], Cases()[6], Cases()[11]} {
 		t.Run(c.Name, func(t *testing.T) {
-			tl, q, k, v, want, ws := hostDense(t, e0, r, c)
+			tl, q, k, v, want, ws := hostDense(t, e, r, c)
 			run, err := e.NewRunner(ctx, tl, q.DType(), nil)
 			if err != nil {
 				t.Fatal(err)

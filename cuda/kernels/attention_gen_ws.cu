@@ -62,6 +62,10 @@
 //   IS_BF16   1 for bfloat16 inputs, 0 for float16
 //   LEVELS, GATHER, STATE, STOP, OUT16: as in attention_gen.cu
 //   STAGES    K/V tile slots (2 to 4)
+//   ONE_TILE  1 when the plan's blocks are KT keys wide (no LEVELS): each
+//             entry is one tile, so the entry counters and the producer's
+//             t / sub fold away (1-4% off S2O's stopped rows on the H200,
+//             BENCHMARKS.md, "Session 34")
 //   PINGPONG  1 to make the consumer warpgroups take turns issuing MMAs
 // The copies arrive on the full barriers as they land
 // (cp.async.mbarrier) and the consumers fence after each wait; a producer
@@ -85,6 +89,9 @@
 #endif
 #ifndef STAGES
 #define STAGES 4
+#endif
+#ifndef ONE_TILE
+#define ONE_TILE 0
 #endif
 #ifndef PINGPONG
 #define PINGPONG 1
@@ -246,7 +253,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int off = p.Nk - p.Nq; // queries are the last Nq of the Nk tokens
 	const int items = p.B * p.Hq * p.q_blocks;
-#if LEVELS
+#if LEVELS || ONE_TILE
 	const int sub = 1;
 #else
 	const int sub = p.block_k / KT;
@@ -702,10 +709,16 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	auto gain = [&](const float (&alphas)[2], const float (&sums)[2]) -> bool {
 #if STOP
 #pragma unroll
+#if ONE_TILE
+		// Every tile ends its entry, and the last vote reset ds to 0.
+		for (int hf = 0; hf < 2; hf++) lb[hf] *= alphas[hf], ds[hf] = sums[hf];
+		return true;
+#else
 		for (int hf = 0; hf < 2; hf++) lb[hf] *= alphas[hf], ds[hf] = ds[hf] * alphas[hf] + sums[hf];
 		if (++sj < sub) return false;
 		sj = 0;
 		return true;
+#endif
 #else
 		return false;
 #endif
