@@ -192,7 +192,7 @@ func hostDense(t *testing.T, e *Engine, r *rand.Rand, c Case) (tl plan.Tiling, q
 // TestRunnerFusedQKV runs attention on head views of one BNHD buffer
 // holding Q, K and V side by side.
 func TestRunnerFusedQKV(t *testing.T) {
-	e := openOrSkip(t)
+	e := openTacticsOrSkip(t, Tactics{DenseNarrowTiles: true}) // the host path's tiles
 	ctx := context.Background()
 	r := testutil.Rand(t)
 	const hq, hkv, n, d = 4, 2, 700, 128

@@ -45,7 +45,8 @@ def main():
                 cost = f"{r['run_ms'] / work:.2f}" if m != "dense" and work > 0 and r["sparsity"] > 0 else ""
                 tw = (1 - r["sparsity"]) * r.get("tile_dense_ms", 0)
                 tcost = f"{r['run_ms'] / tw:.2f}" if m != "dense" and tw > 0 and r["sparsity"] > 0 else ""
-                print(f"| {k} | {'yes' if c else 'no'} | {m} | {r['knob']}{r.get('note', '')} | {r['sparsity']:.3f} | {r['rel_l1']:.3g} | "
+                blocks = f", {r['block_q']}×{r['block_k']}" if "block_k" in r else ""
+                print(f"| {k} | {'yes' if c else 'no'} | {m} | {r['knob']}{blocks}{r.get('note', '')} | {r['sparsity']:.3f} | {r['rel_l1']:.3g} | "
                       f"{r['plan_ms']:.3f} | {r['total_ms']:.3f} | {r['plan_share']:.2%} | {cud / r['total_ms']:.2f} | {cost} | {tcost} |")
 
 

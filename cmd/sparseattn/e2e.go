@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,8 @@ type e2eRow struct {
 	Method   string  `json:"method"`
 	Knob     string  `json:"knob,omitempty"` // "default" or "name=value"
 	N        int     `json:"n"`
+	BlockQ   int     `json:"block_q"`
+	BlockK   int     `json:"block_k"`
 	Causal   bool    `json:"causal"`
 	PlanMS   float64 `json:"plan_ms"`
 	RunMS    float64 `json:"run_ms"`
@@ -58,7 +61,7 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	hkv := fs.Int("hkv", 8, "key/value heads")
 	d := fs.Int("d", 128, "head dim")
 	bq := fs.Int("block-q", 128, "query block size")
-	bk := fs.Int("block-k", 64, "key block size")
+	bk := fs.Int("block-k", 0, "key block size; 0: each method's device default (e2eBlockK: 128 for block masks and dense, 64 for psa and s2o)")
 	causal := fs.String("causal", "both", "true, false or both")
 	kind := fs.String("workload", "llm", "input generator: "+fmt.Sprint(workload.Kinds()))
 	reps := fs.Int("repeat", 5, "timed calls; the median is reported")
@@ -115,7 +118,7 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		g := tensor.Geometry{B: 1, Hq: *hq, Hkv: *hkv, Nq: n, Nk: n, D: *d, Dv: *d}
 		for _, c := range causals {
 			s := e2eSession{e: e, q: dev[0], k: dev[1], v: dev[2], warmup: *warmup, reps: *reps,
-				t: plan.Tiling{Geometry: g, Causal: c, BlockQ: *bq, BlockK: *bk}, base: e2eRow{N: n, Causal: c, Device: e.Info().Name, Workload: string(wk)}}
+				t: plan.Tiling{Geometry: g, Causal: c, BlockQ: *bq, BlockK: cmp.Or(*bk, 64)}, base: e2eRow{N: n, Causal: c, Device: e.Info().Name, Workload: string(wk)}}
 			dense, err := s.run(ctx, nil, *warmup, *reps)
 			if err != nil {
 				return fmt.Errorf("dense N=%d causal=%v: %w", n, c, err)
@@ -131,13 +134,37 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				if err != nil {
 					return err
 				}
-				if err := s.method(ctx, enc, m.name, configs, *target); err != nil {
+				ms := s
+				ms.t.BlockK = e2eBlockK(m.name, *bk)
+				if ms.t.BlockK != s.t.BlockK && s.tileDenseMS > 0 {
+					// The reference dense ran 128-key tiles: this
+					// method's own.
+					ms.tileDenseMS = s.denseMS
+				}
+				if err := ms.method(ctx, enc, m.name, configs, *target); err != nil {
 					return fmt.Errorf("N=%d causal=%v: %w", n, c, err)
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// e2eBlockK is the key block size method name runs at: flag where set,
+// else its device default. Block masks (and dense) run at 128-key blocks:
+// on the H200 at 32K causal each of them was faster end to end at 128 than
+// at 64 for about the same error, the warp-specialized kernel computing
+// 128-key tiles (BENCHMARKS.md, "Session 34"). PSA and S2O stay at 64:
+// the gathering kernel's tiles are 64 keys wide, and S2O stops block by
+// block.
+func e2eBlockK(name string, flag int) int {
+	switch {
+	case flag > 0:
+		return flag
+	case name == "psa" || name == "s2o":
+		return 64
+	}
+	return 128
 }
 
 // method writes the rows of one method's configurations. With target > 0
@@ -293,6 +320,7 @@ func (s *e2eSession) run(ctx context.Context, p plan.Planner, warmup, reps int) 
 	}
 	res.widened = r.KernelTiling() != r.Tiling()
 	row := &res.row
+	row.BlockQ, row.BlockK = s.t.BlockQ, s.t.BlockK
 	row.PlanMS, row.RunMS, row.TotalMS = tm.PlanMS, tm.RunMS, tm.TotalMS
 	row.Sparsity, row.Kernel, row.FlushedL2 = tm.Last.Stats.Sparsity(), string(tm.Last.Kernel), tm.FlushedL2
 	if res.out, err = out.Download(ctx); err != nil {
