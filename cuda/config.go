@@ -91,7 +91,8 @@ type Tactics struct {
 	// GenStages is the K/V tile slots of the warp-specialized gathering
 	// kernel (PSA levels, S2O orders and stops on Hopper): 2 to 4; 0 means
 	// 4 (genWSStages). Fewer slots leave fewer tiles issued past an S2O
-	// stop for the consumers to drain.
+	// stop for the consumers to drain. Plans without levels whose blocks
+	// are a multiple of 128 keys run 128-key tiles in at most 2 slots.
 	GenStages int
 	// DependentAssembly launches csr_rows, the CSR assembly at the end of
 	// every device plan, as a programmatic dependent launch (sm_90 with a

@@ -31,13 +31,21 @@ type genFlags struct {
 	gather bool // token orders (GATHER)
 	stop   bool // a stop rule (STOP)
 	state  int8 // 1: save the softmax states (an Init plan); 2: resume them
-	// tile1: the plan's blocks are genKT keys wide, so each entry is one
-	// tile (ONE_TILE; ws without levels)
+	// tile1: the plan's blocks are one tile (variant.kt keys) wide, so each
+	// entry is one tile (ONE_TILE; ws without levels)
 	tile1 bool
 }
 
 // genKT is KT in kernels/attention_gen*.cu: key slots per tile.
 const genKT = 64
+
+// genWideKT is the warp-specialized gathering kernel's KT for plans
+// without levels whose blocks are a multiple of it wide, in
+// genWideStages stages (K and V tiles of 32 KiB each at D 128).
+const (
+	genWideKT     = 128
+	genWideStages = 2
+)
 
 // genWSStages is STAGES in kernels/attention_gen_ws.cu: K/V tile slots
 // the producer fills ahead of the consumers.
@@ -99,7 +107,7 @@ func (f genFlags) String() string {
 // levels (MAX_LIST bytes). Under ws the entry list is always staged and
 // the tiles are realigned to 1024 bytes.
 func (f genFlags) sharedBytes(v variant) int {
-	n := (v.blockQ + 2*v.stages*genKT) * v.headDim * 2
+	n := (v.blockQ + 2*v.stages*v.kt) * v.headDim * 2
 	if f.ws {
 		n += 1024 + maxList*4
 		if f.levels {
@@ -126,7 +134,7 @@ func (f genFlags) options(v variant, arch string) []string {
 		fmt.Sprintf("-DOUT16=%d", b2i(v.out16)),
 	}
 	if f.ws {
-		return append(o, "-DWGMMA=1", fmt.Sprintf("-DSTAGES=%d", v.stages), fmt.Sprintf("-DONE_TILE=%d", b2i(f.tile1)))
+		return append(o, "-DWGMMA=1", fmt.Sprintf("-DSTAGES=%d", v.stages), fmt.Sprintf("-DKT=%d", v.kt), fmt.Sprintf("-DONE_TILE=%d", b2i(f.tile1)))
 	}
 	return append(o, "-DWGMMA=0", fmt.Sprintf("-DBLOCK_Q=%d", v.blockQ), fmt.Sprintf("-DMT=%d", v.mt))
 }
@@ -207,14 +215,21 @@ func chooseGen(p *plan.Plan, v variant, kc kernelChoice) (variant, error) {
 		f.state = 2
 	}
 	f.ws = kc.wgmma && kc.ws && v.blockQ == 128 && p.KBlocks() <= maxList
-	f.tile1 = f.ws && !f.levels && p.BlockK == genKT
-	v.gen, v.kt, v.mt, v.stages = f, genKT, genMT(v.blockQ, f), 2
+	v.kt, v.mt, v.stages = genKT, genMT(v.blockQ, f), 2
 	if f.ws {
 		v.mt, v.stages = 1, genWSStages
 		if kc.genStages != 0 {
 			v.stages = kc.genStages
 		}
+		// 128-key tiles where the blocks allow them, as the dense kernel
+		// computes them: half the per-tile softmax, barrier and stop-vote
+		// work per key.
+		if !f.levels && p.BlockK%genWideKT == 0 {
+			v.kt, v.stages = genWideKT, min(v.stages, genWideStages)
+		}
 	}
+	f.tile1 = f.ws && !f.levels && p.BlockK == v.kt
+	v.gen = f
 	return v, nil
 }
 

@@ -61,6 +61,8 @@
 //   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
 //   IS_BF16   1 for bfloat16 inputs, 0 for float16
 //   LEVELS, GATHER, STATE, STOP, OUT16: as in attention_gen.cu
+//   KT        keys per tile: 64, or 128 (no LEVELS) for plans whose
+//             blocks are a multiple of 128 keys wide, in 2 stages
 //   STAGES    K/V tile slots (2 to 4)
 //   ONE_TILE  1 when the plan's blocks are KT keys wide (no LEVELS): each
 //             entry is one tile, so the entry counters and the producer's
@@ -104,7 +106,15 @@
 #endif
 
 #define BLOCK_Q 128
+#ifndef KT
 #define KT 64 // key slots per tile
+#endif
+#if KT != 64 && KT != 128
+#error KT is 64 or 128
+#endif
+#if LEVELS && KT != 64
+#error LEVELS packs slots into 64-key tiles
+#endif
 #define NTHREADS 384
 #define PRODUCER_THREADS 128
 #define CONSUMER_THREADS 256
@@ -118,8 +128,15 @@ static_assert(RPT <= 8, "a producer thread publishes one slot of the tile");
 // Registers per thread after setmaxnreg (the launch gives 168 each: 65536
 // / 384 rounded down to a multiple of 8). The producer computes the slot
 // tables, so it keeps more than attention_ws.cu's.
+// At KT 128 each producer thread copies eight rows a tile, whose sources
+// spill at 40 registers.
+#if KT == 128
+#define PRODUCER_REGS 56
+#define CONSUMER_REGS 224
+#else
 #define PRODUCER_REGS 40
 #define CONSUMER_REGS 232
+#endif
 static_assert(PRODUCER_REGS * PRODUCER_THREADS + CONSUMER_REGS * CONSUMER_THREADS <= 168 * NTHREADS, "setmaxnreg split exceeds the CTA's registers");
 // Named barriers: 1 and 2 the consumers' turns, 6 the producer's (its
 // row set-up).
@@ -610,10 +627,17 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 		for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
 			u64 da = wg_desc(sQ + (kk >> 2) * (BLOCK_Q * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
 			u64 db = wg_desc(sK + slot * (KT * RB) + (kk >> 2) * (KT * 128) + (kk & 3) * 32, 16, 1024);
+#if KT == 64
 			if (kk == 0)
 				wgmma_ss_n64_first(s, da, db);
 			else
 				wgmma_ss_n64(s, da, db, 1);
+#else
+			if (kk == 0)
+				wgmma_ss_n128_first(s, da, db);
+			else
+				wgmma_ss_n128(s, da, db, 1);
+#endif
 		}
 		wg_commit();
 	};

@@ -51,7 +51,8 @@ func RunGen(ctx context.Context, e *cuda.Engine, r *rand.Rand, cases []GenCase, 
 // the fused single pass, no stop (s2o.NoStop), a stop after the first
 // ranked block) and
 // random token orders that move every token; ragged N, GQA, causal and
-// not, D 64 and 128, BlockK 64 to 192, bf16 and f16. The cases marked
+// not, D 64 and 128, BlockK 64 to 256 (the Hopper kernel's 128-key tiles
+// at 128 and 256), bf16 and f16. The cases marked
 // "ws:" cover the warp-specialized Hopper kernel's paths (128-row blocks)
 // that the others leave out: two passes, stops (one as early as the
 // first entry), gathers on a block shorter than one tile, and tiles
@@ -112,6 +113,10 @@ func GenCases() []GenCase {
 		{Case: many("ws: rows a CTA, orders BlockK 128, f16", 3, 8, 4, 1200, 128, f16, false, 128), Build: randomOrders(0, 0, 5)},
 		{Case: many("ws: rows a CTA, stops BlockK 128, D64", 3, 8, 2, 1500, 64, bf, true, 128), Build: randomOrders(0.5, 1, 4), WantStop: true},
 		{Case: many("ws: rows a CTA, s2o two-pass", 2, 8, 2, 2000, 128, bf, true, 64), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.005, Window: 64, QueryPerm: true})},
+		// 128-key tiles two to an entry (BlockK 256): the vote every other
+		// wide tile, ragged N, GQA.
+		{Case: many("ws: rows a CTA, stops BlockK 256", 2, 8, 2, 2100, 128, bf, true, 256), Build: randomOrders(0.5, 1, 4), WantStop: true},
+		{Case: shape("ws: s2o fused, BlockK 128 non-causal D64", 2, 1, 1700, 64, bf, bnhd, false, 128, 128), Build: byS2O(s2o.Planner{Segment: 256, Tau: 0.05})},
 		{Case: many("ws: rows a CTA, levels mixed", 4, 4, 1, 2100, 128, bf, true, 64), Build: randomLevels(6, 0.3)},
 	}
 }
