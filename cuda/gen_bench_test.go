@@ -95,7 +95,7 @@ func TestGenWSPtxas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, f := range []genFlags{
+	narrow := []genFlags{
 		{on: true, ws: true},
 		{on: true, ws: true, gather: true},
 		{on: true, ws: true, levels: true},
@@ -105,16 +105,22 @@ func TestGenWSPtxas(t *testing.T) {
 		{on: true, ws: true, gather: true, tile1: true},
 		{on: true, ws: true, gather: true, stop: true, tile1: true},
 		{on: true, ws: true, gather: true, stop: true, state: 2, tile1: true},
-		// 128-key tiles (genWideKT), for plans of 128-key blocks
+	}
+	// 128-key tiles (genWideKT), for plans of 128-key blocks.
+	wide := []genFlags{
 		{on: true, ws: true, gather: true, tile1: true, state: 1},
 		{on: true, ws: true, gather: true, stop: true, tile1: true},
 		{on: true, ws: true, gather: true, stop: true},
 		{on: true, ws: true, gather: true, stop: true, state: 2, tile1: true},
-	} {
-		v := variant{headDim: 128, blockQ: 128, kt: genKT, mt: 1, bf16: true, stages: genWSStages, gen: f}
-		if i >= 9 {
-			v.kt, v.stages = genWideKT, genWideStages
-		}
+	}
+	var vs []variant
+	for _, f := range narrow {
+		vs = append(vs, variant{headDim: 128, blockQ: 128, kt: genKT, mt: 1, bf16: true, stages: genWSStages, gen: f})
+	}
+	for _, f := range wide {
+		vs = append(vs, variant{headDim: 128, blockQ: 128, kt: genWideKT, mt: 1, bf16: true, stages: genWideStages, gen: f})
+	}
+	for _, v := range vs {
 		src, name := v.sourceWith(files)
 		cubin, log, err := nv.Compile(src, name, append(v.options("sm_90a"), "--ptxas-options=-v"))
 		if err != nil {

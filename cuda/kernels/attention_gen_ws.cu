@@ -13,7 +13,7 @@
 //     row's plan entries (under LEVELS those with slots, stably by level,
 //     so that most tiles hold one level, and their slot offsets, a prefix
 //     sum over the entries' pooled widths) and its query rows (by the query
-//     order, S2O §3.2). Then, per 64-key tile, each producer thread works
+//     order, S2O §3.2). Then, per KT-key tile, each producer thread works
 //     out the sources of its four K and V rows (a token of the input, by
 //     the row's key order, read a tile ahead; or an entry of the pooled
 //     pyramid), in registers, before it waits for the tile's stage itself;
