@@ -69,7 +69,7 @@ func (e *Engine) Supports(p *plan.Plan) error {
 
 // choice is the engine's configuration as chooseVariant takes it.
 func (e *Engine) choice() kernelChoice {
-	return kernelChoice{warpRows: e.warpRows, tileK: e.tileK, wgmma: e.wgmma, ws: e.ws, wsTileK: e.wsTileK, ctaRows: e.ctaRows, minBlock: e.minBlk, genStages: e.genStage, gen: true}
+	return kernelChoice{warpRows: e.warpRows, tileK: e.tileK, wgmma: e.wgmma, ws: e.ws, wsTileK: e.wsTileK, ctaRows: e.ctaRows, minBlock: e.minBlk, genStages: e.genStage, genNarrow: e.genNarr, gen: true}
 }
 
 // kernelChoice is the engine's configuration that chooseVariant applies.
@@ -78,7 +78,8 @@ type kernelChoice struct {
 	wgmma, ws         bool
 	wsTileK           int
 	ctaRows, minBlock int
-	genStages         int // the warp-specialized gathering kernel's STAGES (0: genWSStages)
+	genStages         int  // the warp-specialized gathering kernel's STAGES (0: genWSStages)
+	genNarrow         bool // Tactics.GenNarrowTiles: no genWideKT tiles
 	// gen allows the gathering kernel (levels, token orders, stop rules,
 	// Init plans), which only Engine.Run feeds so far.
 	gen bool

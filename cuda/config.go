@@ -94,6 +94,11 @@ type Tactics struct {
 	// stop for the consumers to drain. Plans without levels whose blocks
 	// are a multiple of 128 keys run 128-key tiles in at most 2 slots.
 	GenStages int
+	// GenNarrowTiles keeps the warp-specialized gathering kernel at
+	// 64-key tiles (4 slots) for plans whose blocks are a multiple of 128
+	// keys, which otherwise run 128-key tiles in 2 slots. For measuring
+	// one against the other.
+	GenNarrowTiles bool
 	// DependentAssembly launches csr_rows, the CSR assembly at the end of
 	// every device plan, as a programmatic dependent launch (sm_90 with a
 	// CUDA 12 driver): its blocks may be scheduled while the planner's last

@@ -44,6 +44,7 @@ type Engine struct {
 	wsTileK  int  // Config.TileK as given (0: default)
 	wsStages int  // Config.Stages as given (0: default)
 	genStage int  // Tactics.GenStages as given (0: default)
+	genNarr  bool // Tactics.GenNarrowTiles
 	pingPong PingPongMode
 	ctaRows  int
 	minBlk   int
@@ -159,7 +160,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: CTARows %d must be 64 or 128, MinBlocks %d in 1..4 and Stages %d in 1..4 (1 or 2 outside the warp-specialized kernel)", ErrUnsupported, t.CTARows, t.MinBlocks, t.Stages)
 	}
 	return &Engine{dev: dev, cache: cubinCache{nvrtc: nv, dir: dir}, warpRows: wr, tileK: tk,
-		wgmma: dev.Arch() == "sm_90a" && !t.MMASync, ws: dev.Arch() == "sm_90a" && !t.MMASync && !t.FA2Loop && dev.TensorMaps(), wsTileK: t.TileK, wsStages: t.Stages, genStage: t.GenStages, pingPong: t.PingPong, ctaRows: cr, minBlk: mb, stages: st, pipe: t.Pipeline, order: t.Order, skipFut: t.SkipFuture, depAs: t.DependentAssembly, wideDns: !t.DenseNarrowTiles, files: files, out16: cfg.Output16, kernels: map[variant]*kernel{}, aux: map[auxKey]*kernel{}}, nil
+		wgmma: dev.Arch() == "sm_90a" && !t.MMASync, ws: dev.Arch() == "sm_90a" && !t.MMASync && !t.FA2Loop && dev.TensorMaps(), wsTileK: t.TileK, wsStages: t.Stages, genStage: t.GenStages, genNarr: t.GenNarrowTiles, pingPong: t.PingPong, ctaRows: cr, minBlk: mb, stages: st, pipe: t.Pipeline, order: t.Order, skipFut: t.SkipFuture, depAs: t.DependentAssembly, wideDns: !t.DenseNarrowTiles, files: files, out16: cfg.Output16, kernels: map[variant]*kernel{}, aux: map[auxKey]*kernel{}}, nil
 }
 
 var (

@@ -224,7 +224,7 @@ func chooseGen(p *plan.Plan, v variant, kc kernelChoice) (variant, error) {
 		// 128-key tiles where the blocks allow them, as the dense kernel
 		// computes them: half the per-tile softmax, barrier and stop-vote
 		// work per key.
-		if !f.levels && p.BlockK%genWideKT == 0 {
+		if !f.levels && p.BlockK%genWideKT == 0 && !kc.genNarrow {
 			v.kt, v.stages = genWideKT, min(v.stages, genWideStages)
 		}
 	}

@@ -27,6 +27,10 @@ import (
 // SPARSEATTN_GEN_BENCH_ONLY set it times our dense kernel and only the
 // plans whose names contain one of its |-separated strings (for a
 // profiler: the dense kernel's 13 launches come first).
+// SPARSEATTN_GEN_BENCH_BLOCKK sets the plans' blocks (64, the default, or
+// 128: the dense reference and every plan at 128-key blocks, so that the
+// gathering kernel runs 128-key tiles), and SPARSEATTN_GEN_NARROW=1 sets
+// Tactics.GenNarrowTiles (64-key tiles whatever the blocks).
 func TestGenBench(t *testing.T) {
 	var ns []int
 	for _, f := range strings.Split(os.Getenv("SPARSEATTN_GEN_BENCH"), ",") {
@@ -53,6 +57,14 @@ func TestGenBench(t *testing.T) {
 		}
 		tc.GenStages = st
 	}
+	tc.GenNarrowTiles = os.Getenv("SPARSEATTN_GEN_NARROW") == "1"
+	bk := 64
+	if s := os.Getenv("SPARSEATTN_GEN_BENCH_BLOCKK"); s != "" {
+		var err error
+		if bk, err = strconv.Atoi(s); err != nil || (bk != 64 && bk != 128) {
+			t.Fatalf("SPARSEATTN_GEN_BENCH_BLOCKK=%q: 64 or 128", s)
+		}
+	}
 	e, err := Open(Config{CacheDir: cache, Tactics: tc})
 	if errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrUnsupportedDevice) {
 		t.Skipf("no usable GPU: %v", err)
@@ -70,7 +82,7 @@ func TestGenBench(t *testing.T) {
 	}
 	defer old.Close()
 	for _, n := range ns {
-		genBench(t, e, old, n)
+		genBench(t, e, old, n, bk)
 	}
 }
 
@@ -139,8 +151,8 @@ func TestGenWSPtxas(t *testing.T) {
 	}
 }
 
-// genBench is TestGenBench at n tokens.
-func genBench(t *testing.T, e, old *Engine, n int) {
+// genBench is TestGenBench at n tokens and bk-key blocks.
+func genBench(t *testing.T, e, old *Engine, n, bk int) {
 	r := rand.New(rand.NewPCG(1, 2))
 	g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
 	mk := func(h int) *tensor.Tensor {
@@ -158,7 +170,8 @@ func genBench(t *testing.T, e, old *Engine, n int) {
 		return x
 	}
 	q, k, v := mk(g.Hq), mk(g.Hkv), mk(g.Hkv)
-	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: bk}
+	per := 128 / bk // KV blocks a query block's diagonal spans
 	dense, err := plan.Dense(tl)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +184,7 @@ func genBench(t *testing.T, e, old *Engine, n int) {
 		return tm
 	}
 	base := bench(e, "dense", dense)
-	t.Logf("N=%d dense %-28s %.3f ms", n, base.Kernel, base.MedianMS)
+	t.Logf("N=%d dense %-28s %.3f ms (%d-key blocks)", n, base.Kernel, base.MedianMS, bk)
 	only := os.Getenv("SPARSEATTN_GEN_BENCH_ONLY")
 	if only == "" {
 		tm := bench(old, "dense mma.sync", dense)
@@ -206,7 +219,7 @@ func genBench(t *testing.T, e, old *Engine, n int) {
 	}
 	report("dense, identity orders (gather)", ident(dense), 1.15)
 	for _, keep := range []float64{0.5, 0.25, 0.1} {
-		p, err := plan.FromMask(tl, func(b, h, qb, kb int) bool { return kb == qb*2 || kb == qb*2+1 || r.Float64() < keep })
+		p, err := plan.FromMask(tl, func(b, h, qb, kb int) bool { return kb/per == qb || r.Float64() < keep })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,19 +236,19 @@ func genBench(t *testing.T, e, old *Engine, n int) {
 		report("s2o stop, tau "+strconv.FormatFloat(float64(tau), 'g', 3, 32), p, 1.2)
 	}
 	// Where stopped rows lose: the same rows cut where τ 0.05 about stops
-	// them (the first 30 blocks), without a stop rule (the plain gathering
+	// them (the first 30 64-key blocks' keys), without a stop rule (the plain gathering
 	// kernel, the row's length known up front) and with one that never
 	// fires (the STOP kernel's per-tile cost, no hand-over); and full rows
 	// under the STOP kernel. No gain is below 1e-9·ℓ on these inputs.
 	{
-		first, err := plan.FromMask(tl, func(b, h, qb, kb int) bool { return kb < 30 })
+		first, err := plan.FromMask(tl, func(b, h, qb, kb int) bool { return kb < 30*64/bk })
 		if err != nil {
 			t.Fatal(err)
 		}
-		report("first 30 blocks, no stop rule", ident(first), 1.2)
+		report("first 1920 keys, no stop rule", ident(first), 1.2)
 		p := ident(first)
 		p.Stop = &plan.StopRule{Tau: 1e-9}
-		report("first 30 blocks, stop never fires", p, 1.2)
+		report("first 1920 keys, stop never fires", p, 1.2)
 		p = ident(dense)
 		p.Stop = &plan.StopRule{Tau: 1e-9}
 		report("dense, stop never fires", p, 1.2)
