@@ -21,9 +21,13 @@
 //     lines a row, eight threads a row) into STAGES shared-memory slots,
 //     in the 128-byte-swizzled layout wgmma reads, and publishes its slot's
 //     key token for causal masking and logit bias (PSA §3), and per tile
-//     whether its slots share one bias. Each stage
-//     completes on a full mbarrier and is refilled once the consumers
-//     release it on its empty one. It runs ahead across rows: the next row's set-up, Q (once the
+//     whether its slots share one bias. K and V have barriers of their
+//     own, as in attention_ws.cu: each slot completes on a full mbarrier
+//     and is refilled once the consumers release it on its empty one, a
+//     K slot once the tile's S and softmax are done with it, a P̃·V before
+//     its V slot (with one barrier a stage, a tile waited for both, and
+//     at 2 stages the next tile's copies began only as the consumers
+//     reached it). It runs ahead across rows: the next row's set-up, Q (once the
 //     consumers release Q's slot after their last S MMA) and first tiles
 //     load while the consumers finish and store the current row.
 //   - warpgroups 1 and 2 are the consumers, 64 query rows each: S = Q·Kᵀ
@@ -49,13 +53,14 @@
 //     written and read by shared-memory atomics, so the race checker sees
 //     them as the synchronization they are.
 //   - The consumers that stop after tile js write (row sequence number mod
-//     256, STOP_BIT, js) to s_ctl before they release tile js's stage. A
-//     producer thread reads s_ctl after each wait for a free stage and skips
-//     the rest of the row from tile js + STAGES on: that wait acquired the
-//     release of tile js, so every producer thread sees the stop there, and
-//     tiles before it are issued whatever a thread saw. The consumers so
-//     know which tiles were issued, and drain (release unread) tiles js + 2
-//     to js + STAGES − 1.
+//     256, STOP_BIT, js) to s_ctl before they release tile js + 1's K slot
+//     (whose S they drop). A producer thread reads s_ctl after each wait for
+//     a free K slot and skips the rest of the row from tile js + 1 + STAGES
+//     on: that wait acquired the release of tile js + 1's K, so every
+//     producer thread sees the stop there, and tiles before it are issued
+//     whatever a thread saw. The consumers so know which tiles were issued,
+//     and drain (release unread) tile js + 1's V and tiles js + 2 to
+//     js + STAGES.
 //
 // Compile-time configuration (set by the Go side with -D):
 //   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
@@ -228,8 +233,9 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	// STAGES K tiles, STAGES V tiles, then the row's staged plan entries
 	// and, under LEVELS, their slot offsets and levels (the producer's).
 	extern __shared__ __attribute__((aligned(128))) u16 smem[];
-	// Barriers: Q full, Q empty, then per stage full (K and V) and empty.
-	__shared__ __attribute__((aligned(8))) u64 bars[2 + 2 * STAGES];
+	// Barriers: Q full, Q empty, then per stage K full, K empty, V full
+	// and V empty.
+	__shared__ __attribute__((aligned(8))) u64 bars[2 + 4 * STAGES];
 	// Per stage what the consumers read: each slot's token and (LEVELS)
 	// bias, and per producer warp the largest token of the slots it
 	// covers (16 each, or under LEVELS 32 each for warps 0 and 1) and
@@ -264,8 +270,10 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	unsigned char* s_lvl = reinterpret_cast<unsigned char*>(s_pref + MAX_LIST + 4); // MAX_LIST levels
 #endif
 	const u32 bar_q = smem_addr(bars), bar_qe = bar_q + 8;
-#define FULL(s) (bar_q + 8 * (2 + (s)))
-#define EMPTY(s) (bar_q + 8 * (2 + STAGES + (s)))
+#define FULL_K(s) (bar_q + 8 * (2 + (s)))
+#define EMPTY_K(s) (bar_q + 8 * (2 + STAGES + (s)))
+#define FULL_V(s) (bar_q + 8 * (2 + 2 * STAGES + (s)))
+#define EMPTY_V(s) (bar_q + 8 * (2 + 3 * STAGES + (s)))
 
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int off = p.Nk - p.Nq; // queries are the last Nq of the Nk tokens
@@ -280,8 +288,10 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 		mbar_init(bar_q, PRODUCER_THREADS);
 		mbar_init(bar_qe, CONSUMER_THREADS);
 		for (int s = 0; s < STAGES; s++) {
-			mbar_init(FULL(s), PRODUCER_THREADS);
-			mbar_init(EMPTY(s), CONSUMER_THREADS);
+			mbar_init(FULL_K(s), PRODUCER_THREADS);
+			mbar_init(EMPTY_K(s), CONSUMER_THREADS);
+			mbar_init(FULL_V(s), PRODUCER_THREADS);
+			mbar_init(EMPTY_V(s), CONSUMER_THREADS);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 		s_ctl = 0;
@@ -538,13 +548,18 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				(void)__match_all_sync(0xffffffffu, __float_as_int(mybias), &same);
 				const float wb = same ? mybias : __int_as_float(0x7fc00000);
 #endif
-				mbar_wait(EMPTY(s), ph);
+				// K first, on its own barriers: the consumers release a K slot
+				// once the tile's S and softmax are done with it, a P̃·V ahead of
+				// its V slot, so that a tile's K loads a step earlier than a
+				// shared stage would let it (with two stages, a whole tile).
+				mbar_wait(EMPTY_K(s), ph);
 #if STOP
 				// The consumers stopped this row after tile js: skip tiles from
-				// js + STAGES on (every producer thread sees the stop there).
+				// js + 1 + STAGES on (every producer thread sees the stop there:
+				// the consumers write it before they release tile js + 1's K).
 				{
 					const unsigned int c = ld_volatile_u(&s_ctl);
-					if ((c >> 24) == (unsigned int)(seq & 0xff) && (c & STOP_BIT) && t >= (int)(c & (STOP_BIT - 1)) + STAGES) break;
+					if ((c >> 24) == (unsigned int)(seq & 0xff) && (c & STOP_BIT) && t >= (int)(c & (STOP_BIT - 1)) + 1 + STAGES) break;
 				}
 #endif
 				const u32 dk = sK + s * (KT * RB) + dst0, dv = sV + s * (KT * RB) + dst0;
@@ -554,15 +569,11 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 #if LEVELS
 					const bool pl = (pooled >> k) & 1;
 					const char* kr = (pl ? pkb : kbase) + (unsigned long long)idx[k] * (pl ? (u32)(HEAD_DIM * 2) : ksb);
-					const char* vr = (pl ? pvb : vbase) + (unsigned long long)idx[k] * (pl ? (u32)(HEAD_DIM * 2) : vsb);
 #else
 					const char* kr = kbase + (unsigned long long)idx[k] * ksb;
-					const char* vr = vbase + (unsigned long long)idx[k] * vsb;
 #endif
 #pragma unroll
 					for (int m = 0; m < CPASS; m++) cp_async16(dk + k * (RSTEP * 128) + m * (KT * 128), kr + m * 128, bytes);
-#pragma unroll
-					for (int m = 0; m < CPASS; m++) cp_async16(dv + k * (RSTEP * 128) + m * (KT * 128), vr + m * 128, bytes);
 				}
 #if LEVELS
 				if (pt < KT) s_tok[s][pt] = mytok, s_bias[s][pt] = mybias;
@@ -575,8 +586,23 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 					if (warp < KT / 32) s_bw[s][warp] = wb;
 #endif
 				}
-				mbar_arrive_cp(FULL(s));
-				mbar_arrive(FULL(s)); // publishes the slot tokens and biases
+				mbar_arrive_cp(FULL_K(s));
+				mbar_arrive(FULL_K(s)); // publishes the slot tokens and biases
+				mbar_wait(EMPTY_V(s), ph);
+#pragma unroll
+				for (int k = 0; k < RPT; k++) {
+					const int bytes = (valid >> k) & 1 ? 16 : 0;
+#if LEVELS
+					const bool pl = (pooled >> k) & 1;
+					const char* vr = (pl ? pvb : vbase) + (unsigned long long)idx[k] * (pl ? (u32)(HEAD_DIM * 2) : vsb);
+#else
+					const char* vr = vbase + (unsigned long long)idx[k] * vsb;
+#endif
+#pragma unroll
+					for (int m = 0; m < CPASS; m++) cp_async16(dv + k * (RSTEP * 128) + m * (KT * 128), vr + m * 128, bytes);
+				}
+				mbar_arrive_cp(FULL_V(s));
+				mbar_arrive(FULL_V(s));
 			}
 			// Draw the next row while the consumers finish this one. A launch
 			// draws one ticket per row.
@@ -852,7 +878,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			// visible to the tensor cores' (async proxy) reads by a proxy
 			// fence after each wait.
 			const int s0 = jb % STAGES;
-			mbar_wait(FULL(s0), (jb / STAGES) & 1);
+			mbar_wait(FULL_K(s0), (jb / STAGES) & 1);
 			fence_proxy_async();
 			my_turn();
 			wg_fence();
@@ -869,12 +895,16 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				pack_tile(s, pprev);
 				due = gain(alphas, sums);
 			}
+			// S_0 and its softmax are done with K_0 and its tokens (no stop
+			// comes before tile 0's vote is read, on tile 1).
+			mbar_arrive(EMPTY_K(s0));
 			int j = 1;
 			// Steady state: S_j and P̃_{j-1}·V_{j-1} in flight, softmax_j.
 			for (; !last; j++) {
 				const int gj = jb + j;
 				const int slot = gj % STAGES, prev = (gj - 1) % STAGES;
-				mbar_wait(FULL(slot), (gj / STAGES) & 1);
+				mbar_wait(FULL_K(slot), (gj / STAGES) & 1);
+				mbar_wait(FULL_V(prev), ((gj - 1) / STAGES) & 1);
 				fence_proxy_async();
 				reg_fence(acc);
 				reg_fence(pprev);
@@ -901,16 +931,18 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 					reg_fence(acc);
 					reg_fence(pprev);
 					if (cw == 0 && lane == 0) atomicExch(&s_ctl, (unsigned int)(seq & 0xff) << 24 | STOP_BIT | (unsigned int)(j - 1));
-					mbar_arrive(EMPTY(prev)); // after s_ctl: see the producer's check
-					mbar_arrive(EMPTY(slot));
+					mbar_arrive(EMPTY_V(prev));
+					mbar_arrive(EMPTY_K(slot)); // after s_ctl: see the producer's check
 					stopped = true;
 					break;
 				}
 #endif
+				// S_j and its softmax are done with K_j and its tokens.
+				mbar_arrive(EMPTY_K(slot));
 				wg_wait0(); // O and P̃_{j-1} are free again
 				reg_fence(acc);
 				reg_fence(pprev);
-				mbar_arrive(EMPTY(prev));
+				mbar_arrive(EMPTY_V(prev));
 				rescale_o(resc, alphas);
 				pack_tile(s, pprev);
 				last = j + 1 >= ntiles;
@@ -920,6 +952,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			if (!stopped) {
 				// The last tile's P̃·V.
 				const int prev = (jb + j - 1) % STAGES;
+				mbar_wait(FULL_V(prev), ((jb + j - 1) / STAGES) & 1);
+				fence_proxy_async();
 				reg_fence(acc);
 				reg_fence(pprev);
 				my_turn();
@@ -929,7 +963,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				const int pv = due ? post_vote() : -1;
 				wg_wait0();
 				reg_fence(acc);
-				mbar_arrive(EMPTY(prev));
+				mbar_arrive(EMPTY_V(prev));
 				done = j;
 				jb += j;
 				// The vote on the last entry counts a stop as well.
@@ -937,14 +971,19 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			}
 #if STOP
 			else {
-				// Tiles 0 .. j − 1 computed, tile j dropped; the producer issued
-				// the row's tiles before j − 1 + STAGES: release unread those
-				// past j. (Tile j's vote is dropped with it.)
+				// Tiles 0 .. j − 1 computed, tile j's S dropped; the producer
+				// issued the row's tiles before j + STAGES: release unread tile
+				// j's V and the tiles past j. (Tile j's vote is dropped with it.)
 				done = j;
-				jb += j + 1;
-				for (int t = j + 1; t < imin(ntiles, j - 1 + STAGES); t++, jb++) {
-					mbar_wait(FULL(jb % STAGES), (jb / STAGES) & 1);
-					mbar_arrive(EMPTY(jb % STAGES));
+				jb += j;
+				mbar_wait(FULL_V(jb % STAGES), (jb / STAGES) & 1);
+				mbar_arrive(EMPTY_V(jb % STAGES));
+				jb++;
+				for (int t = j + 1; t < imin(ntiles, j + STAGES); t++, jb++) {
+					mbar_wait(FULL_K(jb % STAGES), (jb / STAGES) & 1);
+					mbar_arrive(EMPTY_K(jb % STAGES));
+					mbar_wait(FULL_V(jb % STAGES), (jb / STAGES) & 1);
+					mbar_arrive(EMPTY_V(jb % STAGES));
 				}
 			}
 #endif
