@@ -154,14 +154,15 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // else its device default. Block masks (and dense) run at 128-key blocks:
 // on the H200 at 32K causal each of them was faster end to end at 128 than
 // at 64 for about the same error, the warp-specialized kernel computing
-// 128-key tiles (BENCHMARKS.md, "Session 34"). PSA and S2O stay at 64:
-// the gathering kernel's tiles are 64 keys wide, and S2O stops block by
-// block.
+// 128-key tiles (BENCHMARKS.md, "Session 34"). So does S2O, whose
+// gathering kernel computes 128-key tiles for 128-key blocks: at 32K and
+// 64K causal it was faster at 128 than at 64 for less error (BENCHMARKS.md,
+// "Session 35"). PSA stays at 64: its levels kernel packs 64-key tiles.
 func e2eBlockK(name string, flag int) int {
 	switch {
 	case flag > 0:
 		return flag
-	case name == "psa" || name == "s2o":
+	case name == "psa":
 		return 64
 	}
 	return 128

@@ -25,8 +25,8 @@ func TestE2EChoice(t *testing.T) {
 	}
 }
 
-// TestE2EBlockK: e2e runs block masks at 128-key blocks and the gathering
-// methods at 64 unless --block-k sets one size for all.
+// TestE2EBlockK: e2e runs block masks and S2O at 128-key blocks and PSA
+// at 64 unless --block-k sets one size for all.
 func TestE2EBlockK(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -34,8 +34,8 @@ func TestE2EBlockK(t *testing.T) {
 		want int
 	}{
 		{"dense", 0, 128}, {"sparge", 0, 128}, {"xattn", 0, 128},
-		{"psa", 0, 64}, {"s2o", 0, 64},
-		{"sparge", 64, 64}, {"s2o", 128, 128},
+		{"psa", 0, 64}, {"s2o", 0, 128},
+		{"sparge", 64, 64}, {"s2o", 64, 64}, {"psa", 128, 128},
 	} {
 		if got := e2eBlockK(tc.name, tc.flag); got != tc.want {
 			t.Errorf("e2eBlockK(%q, %d) = %d, want %d", tc.name, tc.flag, got, tc.want)
