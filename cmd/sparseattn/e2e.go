@@ -61,7 +61,7 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	hkv := fs.Int("hkv", 8, "key/value heads")
 	d := fs.Int("d", 128, "head dim")
 	bq := fs.Int("block-q", 128, "query block size")
-	bk := fs.Int("block-k", 0, "key block size; 0: each method's device default (e2eBlockK: 128 for block masks and dense, 64 for psa and s2o)")
+	bk := fs.Int("block-k", 0, "key block size; 0: each method's device default (e2eBlockK: 128 for block masks, dense and s2o, 64 for psa)")
 	causal := fs.String("causal", "both", "true, false or both")
 	kind := fs.String("workload", "llm", "input generator: "+fmt.Sprint(workload.Kinds()))
 	reps := fs.Int("repeat", 5, "timed calls; the median is reported")
