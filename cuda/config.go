@@ -91,13 +91,14 @@ type Tactics struct {
 	// GenStages is the K/V tile slots of the warp-specialized gathering
 	// kernel (PSA levels, S2O orders and stops on Hopper): 2 to 4; 0 means
 	// 4 (genWSStages). Fewer slots leave fewer tiles issued past an S2O
-	// stop for the consumers to drain. Plans without levels whose blocks
-	// are a multiple of 128 keys run 128-key tiles in at most 2 slots.
+	// stop for the consumers to drain. Plans with levels, and plans whose
+	// blocks are a multiple of 128 keys, run 128-key tiles in at most 2
+	// slots (unless GenNarrowTiles).
 	GenStages int
 	// GenNarrowTiles keeps the warp-specialized gathering kernel at
-	// 64-key tiles (4 slots) for plans whose blocks are a multiple of 128
-	// keys, which otherwise run 128-key tiles in 2 slots. For measuring
-	// one against the other.
+	// 64-key tiles (4 slots) for plans with levels and plans whose blocks
+	// are a multiple of 128 keys, which otherwise run 128-key tiles in 2
+	// slots. For measuring one against the other.
 	GenNarrowTiles bool
 	// DependentAssembly launches csr_rows, the CSR assembly at the end of
 	// every device plan, as a programmatic dependent launch (sm_90 with a

@@ -39,9 +39,10 @@ type genFlags struct {
 // genKT is KT in kernels/attention_gen*.cu: key slots per tile.
 const genKT = 64
 
-// genWideKT is the warp-specialized gathering kernel's KT for plans
-// without levels whose blocks are a multiple of it wide, in
-// genWideStages stages (K and V tiles of 32 KiB each at D 128).
+// genWideKT is the warp-specialized gathering kernel's KT for plans with
+// levels (whose slots pack into tiles of any width) and for plans whose
+// blocks are a multiple of it wide, in genWideStages stages (K and V
+// tiles of 32 KiB each at D 128).
 const (
 	genWideKT     = 128
 	genWideStages = 2
@@ -223,8 +224,8 @@ func chooseGen(p *plan.Plan, v variant, kc kernelChoice) (variant, error) {
 		}
 		// 128-key tiles where the blocks allow them, as the dense kernel
 		// computes them: half the per-tile softmax, barrier and stop-vote
-		// work per key.
-		if !f.levels && p.BlockK%genWideKT == 0 && !kc.genNarrow {
+		// work per key. Levels pack their slots into tiles of any width.
+		if (f.levels || p.BlockK%genWideKT == 0) && !kc.genNarrow {
 			v.kt, v.stages = genWideKT, min(v.stages, genWideStages)
 		}
 	}

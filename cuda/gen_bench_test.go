@@ -118,8 +118,9 @@ func TestGenWSPtxas(t *testing.T) {
 		{on: true, ws: true, gather: true, stop: true, tile1: true},
 		{on: true, ws: true, gather: true, stop: true, state: 2, tile1: true},
 	}
-	// 128-key tiles (genWideKT), for plans of 128-key blocks.
+	// 128-key tiles (genWideKT), for plans of 128-key blocks and levels.
 	wide := []genFlags{
+		{on: true, ws: true, levels: true},
 		{on: true, ws: true, gather: true, tile1: true, state: 1},
 		{on: true, ws: true, gather: true, stop: true, tile1: true},
 		{on: true, ws: true, gather: true, stop: true},

@@ -157,7 +157,8 @@ func runE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // 128-key tiles (BENCHMARKS.md, "Session 34"). So does S2O, whose
 // gathering kernel computes 128-key tiles for 128-key blocks: at 32K and
 // 64K causal it was faster at 128 than at 64 for less error (BENCHMARKS.md,
-// "Session 35"). PSA stays at 64: its levels kernel packs 64-key tiles.
+// "Session 35"). PSA stays at 64: its levels pack into 128-slot tiles
+// whatever its blocks.
 func e2eBlockK(name string, flag int) int {
 	switch {
 	case flag > 0:

@@ -66,8 +66,9 @@
 //   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
 //   IS_BF16   1 for bfloat16 inputs, 0 for float16
 //   LEVELS, GATHER, STATE, STOP, OUT16: as in attention_gen.cu
-//   KT        keys per tile: 64, or 128 (no LEVELS) for plans whose
-//             blocks are a multiple of 128 keys wide, in 2 stages
+//   KT        keys per tile: 64, or 128 in 2 stages for plans whose blocks
+//             are a multiple of 128 keys wide or (LEVELS) whose slots
+//             pack into 128-slot tiles
 //   STAGES    K/V tile slots (2 to 4)
 //   ONE_TILE  1 when the plan's blocks are KT keys wide (no LEVELS): each
 //             entry is one tile, so the entry counters and the producer's
@@ -116,9 +117,6 @@
 #endif
 #if KT != 64 && KT != 128
 #error KT is 64 or 128
-#endif
-#if LEVELS && KT != 64
-#error LEVELS packs slots into 64-key tiles
 #endif
 #define NTHREADS 384
 #define PRODUCER_THREADS 128
@@ -238,13 +236,14 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 	__shared__ __attribute__((aligned(8))) u64 bars[2 + 4 * STAGES];
 	// Per stage what the consumers read: each slot's token and (LEVELS)
 	// bias, and per producer warp the largest token of the slots it
-	// covers (16 each, or under LEVELS 32 each for warps 0 and 1) and
-	// (LEVELS, warps 0 and 1) its slots' common bias, NaN if they differ.
+	// covers (KT / 4 each, or under LEVELS 32 each for warps below KT / 32)
+	// and (LEVELS, warps below KT / 32) its slots' common bias, NaN if they
+	// differ.
 	__shared__ __attribute__((aligned(16))) int s_tok[STAGES][KT]; // read in pairs
 	__shared__ __attribute__((aligned(16))) float s_bias[STAGES][KT];
 	__shared__ int s_tmax[STAGES][PRODUCER_THREADS / 32];
 #if LEVELS
-	__shared__ __attribute__((aligned(8))) float s_bw[STAGES][KT / 32]; // read as a pair
+	__shared__ __attribute__((aligned(KT / 8))) float s_bw[STAGES][KT / 32]; // read at once
 	__shared__ u32 s_src[2][KT]; // the producer's: each slot's source, by tile parity
 	// The producer's per (level − 1, thread) entry counts, then positions.
 	__shared__ __attribute__((aligned(16))) int s_lc[8 * PRODUCER_THREADS];
@@ -487,15 +486,16 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 					u32 code = ~0u;
 					if (pt < KT && sl < total) {
 						// The slot's entry: s_pref[lo] ≤ sl < s_pref[lo+1]. Slots
-						// move 64 a tile, so the entry is the last tile's or one of
+						// move KT a tile, so the entry is the last tile's or one of
 						// the next few (a level-1 to 4 entry is 8 to 64 slots
-						// wide): step, and bisect only beyond.
+						// wide): step, and bisect only beyond, below ent + KT + 1
+						// (every entry is at least one slot wide).
 						int lo = ent;
 #pragma unroll
 						for (int st = 0; st < 3; st++)
 							if (s_pref[lo + 1] <= sl) lo++;
 						if (s_pref[lo + 1] <= sl) {
-							int hi = ne; // s_pref[lo] ≤ sl < s_pref[hi]
+							int hi = imin(ne, ent + KT + 1); // s_pref[lo] ≤ sl < s_pref[hi]
 							while (hi - lo > 1) {
 								const int mid = (lo + hi) >> 1;
 								if (s_pref[mid] <= sl) lo = mid;
@@ -692,8 +692,13 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 		for (int w = 1; w < PRODUCER_THREADS / 32; w++) tmax = s_tmax[slot][w] > tmax ? s_tmax[slot][w] : tmax;
 		const bool mask = tmax == TOK_NONE || tmax > qmin;
 #if LEVELS
+#if KT == 64
 		const F2 bw = *reinterpret_cast<const F2*>(&s_bw[slot][0]);
 		const bool uniform = bw.x == bw.y; // false where either is NaN
+#else
+		const float4 bw = *reinterpret_cast<const float4*>(&s_bw[slot][0]);
+		const bool uniform = bw.x == bw.y && bw.z == bw.w && bw.x == bw.z;
+#endif
 #endif
 		float scale = p.scale_log2, tb = -0.f; // tb: the tile's common bias (−0: none)
 		if (mask) {
