@@ -63,26 +63,33 @@ func TestGenStats(t *testing.T) {
 
 // TestChooseGenKernel checks which gathering kernel a plan gets: the
 // warp-specialized one on Hopper for 128-row blocks, in both passes of a
-// two-pass plan, within the shared memory an H100 allows; the mma.sync
-// one for 64-row blocks and off Hopper.
+// two-pass plan, within the shared memory an H100 allows, at 128-key tiles
+// in 2 stages for levels and 128-key blocks unless Tactics.GenNarrowTiles
+// (else 64 in 4); the mma.sync one for 64-row blocks and off Hopper.
 func TestChooseGenKernel(t *testing.T) {
 	hopper := kernelChoice{warpRows: 32, tileK: 64, wgmma: true, ws: true, ctaRows: 128, gen: true}
 	ampere := kernelChoice{warpRows: 32, tileK: 64, gen: true}
+	narrow := hopper
+	narrow.genNarrow = true
 	const h100Shared = 227 * 1024
 	for _, c := range []struct {
-		name   string
-		kc     kernelChoice
-		bq, d  int
-		levels bool
-		ws     bool
+		name       string
+		kc         kernelChoice
+		bq, bk, d  int
+		levels     bool
+		ws         bool
+		kt, stages int // the tiles and slots chosen
 	}{
-		{"hopper, 128-row blocks, orders", hopper, 128, 128, false, true},
-		{"hopper, 128-row blocks, levels", hopper, 128, 128, true, true},
-		{"hopper, 128-row blocks, D64", hopper, 128, 64, false, true},
-		{"hopper, 64-row blocks", hopper, 64, 128, false, false},
-		{"sm_80, 128-row blocks", ampere, 128, 128, false, false},
+		{"hopper, 128-row blocks, orders", hopper, 128, 64, 128, false, true, 64, 4},
+		{"hopper, 128-row blocks, levels", hopper, 128, 64, 128, true, true, 128, 2},
+		{"hopper, levels, narrow tiles", narrow, 128, 64, 128, true, true, 64, 4},
+		{"hopper, 128-key blocks, orders", hopper, 128, 128, 128, false, true, 128, 2},
+		{"hopper, 128-key blocks, narrow tiles", narrow, 128, 128, 128, false, true, 64, 4},
+		{"hopper, 128-row blocks, D64", hopper, 128, 64, 64, false, true, 64, 4},
+		{"hopper, 64-row blocks", hopper, 64, 64, 128, false, false, 64, 2},
+		{"sm_80, 128-row blocks", ampere, 128, 64, 128, false, false, 64, 2},
 	} {
-		tl := plan.Tiling{Geometry: tensor.Geometry{B: 1, Hq: 2, Hkv: 1, Nq: 300, Nk: 300, D: c.d, Dv: c.d}, Causal: !c.levels, BlockQ: c.bq, BlockK: 64}
+		tl := plan.Tiling{Geometry: tensor.Geometry{B: 1, Hq: 2, Hkv: 1, Nq: 300, Nk: 300, D: c.d, Dv: c.d}, Causal: !c.levels, BlockQ: c.bq, BlockK: c.bk}
 		b, err := plan.NewBuilder(tl)
 		if err != nil {
 			t.Fatal(err)
@@ -113,6 +120,9 @@ func TestChooseGenKernel(t *testing.T) {
 		}
 		if !v.gen.on || v.gen.ws != c.ws {
 			t.Errorf("%s: kernel %s, want the gathering kernel with ws = %v", c.name, v, c.ws)
+		}
+		if v.kt != c.kt || v.stages != c.stages {
+			t.Errorf("%s: kernel %s, want %d-key tiles in %d stages", c.name, v, c.kt, c.stages)
 		}
 		if c.ws && (v.threads() != 384 || v.sharedBytes() > h100Shared) {
 			t.Errorf("%s: %d threads, %d bytes of shared memory; want 384 and at most %d", c.name, v.threads(), v.sharedBytes(), h100Shared)
