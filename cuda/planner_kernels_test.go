@@ -20,7 +20,7 @@ import (
 // median of five plans after one warm-up Run. It runs for the planners
 // SPARSEATTN_KERNEL_BENCH names (comma-separated, TestPlannerTimes's
 // names; "1": all of them), for N in SPARSEATTN_PLANNER_BENCH_N (default
-// 8192,32768).
+// 8192,32768), at TestPlannerTimes's blocks (benchBlockK).
 func TestPlannerKernelTimes(t *testing.T) {
 	which := os.Getenv("SPARSEATTN_KERNEL_BENCH")
 	if which == "" {
@@ -35,7 +35,7 @@ func TestPlannerKernelTimes(t *testing.T) {
 	e := openOrSkip(t)
 	for _, n := range benchSizes(t, "SPARSEATTN_PLANNER_BENCH_N", []int{8192, 32768}) {
 		g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
-		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
+		tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: benchBlockK(t)}
 		x := uint64(0x9e3779b97f4a7c15)
 		q, k, v := benchTensor(t, e, g.Hq, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x)
 		for _, p := range planners {

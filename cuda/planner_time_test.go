@@ -43,8 +43,9 @@ func benchPlanners() []plan.Planner {
 
 // TestPlannerTimes times the device planners (Runner.Plan as device
 // events) against the dense kernel (Runner.Run's RunMS) at B=1, Hq=32,
-// Hkv=8, D=128, bf16, 128×64 blocks, on pseudo-random inputs: the
-// median of five calls after one warm-up. It runs only when
+// Hkv=8, D=128, bf16, 128×64 blocks (128×SPARSEATTN_PLANNER_BENCH_BLOCKK
+// where set), on pseudo-random inputs: the median of five calls after one
+// warm-up. It runs only when
 // SPARSEATTN_PLANNER_BENCH is set, to "1" for every planner or to a
 // comma-separated list of names, for N in SPARSEATTN_PLANNER_BENCH_N
 // (default 8192,32768), causal, or non-causal too when
@@ -76,7 +77,7 @@ func TestPlannerTimes(t *testing.T) {
 // timePlanners is TestPlannerTimes at one length and masking.
 func timePlanners(t *testing.T, e *Engine, planners []plan.Planner, n int, causal bool) {
 	g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: n, Nk: n, D: 128, Dv: 128}
-	tl := plan.Tiling{Geometry: g, Causal: causal, BlockQ: 128, BlockK: 64}
+	tl := plan.Tiling{Geometry: g, Causal: causal, BlockQ: 128, BlockK: benchBlockK(t)}
 	x := uint64(0x9e3779b97f4a7c15)
 	q, k, v := benchTensor(t, e, g.Hq, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x), benchTensor(t, e, g.Hkv, n, g.D, 0, &x)
 	var denseMS float64
@@ -135,6 +136,20 @@ func timeRunner(t *testing.T, e *Engine, tl plan.Tiling, p plan.Planner, q, k, v
 	slices.Sort(runs)
 	tm.plan, tm.minPlan, tm.run = plans[2], plans[0], runs[2]
 	return tm
+}
+
+// benchBlockK is the key block of the planner timing tests: 64, or
+// SPARSEATTN_PLANNER_BENCH_BLOCKK (e2e plans block masks at 128).
+func benchBlockK(t *testing.T) int {
+	s := os.Getenv("SPARSEATTN_PLANNER_BENCH_BLOCKK")
+	if s == "" {
+		return 64
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("SPARSEATTN_PLANNER_BENCH_BLOCKK: %v", err)
+	}
+	return n
 }
 
 // benchSizes returns the sequence lengths listed in the environment
