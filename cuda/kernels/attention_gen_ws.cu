@@ -444,6 +444,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			const long long prow0 = (long long)(b * p.Hkv + kvh) * g.k_blocks;
 			int ent = 0; // the entry of this thread's slot in the last tile
 #else
+			const char* const pkb = nullptr;
+			const char* const pvb = nullptr;
 			// The row's key order (natural: the tokens themselves).
 			const int* korder = nullptr;
 			int klen = p.Nk;
@@ -467,6 +469,25 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 			int tnext[RPT];
 			fetch(0, tnext);
 #endif
+			// copy_rows issues this thread's copies of its RPT rows of one
+			// tile into the slot at dst: from base, a token's row every sb
+			// bytes, or (LEVELS, where bit k of pooled is set) from pbase, a
+			// pooled row every HEAD_DIM · 2 bytes.
+			auto copy_rows = [&](u32 dst, const char* base, const char* pbase, u32 sb, const u32 (&idx)[RPT], u32 valid, u32 pooled) {
+#pragma unroll
+				for (int k = 0; k < RPT; k++) {
+					const int bytes = (valid >> k) & 1 ? 16 : 0;
+#if LEVELS
+					const bool pl = (pooled >> k) & 1;
+					const char* r = (pl ? pbase : base) + (unsigned long long)idx[k] * (pl ? (u32)(HEAD_DIM * 2) : sb);
+#else
+					(void)pbase, (void)pooled;
+					const char* r = base + (unsigned long long)idx[k] * sb;
+#endif
+#pragma unroll
+					for (int m = 0; m < CPASS; m++) cp_async16(dst + k * (RSTEP * 128) + m * (KT * 128), r + m * 128, bytes);
+				}
+			};
 			for (int t = 0; t < ntiles; t++, j++) {
 				const int s = j % STAGES;
 				const u32 ph = ((j / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
@@ -562,19 +583,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 					if ((c >> 24) == (unsigned int)(seq & 0xff) && (c & STOP_BIT) && t >= (int)(c & (STOP_BIT - 1)) + 1 + STAGES) break;
 				}
 #endif
-				const u32 dk = sK + s * (KT * RB) + dst0, dv = sV + s * (KT * RB) + dst0;
-#pragma unroll
-				for (int k = 0; k < RPT; k++) {
-					const int bytes = (valid >> k) & 1 ? 16 : 0;
-#if LEVELS
-					const bool pl = (pooled >> k) & 1;
-					const char* kr = (pl ? pkb : kbase) + (unsigned long long)idx[k] * (pl ? (u32)(HEAD_DIM * 2) : ksb);
-#else
-					const char* kr = kbase + (unsigned long long)idx[k] * ksb;
-#endif
-#pragma unroll
-					for (int m = 0; m < CPASS; m++) cp_async16(dk + k * (RSTEP * 128) + m * (KT * 128), kr + m * 128, bytes);
-				}
+				copy_rows(sK + s * (KT * RB) + dst0, kbase, pkb, ksb, idx, valid, pooled);
 #if LEVELS
 				if (pt < KT) s_tok[s][pt] = mytok, s_bias[s][pt] = mybias;
 #else
@@ -589,18 +598,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				mbar_arrive_cp(FULL_K(s));
 				mbar_arrive(FULL_K(s)); // publishes the slot tokens and biases
 				mbar_wait(EMPTY_V(s), ph);
-#pragma unroll
-				for (int k = 0; k < RPT; k++) {
-					const int bytes = (valid >> k) & 1 ? 16 : 0;
-#if LEVELS
-					const bool pl = (pooled >> k) & 1;
-					const char* vr = (pl ? pvb : vbase) + (unsigned long long)idx[k] * (pl ? (u32)(HEAD_DIM * 2) : vsb);
-#else
-					const char* vr = vbase + (unsigned long long)idx[k] * vsb;
-#endif
-#pragma unroll
-					for (int m = 0; m < CPASS; m++) cp_async16(dv + k * (RSTEP * 128) + m * (KT * 128), vr + m * 128, bytes);
-				}
+				copy_rows(sV + s * (KT * RB) + dst0, vbase, pvb, vsb, idx, valid, pooled);
 				mbar_arrive_cp(FULL_V(s));
 				mbar_arrive(FULL_V(s));
 			}
