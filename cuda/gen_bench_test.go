@@ -237,9 +237,9 @@ func genBench(t *testing.T, e, old *Engine, n, bk int) {
 		report("s2o stop, tau "+strconv.FormatFloat(float64(tau), 'g', 3, 32), p, 1.2)
 	}
 	// Where stopped rows lose: the same rows cut where τ 0.05 about stops
-	// them (the first 30 64-key blocks' keys), without a stop rule (the plain gathering
-	// kernel, the row's length known up front) and with one that never
-	// fires (the STOP kernel's per-tile cost, no hand-over); and full rows
+	// them (the keys of the first 30 64-key blocks), without a stop rule
+	// (the plain gathering kernel, the row's length known up front) and
+	// with one that never fires (the STOP kernel's per-tile cost, no hand-over); and full rows
 	// under the STOP kernel. No gain is below 1e-9·ℓ on these inputs.
 	{
 		first, err := plan.FromMask(tl, func(b, h, qb, kb int) bool { return kb < 30*64/bk })

@@ -27,9 +27,10 @@
 //     K slot once the tile's S and softmax are done with it, a P̃·V before
 //     its V slot (with one barrier a stage, a tile waited for both, and
 //     at 2 stages the next tile's copies began only as the consumers
-//     reached it). It runs ahead across rows: the next row's set-up, Q (once the
-//     consumers release Q's slot after their last S MMA) and first tiles
-//     load while the consumers finish and store the current row.
+//     reached it). It runs ahead across rows: the next row's set-up, Q
+//     (once the consumers release Q's slot after their last S MMA) and
+//     first tiles load while the consumers finish and store the current
+//     row.
 //   - warpgroups 1 and 2 are the consumers, 64 query rows each: S = Q·Kᵀ
 //     by wgmma from shared memory, the slots' masks and biases where the
 //     producer's per-tile summary says some slot needs one (a bias all the
