@@ -489,6 +489,14 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 					for (int m = 0; m < CPASS; m++) cp_async16(dst + k * (RSTEP * 128) + m * (KT * 128), r + m * 128, bytes);
 				}
 			};
+#if STOP
+			// stopped_at is the tile after which the consumers stopped row
+			// seq, or −1 while they have not.
+			auto stopped_at = [&](int sq) -> int {
+				const unsigned int c = ld_volatile_u(&s_ctl);
+				return ((c >> 24) == (unsigned int)(sq & 0xff) && (c & STOP_BIT)) ? (int)(c & (STOP_BIT - 1)) : -1;
+			};
+#endif
 			for (int t = 0; t < ntiles; t++, j++) {
 				const int s = j % STAGES;
 				const u32 ph = ((j / STAGES) & 1) ^ 1; // a fresh barrier's "previous" phase is complete
@@ -580,8 +588,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				// js + 1 + STAGES on (every producer thread sees the stop there:
 				// the consumers write it before they release tile js + 1's K).
 				{
-					const unsigned int c = ld_volatile_u(&s_ctl);
-					if ((c >> 24) == (unsigned int)(seq & 0xff) && (c & STOP_BIT) && t >= (int)(c & (STOP_BIT - 1)) + 1 + STAGES) break;
+					const int js = stopped_at(seq);
+					if (js >= 0 && t >= js + 1 + STAGES) break;
 				}
 #endif
 				copy_rows(sK + s * (KT * RB) + dst0, kbase, pkb, ksb, idx, valid, pooled);
@@ -599,6 +607,16 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) attn_fwd(const GenPara
 				mbar_arrive_cp(FULL_K(s));
 				mbar_arrive(FULL_K(s)); // publishes the slot tokens and biases
 				mbar_wait(EMPTY_V(s), ph);
+#if STOP
+				// The wait may have acquired the stop (the consumers write it
+				// before they release tile js's V, whose slot this is at js +
+				// STAGES): a V from tile js + 1 on is drained unread, so its
+				// copies only zero-fill and the drain waits on no load.
+				{
+					const int jv = stopped_at(seq);
+					if (jv >= 0 && t > jv) valid = 0;
+				}
+#endif
 				copy_rows(sV + s * (KT * RB) + dst0, vbase, pvb, vsb, idx, valid, pooled);
 				mbar_arrive_cp(FULL_V(s));
 				mbar_arrive(FULL_V(s));
