@@ -61,7 +61,8 @@
 //     producer thread sees the stop there, and tiles before it are issued
 //     whatever a thread saw. The consumers so know which tiles were issued,
 //     and drain (release unread) tile js + 1's V and tiles js + 2 to
-//     js + STAGES.
+//     js + STAGES; a V the producer issues once it has seen the stop only
+//     zero-fills its slot, so that the drain waits on no load.
 //
 // Compile-time configuration (set by the Go side with -D):
 //   HEAD_DIM  64 or 128 (inputs with other head dims are zero-padded)
