@@ -13,7 +13,7 @@ import (
 // device.cuh goes in front of each, and a line `#include "name.cuh"` takes
 // in kernels/name.cuh.
 //
-//go:embed kernels/device.cuh kernels/block_mass.cuh kernels/block_select.cuh kernels/probe.cuh kernels/select64.cuh kernels/mma16.cuh kernels/sparge_search.cuh kernels/sparge_pool.cuh kernels/psa.cuh kernels/psa_tile.cuh kernels/psa_outlier.cuh kernels/uni_outlier.cuh kernels/psa_sort.cuh kernels/s2o_sort.cuh kernels/runtime.cu kernels/plan_*.cu kernels/pyramid.cu kernels/quant.cu
+//go:embed kernels/device.cuh kernels/block_mass.cuh kernels/block_select.cuh kernels/probe.cuh kernels/select64.cuh kernels/mma16.cuh kernels/sparge_search.cuh kernels/sparge_pool.cuh kernels/psa.cuh kernels/psa_tile.cuh kernels/psa_outlier.cuh kernels/uni_outlier.cuh kernels/psa_sort.cuh kernels/s2o_sort.cuh kernels/wgmma.cuh kernels/runtime.cu kernels/plan_*.cu kernels/pyramid.cu kernels/quant.cu
 var auxSources embed.FS
 
 // auxKey names one compiled auxiliary kernel: a file, its compile-time
@@ -110,6 +110,16 @@ func expandInto(b *strings.Builder, src string, seen map[string]bool) error {
 		fmt.Fprintf(b, "#line %d \"%s\"\n", line+1, file)
 	}
 	return nil
+}
+
+// mustExpand is expandIncludes for the embedded sources, whose headers
+// are all embedded: an error there is a build defect.
+func mustExpand(src string) string {
+	s, err := expandIncludes(src)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 // view mirrors struct View in kernels/device.cuh: a device tensor as the

@@ -14,10 +14,12 @@ import (
 	"github.com/sparseattn/sparseattn/cuda/driver"
 )
 
-// The kernel sources: common.cuh goes in front of each kernel file.
+// The kernel sources: common.cuh, its include of wgmma.cuh expanded
+// (commonSource), goes in front of each kernel file.
 var (
 	//go:embed kernels/common.cuh
-	commonSource string
+	commonFile   string
+	commonSource = mustExpand("#line 1 \"common.cuh\"\n" + commonFile)
 	//go:embed kernels/attention.cu
 	fa2Source string
 	//go:embed kernels/attention_ws.cu
