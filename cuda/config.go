@@ -70,7 +70,8 @@ type Tactics struct {
 	PingPong PingPongMode
 	// MMASync uses the mma.sync kernel (sm_80 and newer) on Hopper too,
 	// instead of the warpgroup-MMA (wgmma) kernel it takes by default for
-	// plans without a λ filter.
+	// plans without a λ filter; the block-mass planners (xattn, and
+	// unisparse's outlier queries) then run on mma.sync too.
 	MMASync bool
 	// TileK is the keys per tile for plans without a λ filter: 32, 64 or
 	// 128, dividing the plan's BlockK (else 64 is used). 0 means 128 for

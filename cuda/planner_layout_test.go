@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -91,6 +92,9 @@ func TestCompileBlockMass(t *testing.T) {
 		defs     []string
 	}{
 		{"plan_xattn.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=128", "BM_BK=64", "BM_NST=2", "BM_CS=4", "BM_VEC=1"}},
+		{"plan_xattn.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=128", "BM_BK=64", "BM_NST=3", "BM_CS=16", "BM_VEC=1", "BM_WG=1"}},
+		{"plan_xattn.cu", "bm_mass", []string{"BM_F16=1", "BM_SPLIT=0", "BM_DP=64", "BM_BK=64", "BM_NST=3", "BM_CS=1", "BM_VEC=0", "BM_WG=1"}},
+		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=0", "BM_DP=128", "BM_BK=64", "BM_NST=3", "BM_CS=64", "BM_VEC=1", "BM_ARGMAX=1", "BM_WG=1"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=128", "BM_BK=32", "BM_NST=2", "BM_CS=16", "BM_VEC=1"}},
 		{"plan_xattn.cu", "bm_mass", []string{"BM_F16=1", "BM_SPLIT=0", "BM_DP=96", "BM_BK=32", "BM_NST=4", "BM_CS=1", "BM_VEC=0"}},
 		{"plan_unisparse.cu", "bm_mass", []string{"BM_F16=0", "BM_SPLIT=1", "BM_DP=64", "BM_BK=32", "BM_NST=2", "BM_CS=64", "BM_VEC=1"}},
@@ -183,7 +187,11 @@ func TestCompileBlockMass(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := []string{"--gpu-architecture=sm_90", "-std=c++17", "--ptxas-options=-v"}
+		arch := "sm_90"
+		if slices.Contains(c.defs, "BM_WG=1") {
+			arch = "sm_90a" // warpgroup MMA
+		}
+		opts := []string{"--gpu-architecture=" + arch, "-std=c++17", "--ptxas-options=-v"}
 		for _, d := range c.defs {
 			opts = append(opts, "-D"+d)
 		}

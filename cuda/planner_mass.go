@@ -201,14 +201,21 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	a, cs := sh.a, sh.cs
 	// The k chunk and the pipeline depth keep two CTAs of eight warps on a
 	// multiprocessor (at most about 110 KB of shared memory each, resident
-	// query rows included: bmQueryResident): two stages of 64 head dims
-	// for 16-bit operands, else four of 32; for hi and lo halves two of 32
+	// query rows included: bmQueryResident): for 16-bit operands three
+	// stages of 64 head dims on Hopper's warpgroup MMA and two on mma.sync,
+	// else four of 32; for hi and lo halves two of 32
 	// where the head dims allow, else four of 16. On an H100 at 32K
 	// tokens, xattn planned in 1.83 ms with 64×2 and 2.17 ms with 32×4
 	// (BENCHMARKS.md).
 	dp := (g.D + 15) / 16 * 16
 	bk, nst := 16, 4
 	switch {
+	case !m.split && dp%64 == 0 && in.e.wgmma:
+		// Warpgroup MMA (BM_WG) in three stages of 64 head dims (97 KiB,
+		// still two CTAs a multiprocessor): xattn at 32K tokens causal
+		// planned in 1.04 ms against 1.14 with two stages and 1.38 on
+		// mma.sync on an H200 (BENCHMARKS.md, "Session 37").
+		bk, nst = 64, 3
 	case !m.split && dp%64 == 0:
 		bk, nst = 64, 2
 	case !m.split && dp%32 == 0:
@@ -221,12 +228,22 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 		bk, nst = 32, 2
 	}
 	vec := m.q.vec == 1 && m.k.vec == 1
+	// On Hopper, 16-bit operands in chunks of 64 head dims go through
+	// warpgroup MMA (BM_WG): rows of 128 bytes, no padding, the stages
+	// 1024-byte aligned (1 KiB more to align them in).
+	wg := in.e.wgmma && !m.split && bk == 64
 	opb := bmRows * (bk + 8) * 2
+	if wg {
+		opb = bmRows * bk * 2
+	}
 	stage := opb * 2
 	if m.split {
 		stage *= 2
 	}
 	staging := nst * stage
+	if wg {
+		staging += 1024
+	}
 	qres := bmQueryResident(m, dp, nst, opb, in.e.dev.MaxSharedOptin)
 	if qres {
 		staging = 2*bmRows*(dp+8)*2 + nst*opb*2 // both query halves, then stages of key halves
@@ -239,6 +256,9 @@ func (m bmMass) launch(c *driver.Ctx, in *planInput, name string) error {
 	}
 	if qres {
 		defs = append(defs, "BM_QRES=1")
+	}
+	if wg {
+		defs = append(defs, "BM_WG=1")
 	}
 	fn, err := in.e.auxFunction(c, m.file, "bm_mass", defs...)
 	if err != nil {

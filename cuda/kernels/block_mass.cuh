@@ -32,7 +32,10 @@
 // method/unisparse's outlier.go), BM_QRES (1, with BM_SPLIT and query rows
 // of one token: a work item's query rows stay in shared memory, every
 // head dim of both halves staged with the first logit tile's chunks, so
-// that the later tiles stage key columns alone).
+// that the later tiles stage key columns alone), BM_WG (1, on sm_90a with
+// 16-bit operands and BM_BK 64: each warpgroup's 64 rows × 128 columns by
+// warpgroup MMA (wgmma) from stages in the 128-byte-swizzled layout, for
+// the 32×64 warp tiles of mma.sync and their ldmatrix traffic).
 //
 // With BM_ARGMAX the columns of a work item are cut into m.slices slices of
 // m.slicew columns (a multiple of BM_C and of m.per, so that every KV block
@@ -58,8 +61,22 @@
 #ifndef BM_QRES
 #define BM_QRES 0
 #endif
+#ifndef BM_WG
+#define BM_WG 0
+#endif
 #if BM_QRES && !BM_SPLIT
 #error "BM_QRES keeps hi and lo query halves: it needs BM_SPLIT"
+#endif
+#if BM_WG && (BM_SPLIT || BM_BK != 64)
+#error "BM_WG stages rows of 64 16-bit elements: it needs BM_BK 64 and no BM_SPLIT"
+#endif
+#if BM_WG
+#if BM_F16
+#define WG_T "f16"
+#else
+#define WG_T "bf16"
+#endif
+#include "wgmma.cuh"
 #endif
 
 #define BM_T 256  // threads
@@ -203,6 +220,34 @@ __device__ __forceinline__ void bm_piece(const BmOp& o, u32 dhi, u32 dlo, long l
 #endif
 }
 
+// bm_put adds a logit tile's softmax terms p0 and p1, of columns col and
+// col + 1 (col = 8j + 2t from the tile's first, a thread's pair of group
+// j in the MMA accumulator layout), of row row to E's chunk sums: one
+// chunk of BM_CS columns each (in groups of eight columns, cacc carrying
+// the thread's share of a chunk wider than eight columns).
+__device__ __forceinline__ void bm_put(float* E, int row, int col, int j, int t, float p0, float p1, float& cacc) {
+#if BM_CS == 1
+	E[(long long)col * BM_R + row] = p0;
+	E[(long long)(col + 1) * BM_R + row] = p1;
+#elif BM_CS == 2
+	E[(long long)(col / 2) * BM_R + row] = p0 + p1;
+#elif BM_CS == 4
+	float s = p0 + p1;
+	s += __shfl_xor_sync(0xffffffffu, s, 1);
+	if (!(t & 1)) E[(long long)(col / 4) * BM_R + row] = s;
+#else
+	// A chunk is BM_CS / 8 consecutive groups of eight columns.
+	cacc += p0 + p1;
+	if ((j + 1) % (BM_CS / 8) == 0) {
+		float s = cacc;
+		s += __shfl_xor_sync(0xffffffffu, s, 1);
+		s += __shfl_xor_sync(0xffffffffu, s, 2);
+		if (t == 0) E[(long long)((col - 2 * t) / BM_CS) * BM_R + row] = s;
+		cacc = 0.0f;
+	}
+#endif
+}
+
 #include "block_select.cuh"
 
 extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs m) {
@@ -221,7 +266,11 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 	const int off = a.Nk - a.Nq;
 	constexpr int NCH = BM_DP / BM_BK;      // k chunks per token
 	const int kch = m.q.S * NCH;            // k chunks per logit tile
+#if BM_WG
+	constexpr u32 OPB = BM_R * 128;         // bytes of one staged operand: rows of 128 bytes, swizzled
+#else
 	constexpr u32 OPB = BM_R * BM_KP * 2;   // bytes of one staged operand
+#endif
 #if BM_QRES
 	// The resident query halves, [BM_R][QKP] each, then the stages of key
 	// halves (hi, lo).
@@ -233,7 +282,11 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 	constexpr u32 STB = OPB * (BM_SPLIT ? 4 : 2);
 	constexpr u32 KOFF = 0;
 #endif
+#if BM_WG
+	const u32 sbase = (bm_smem(smem) + 1023u) & ~1023u; // swizzle atoms on 1024-byte boundaries
+#else
 	const u32 sbase = bm_smem(smem);
+#endif
 	float* E = m.ework + (long long)blockIdx.x * (m.chunks + m.subs) * BM_R;
 	float* MT = E + (long long)m.chunks * BM_R;
 	double* mass = m.mass + (long long)blockIdx.x * BM_SPI * KB;
@@ -325,7 +378,12 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 #pragma unroll
 			for (int i = 0; i < BM_PPT; i++) {
 				const int r = pr0 + i * BM_RSTEP;
+#if BM_WG
+				// 16-byte chunk pd / 8 of row r at chunk (pd / 8) ^ (r & 7).
+				const u32 so = (u32)r * 128u + ((((u32)pd >> 3) ^ ((u32)r & 7u)) << 4);
+#else
 				const u32 so = (u32)(r * BM_KP + pd) * 2;
+#endif
 #if BM_QRES
 				// Query rows with the first tile only (rows of one token:
 				// chunk lc is dims d0 …).
@@ -342,14 +400,22 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 			lcount++;
 			if (++lc == kch) lc = 0, lt++;
 		};
-		float acc[2][8][4];
 		float mrun[4], lrun[4];
 #pragma unroll
 		for (int i = 0; i < 4; i++) mrun[i] = BM_NEG_INF, lrun[i] = 0.0f;
+#if BM_WG
+		// Warpgroup wc's rows wc·64 + wr·16 + g (+ 8) against the tile's
+		// 128 columns, 8j + 2t (+ 1) in group j.
+		float acc[16][4];
+#pragma unroll
+		for (int j = 0; j < 16; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#else
+		float acc[2][8][4];
 #pragma unroll
 		for (int x = 0; x < 2; x++)
 #pragma unroll
 			for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
+#endif
 #pragma unroll
 		for (int s = 0; s < BM_NST - 1; s++) {
 			if (s < total) stage_next();
@@ -358,10 +424,25 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 		int cchunk = 0, ctile = 0; // the chunk computed: chunk cchunk of tile ctile
 		for (int iter = 0; iter < total; iter++) {
 			asm volatile("cp.async.wait_group %0;\n" ::"n"(BM_NST - 2));
+#if BM_WG
+			fence_proxy_async(); // the stage's copies and stores, to the wgmma's reads
+#endif
 			__syncthreads(); // stage iter is in; every warp is done with stage iter − 1
 			if (iter + BM_NST - 1 < total) stage_next();
 			asm volatile("cp.async.commit_group;\n" ::);
 			const u32 st = sbase + KOFF + (u32)(iter % BM_NST) * STB;
+#if BM_WG
+			// Four k-steps of 16 over the chunk's 64 head dims; the tile's
+			// first overwrites the accumulators. Retired before the next
+			// iteration's barrier, after which the stage is refilled.
+			wg_fence();
+#pragma unroll
+			for (int kk = 0; kk < 4; kk++)
+				wgmma_ss_n128(acc, wg_desc(st + (u32)wc * (64 * 128) + kk * 32, 16, 1024), wg_desc(st + OPB + kk * 32, 16, 1024), cchunk | kk);
+			wg_commit();
+			wg_wait0();
+			reg_fence(acc);
+#else
 #pragma unroll
 			for (int kk = 0; kk < BM_BK / 16; kk++) {
 				u32 af[2][4];
@@ -410,6 +491,7 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 					}
 				}
 			}
+#endif
 			if (++cchunk < kch) continue;
 			cchunk = 0;
 			// A logit tile is complete: the running softmax of its rows and
@@ -417,6 +499,41 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 			// scale is positive, the scaled maximum is the maximum scaled.
 			// cb and sub count from jbase (the scratch holds the unit's
 			// columns); vis, from 0.
+#if BM_WG
+			// A thread's two rows see all the tile's 128 columns: both
+			// 64-column maxima are the row's running maximum after it.
+			const int tile = ctile++, cb = tile * BM_C;
+#pragma unroll
+			for (int hf = 0; hf < 2; hf++) {
+				const int row = wc * 64 + wr * 16 + g + 8 * hf, vis = rvis[row];
+				if (jbase + cb + BM_C > vis) { // columns past the row's last visible one
+#pragma unroll
+					for (int j = 0; j < 16; j++)
+#pragma unroll
+						for (int e = 0; e < 2; e++)
+							if (jbase + cb + 8 * j + 2 * t + e >= vis) acc[j][2 * hf + e] = BM_NEG_INF;
+				}
+				float tm = BM_NEG_INF;
+#pragma unroll
+				for (int j = 0; j < 16; j++) tm = fmaxf(tm, fmaxf(acc[j][2 * hf], acc[j][2 * hf + 1]));
+				tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
+				tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
+				const float mn = fmaxf(mrun[hf], tm * m.lscale);
+				const float base = mn == BM_NEG_INF ? 0.0f : mn; // masked terms give 2^−∞ = 0
+				float ls = lrun[hf] * bm_ex2(mrun[hf] - base);
+				float cacc = 0.0f;
+#pragma unroll
+				for (int j = 0; j < 16; j++) {
+					const float p0 = bm_ex2(fmaf(acc[j][2 * hf], m.lscale, -base));
+					const float p1 = bm_ex2(fmaf(acc[j][2 * hf + 1], m.lscale, -base));
+					ls += p0 + p1;
+					bm_put(E, row, cb + 8 * j + 2 * t, j, t, p0, p1, cacc);
+				}
+				mrun[hf] = mn;
+				lrun[hf] = ls;
+				if (t == 0) MT[(long long)(2 * tile) * BM_R + row] = MT[(long long)(2 * tile + 1) * BM_R + row] = mn;
+			}
+#else
 			const int tile = ctile++, cb = tile * BM_C + wc * 64, sub = tile * 2 + wc;
 #pragma unroll
 			for (int x = 0; x < 2; x++) {
@@ -444,29 +561,8 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 						const float p0 = bm_ex2(fmaf(acc[x][j][2 * hf], m.lscale, -base));
 						const float p1 = bm_ex2(fmaf(acc[x][j][2 * hf + 1], m.lscale, -base));
 						ls += p0 + p1;
-						const int col = cb + 8 * j + 2 * t;
-#if BM_CS == 1
-						E[(long long)col * BM_R + row] = p0;
-						E[(long long)(col + 1) * BM_R + row] = p1;
-#elif BM_CS == 2
-						E[(long long)(col / 2) * BM_R + row] = p0 + p1;
-#elif BM_CS == 4
-						float s = p0 + p1;
-						s += __shfl_xor_sync(0xffffffffu, s, 1);
-						if (!(t & 1)) E[(long long)(col / 4) * BM_R + row] = s;
-#else
-						// A chunk is BM_CS / 8 consecutive groups of eight columns.
-						cacc += p0 + p1;
-						if ((j + 1) % (BM_CS / 8) == 0) {
-							float s = cacc;
-							s += __shfl_xor_sync(0xffffffffu, s, 1);
-							s += __shfl_xor_sync(0xffffffffu, s, 2);
-							if (t == 0) E[(long long)((cb + 8 * j) / BM_CS) * BM_R + row] = s;
-							cacc = 0.0f;
-						}
-#endif
+						bm_put(E, row, cb + 8 * j + 2 * t, j, t, p0, p1, cacc);
 					}
-					(void)cacc;
 					mrun[ri] = mn;
 					lrun[ri] = ls;
 					if (t == 0) MT[(long long)sub * BM_R + row] = mn;
@@ -476,9 +572,25 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 			for (int x = 0; x < 2; x++)
 #pragma unroll
 				for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
+#endif
 		}
 		asm volatile("cp.async.wait_group 0;\n" ::);
 		// Each row's maximum and sum over both column halves.
+#if BM_WG
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			float l = lrun[hf];
+			l += __shfl_xor_sync(0xffffffffu, l, 1);
+			l += __shfl_xor_sync(0xffffffffu, l, 2);
+			const int row = wc * 64 + wr * 16 + g + 8 * hf;
+			if (t == 0) {
+				rM[0][row] = mrun[hf];
+				rL[0][row] = l;
+				rM[1][row] = BM_NEG_INF; // one warp holds the whole row
+				rL[1][row] = 0.0f;
+			}
+		}
+#else
 #pragma unroll
 		for (int ri = 0; ri < 4; ri++) {
 			float l = lrun[ri];
@@ -490,6 +602,7 @@ extern "C" __global__ void __launch_bounds__(BM_T, 2) bm_mass(PlanArgs a, BmArgs
 				rL[wc][row] = l;
 			}
 		}
+#endif
 		__syncthreads();
 		if (tid < BM_R) {
 			float m0 = rM[0][tid], m1 = rM[1][tid], mx = fmaxf(m0, m1);
