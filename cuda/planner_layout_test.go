@@ -124,6 +124,8 @@ func TestCompileBlockMass(t *testing.T) {
 		{"plan_psa.cu", "psa_assign", []string{"PSA_SORT_E=16"}},
 		{"plan_psa.cu", "psa_assign", []string{"PSA_SORT_E=32"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=2", "PSA_KC=128"}},
+		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=2", "PSA_KC=128", "PSA_DIRECT=1", "PSA_WG=1"}},
+		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=8", "PSA_NS=3", "PSA_KC=64", "PSA_WG=1"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=3"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=2", "PSA_KC=128", "PSA_DIRECT=1"}},
 		{"plan_psa_score.cu", "psa_score", []string{"PSA_EST=0", "PSA_SPLIT=0", "PSA_CPU=16", "PSA_NS=3", "PSA_DIRECT=1"}},
@@ -188,7 +190,7 @@ func TestCompileBlockMass(t *testing.T) {
 			t.Fatal(err)
 		}
 		arch := "sm_90"
-		if slices.Contains(c.defs, "BM_WG=1") {
+		if slices.ContainsFunc(c.defs, func(d string) bool { return strings.HasSuffix(d, "_WG=1") }) {
 			arch = "sm_90a" // warpgroup MMA
 		}
 		opts := []string{"--gpu-architecture=" + arch, "-std=c++17", "--ptxas-options=-v"}

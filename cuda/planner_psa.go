@@ -123,14 +123,16 @@ type psaShape struct {
 	kc             int // head dims a stage (PSA_KC): 64, or 128
 	split          bool
 	direct         bool // psa_score reads the rows from q and k (PSA_DIRECT; psaDirect)
+	wg             bool // psa_score multiplies on Hopper's warpgroup MMA (PSA_WG: Sampling, bf16)
 	lscale         float32
 	qBlocks, kBlks int
 }
 
 // scoreDefines are psa_score's compile-time settings (PSA_EST, PSA_SPLIT,
-// PSA_CPU, PSA_NS, PSA_KC, PSA_DIRECT in kernels/plan_psa_score.cu): with
-// the estimator, the operand split, the unit width and where the rows come
-// from fixed, the kernel keeps only the code its plan runs.
+// PSA_CPU, PSA_NS, PSA_KC, PSA_DIRECT, PSA_WG in
+// kernels/plan_psa_score.cu): with the estimator, the operand split, the
+// unit width, where the rows come from and the MMA fixed, the kernel keeps
+// only the code its plan runs.
 func (sh psaShape) scoreDefines() []string {
 	flag := func(b bool) string {
 		if b {
@@ -138,14 +140,18 @@ func (sh psaShape) scoreDefines() []string {
 		}
 		return "0"
 	}
-	return []string{"PSA_EST=" + strconv.Itoa(int(sh.s.Estimator)), "PSA_SPLIT=" + flag(sh.split), "PSA_CPU=" + strconv.Itoa(min(sh.cp, 64)),
+	d := []string{"PSA_EST=" + strconv.Itoa(int(sh.s.Estimator)), "PSA_SPLIT=" + flag(sh.split), "PSA_CPU=" + strconv.Itoa(min(sh.cp, 64)),
 		"PSA_NS=" + strconv.Itoa(sh.stages), "PSA_KC=" + strconv.Itoa(sh.kc), "PSA_DIRECT=" + flag(sh.direct)}
+	if sh.wg {
+		d = append(d, "PSA_WG=1")
+	}
+	return d
 }
 
 // shape is the layout at the H100's shared memory (psaMaxSmem a CTA,
 // psaItemSmem for two); shapeOn fits it to a device's.
 func (p psaPlanner) shape(t plan.Tiling, split bool) (psaShape, error) {
-	return p.shapeOn(t, split, psaMaxSmem, psaItemSmem)
+	return p.shapeOn(t, split, false, psaMaxSmem, psaItemSmem)
 }
 
 // psaSmemLimits are psa_score's dynamic shared memory limits on a device
@@ -157,8 +163,9 @@ func psaSmemLimits(optin int) (one, two int) {
 }
 
 // shapeOn is shape with psa_score's dynamic shared memory within one and,
-// for two CTAs a multiprocessor, two bytes (psaSmemLimits).
-func (p psaPlanner) shapeOn(t plan.Tiling, split bool, one, two int) (psaShape, error) {
+// for two CTAs a multiprocessor, two bytes (psaSmemLimits), on warpgroup
+// MMA where wgmma allows (Sampling without the split).
+func (p psaPlanner) shapeOn(t plan.Tiling, split, wgmma bool, one, two int) (psaShape, error) {
 	s, err := p.p.Settings(t)
 	if err != nil {
 		return psaShape{}, err
@@ -167,7 +174,7 @@ func (p psaPlanner) shapeOn(t plan.Tiling, split bool, one, two int) (psaShape, 
 		return psaShape{}, fmt.Errorf("%w: psa on the device takes BlockQ ≤ 128 and BlockK ≤ 256, not %d and %d", ErrUnsupported, t.BlockQ, t.BlockK)
 	}
 	g := t.Geometry
-	sh := psaShape{s: s, split: split, qBlocks: qBlocks(t), kBlks: kBlocks(t)}
+	sh := psaShape{s: s, split: split, wg: wgmma && !split && s.Estimator == psa.Sampling, qBlocks: qBlocks(t), kBlks: kBlocks(t)}
 	nq, nk := s.SampleQ, s.SampleK
 	sh.w, sh.lscale = g.D, t.SoftmaxScale()
 	if s.Estimator == psa.Antidiagonal {
@@ -243,8 +250,12 @@ func (sh psaShape) rows() int { return max(sh.blocks, 1) * max(sh.heads, 1) * sh
 
 // smem is psa_score's dynamic shared memory: the query rows of a work
 // item and the key pipeline's stages (two 64-column tiles of kc dims, at
-// a pitch of kc + 8), twice when split.
+// a pitch of kc + 8), twice when split; under wg the rows rounded up to 64
+// and the stages at a pitch of kc (swizzled), 1024-byte aligned.
 func (sh psaShape) smem() int {
+	if sh.wg {
+		return 1024 + (sh.rows()+63)/64*64*sh.wp*2 + max(sh.stages, 2)*128*max(sh.kc, 64)*2
+	}
 	n := sh.rows()*(sh.wp+8)*2 + max(sh.stages, 2)*128*(max(sh.kc, 64)+8)*2
 	if sh.split {
 		n *= 2
@@ -329,7 +340,7 @@ func (p psaPlanner) args(c *driver.Ctx, in *planInput, sh psaShape, slots int) (
 func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	split := in.q.dtype != dtypeCode(tensor.BFloat16) || in.k.dtype != dtypeCode(tensor.BFloat16)
 	one, two := psaSmemLimits(in.e.dev.MaxSharedOptin)
-	sh, err := p.shapeOn(in.t, split, one, two)
+	sh, err := p.shapeOn(in.t, split, in.e.wgmma, one, two)
 	if err != nil {
 		return err
 	}

@@ -221,13 +221,53 @@ func TestPsaSmemLimits(t *testing.T) {
 		optin, kc int
 	}{{232448, 128}, {101376, 64}} {
 		one, two := psaSmemLimits(c.optin)
-		sh, err := dp.(psaPlanner).shapeOn(tl, false, one, two)
+		sh, err := dp.(psaPlanner).shapeOn(tl, false, false, one, two)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if sh.smem() > one || sh.kc != c.kc {
 			t.Errorf("opt-in %d: %d bytes (at most %d), stages of %d dims, want %d", c.optin, sh.smem(), one, sh.kc, c.kc)
 		}
+	}
+}
+
+// TestPsaWarpgroupShape: psa_score takes warpgroup MMA for Sampling on
+// bf16 rows where the engine has wgmma, and its layout there still leaves
+// two CTAs a multiprocessor at D 128 (H100 limits); the split operands and
+// Antidiagonal keep mma.sync.
+func TestPsaWarpgroupShape(t *testing.T) {
+	g := tensor.Geometry{B: 1, Hq: 32, Hkv: 8, Nq: 32768, Nk: 32768, D: 128, Dv: 128}
+	tl := plan.Tiling{Geometry: g, Causal: true, BlockQ: 128, BlockK: 64}
+	for _, c := range []struct {
+		name         string
+		p            psa.Planner
+		split, wgmma bool
+		want         bool
+	}{
+		{"sampling", psa.Planner{}, false, true, true},
+		{"no wgmma", psa.Planner{}, false, false, false},
+		{"split", psa.Planner{}, true, true, false},
+		{"antidiagonal", psa.Planner{Estimator: psa.Antidiagonal}, false, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dp, err := newPsaPlanner(c.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sh, err := dp.(psaPlanner).shapeOn(tl, c.split, c.wgmma, psaMaxSmem, psaItemSmem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sh.wg != c.want {
+				t.Fatalf("wg %v, want %v", sh.wg, c.want)
+			}
+			if !slices.Contains(sh.scoreDefines(), "PSA_WG=1") != !c.want {
+				t.Errorf("defines %v disagree with wg %v", sh.scoreDefines(), c.want)
+			}
+			if c.want && (sh.smem() > psaItemSmem || sh.kc != 128 || sh.rows() != 128) {
+				t.Errorf("%d bytes (two CTAs take %d), %d-dim stages, %d rows; want 128-dim stages of 128-row items", sh.smem(), psaItemSmem, sh.kc, sh.rows())
+			}
+		})
 	}
 }
 

@@ -8,7 +8,9 @@
 // halves, the columns of a unit, min(CP, PSA_TC), the stages of its key
 // pipeline, and whether the rows come straight from q and k (PSA_DIRECT:
 // Sampling on bf16 rows of W = Wp elements, 16-byte aligned; psa_gather
-// then does not run) or from psa_gather's s.qh, s.kh (s.ql, s.kl). The
+// then does not run) or from psa_gather's s.qh, s.kh (s.ql, s.kl), and
+// whether the products run on Hopper's warpgroup MMA (PSA_WG: Sampling on
+// bf16 rows, staged in the 128-byte-swizzled layout wgmma reads). The
 // other PSA kernels (plan_psa.cu) read the same values from PsaArgs at run
 // time.
 #ifndef PSA_EST
@@ -26,8 +28,18 @@
 #ifndef PSA_DIRECT
 #define PSA_DIRECT 0
 #endif
+#ifndef PSA_WG
+#define PSA_WG 0
+#endif
 #if PSA_DIRECT && (PSA_EST != 0 || PSA_SPLIT)
 #error "PSA_DIRECT reads Sampling's bf16 rows only"
+#endif
+#if PSA_WG && (PSA_EST != 0 || PSA_SPLIT)
+#error "PSA_WG multiplies Sampling's bf16 rows only"
+#endif
+#if PSA_WG
+#define WG_T "bf16"
+#include "wgmma.cuh"
 #endif
 // Slots of the key-token table skt: a pair's tokens are read from the
 // epilogue's slot pr % PSA_KS; direct loads read them too, so they are
@@ -63,7 +75,11 @@ __device__ __forceinline__ void psa_cp16z(u32 dst, const void* src, u32 n) {
 // and a run of one per copy, interleaved with its address arithmetic,
 // cost 24 of them a stage.
 #define PSA_NJ (2 * PSA_TC * (PSA_KC / 8) / PSA_T)
+#if PSA_WG
+#define PSA_STEP ((PSA_T / (PSA_KC / 8)) * 128) // rows of 128 bytes, in column blocks of 64 dims
+#else
 #define PSA_STEP ((PSA_T / (PSA_KC / 8)) * PSA_KP * 2)
+#endif
 __device__ __forceinline__ void psa_cp16_run(u32 dst, const void* const (&src)[PSA_NJ]) {
 #if PSA_NJ == 8
 	asm volatile(
@@ -102,6 +118,11 @@ __device__ __forceinline__ void psa_ldsm4(u32 (&r)[4], u32 addr) {
 
 #include "psa_tile.cuh"
 
+// psa_sw is the byte offset of 16-byte chunk c (of 8 elements) of row r in
+// a PSA_WG operand of rows rows: column block c / 8 of rows × 128 bytes,
+// the chunk at c % 8 ^ r % 8 of its row (wgmma's 128-byte swizzle).
+__device__ __forceinline__ u32 psa_sw(int r, int c, int rows) { return (u32)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
+
 // psa_score computes the block importance of plan rows. A work item is
 // P query blocks of G query heads that share a KV head (their rows
 // stacked, R = P·G·RQ ≤ PSA_R, heaviest block first), a CTA per item at a
@@ -116,7 +137,9 @@ __device__ __forceinline__ void psa_ldsm4(u32 (&r)[4], u32 addr) {
 // q and k are the inputs, read with PSA_DIRECT only: row r of the item is
 // token sqt[r] of q (zeros for padding), key column c token ktok[c] of k
 // (for padding, the head's token 0: its logits are masked), the bytes
-// psa_gather would copy.
+// psa_gather would copy. With PSA_WG, warpgroup wc computes tile
+// 2·pair + wc for the item's rows in two m64 halves (x), warp wr of it rows
+// x·64 + wr·16 …: the same fragments by row and column, other rows.
 extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs a, const PsaArgs s, const View q, const View k) {
 	extern __shared__ __align__(16) unsigned char smem[];
 	__shared__ float smt[PSA_R], smx[2][PSA_R], sml[2][PSA_R]; // rows' maxima; running maxima and sums by column warp
@@ -126,13 +149,23 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 	__shared__ __align__(16) int skt[PSA_KS][2 * PSA_TC]; // the key tokens of a pair's tiles, by pair % PSA_KS
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wr = warp & 3, wc = warp >> 2, g = lane >> 2, t = lane & 3;
 	const int lr = tid / (PSA_KC / 8), lc = (tid % (PSA_KC / 8)) * 8; // the thread's first staged key row, its dims
-	const u32 ldst = (u32)(lr * PSA_KP + lc) * 2;
 	const int GR = s.G * s.RQ, R = s.P * GR; // rows of a query block, of a work item
 	const int QP = s.Wp + 8;
+#if PSA_WG
+	// The query rows, R rounded up to the m64 halves, and each stage's two
+	// tiles' keys in column blocks of 64 dims (psa_sw), 1024-byte aligned.
+	const int QR = (R + 63) & ~63;
+	const u32 ldst = psa_sw(lr, lc >> 3, 2 * PSA_TC);
+	u16* qsh = (u16*)(smem + (((smem_u32(smem) + 1023u) & ~1023u) - smem_u32(smem)));
+	u16* ksh = qsh + QR * s.Wp;
+	constexpr u32 STB = 2 * PSA_TC * PSA_KC * 2;
+#else
+	const u32 ldst = (u32)(lr * PSA_KP + lc) * 2;
 	u16* qsh = (u16*)smem;                         // [R][QP], then the lo halves likewise when split
 	u16* ksh = qsh + (PSA_SPLIT ? 2 : 1) * R * QP; // [PSA_NS][hi, lo when split][2·PSA_TC][PSA_KP]
-	const u32 kbase = smem_u32(ksh), qbase = smem_u32(qsh);
 	constexpr u32 STB = 2 * PSA_TC * PSA_KP * 2; // bytes of a stage's hi (or lo) halves
+#endif
+	const u32 kbase = smem_u32(ksh), qbase = smem_u32(qsh);
 	const int KB = a.stride, QB = a.q_blocks, kcols = KB * s.CP;
 	float* E = s.work + (long long)blockIdx.x * R * (s.UN + s.NT);
 	float* MT = E + (long long)R * s.UN; // (Antidiagonal)
@@ -171,15 +204,24 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 			const int r = p / ppr, c = (p % ppr) * 8, qb = qb0 - r / GR;
 			if (qb < 0) continue;
 			const int tok = sqt[r];
-			psa_cp16z(qbase + (u32)(r * QP + c) * 2, qhd + (r / s.RQ) % s.G * q.sh + (long long)max(tok, 0) * q.sn + c, tok < 0 ? 0 : 16);
+#if PSA_WG
+			const u32 qo = psa_sw(r, c >> 3, QR);
+#else
+			const u32 qo = (u32)(r * QP + c) * 2;
+#endif
+			psa_cp16z(qbase + qo, qhd + (r / s.RQ) % s.G * q.sh + (long long)max(tok, 0) * q.sn + c, tok < 0 ? 0 : 16);
 		}
 #else
 		for (int p = tid; p < R * ppr; p += PSA_T) {
 			const int r = p / ppr, c = (p % ppr) * 8, qb = qb0 - r / GR;
 			if (qb < 0) continue;
 			const long long src = (((long long)(b * a.Hq + h0 + (r / s.RQ) % s.G) * QB + qb) * s.RQ + r % s.RQ) * s.Wp + c;
+#if PSA_WG
+			psa_cp16(qbase + psa_sw(r, c >> 3, QR), s.qh + src);
+#else
 			psa_cp16(qbase + (u32)(r * QP + c) * 2, s.qh + src);
 			if (PSA_SPLIT) psa_cp16(qbase + (u32)((R + r) * QP + c) * 2, s.ql + src);
+#endif
 		}
 #endif
 		// The chunks in order: dims lkc … lkc + PSA_KC − 1 of tiles 2·lpr and
@@ -243,7 +285,11 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 		int nc[2], nt[2], qhi[2], ni[2];
 #pragma unroll
 		for (int x = 0; x < 2; x++) {
+#if PSA_WG
+			const int r = x * 64 + wr * 16, p = r / GR, qb = qb0 - p;
+#else
 			const int r = wr * 32 + x * 16, p = r / GR, qb = qb0 - p;
+#endif
 			const int nv = r >= R || qb < 0 ? 0 : visible_blocks(a, qb);
 			nc[x] = nv * s.CP;
 			nt[x] = (nc[x] + PSA_TC - 1) / PSA_TC;
@@ -267,6 +313,12 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 		// lane & 15 instead, and a tile past m-tile 1's columns is
 		// discarded unfinished.
 		int cst = 0; // the stage of the chunk computed
+#if PSA_WG
+		// The warpgroup's halves run where their first (heaviest) rows
+		// see the tile: the tiles of rows 0 and 64 (none past R).
+		const int wnt0 = (visible_blocks(a, qb0) * s.CP + PSA_TC - 1) / PSA_TC;
+		const int wnt1 = R > 64 && qb0 - 64 / GR >= 0 ? (visible_blocks(a, qb0 - 64 / GR) * s.CP + PSA_TC - 1) / PSA_TC : 0;
+#endif
 		const int xrow = wr * 32 + 16 + (lane & 15);
 		const u32 qa0 = qbase + (u32)((wr * 32 + (lane & 15)) * QP + (lane >> 4) * 8) * 2;
 		const u32 qa1 = qbase + (u32)((xrow < R ? xrow : (lane & 15)) * QP + (lane >> 4) * 8) * 2;
@@ -281,9 +333,41 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 				for (int j = 0; j < 8; j++) acc[x][j][0] = acc[x][j][1] = acc[x][j][2] = acc[x][j][3] = 0.0f;
 			for (int kcc = 0; kcc < s.Wp; kcc += PSA_KC) {
 				psa_wait();
+#if PSA_WG
+				fence_proxy_async(); // the chunk's copies (and the query rows), to the wgmma's reads
+#endif
 				__syncthreads(); // this chunk is in; every warp is done with the last one's stage
 				if (loaded < total) load();
 				psa_commit();
+#if PSA_WG
+				const u32 st = kbase + (u32)cst * STB;
+				cst = cst == PSA_NS - 1 ? 0 : cst + 1;
+				if (tile >= wnt0) continue;
+				// Head dims kcc + kk: column block (kcc + kk) / 64 of the query
+				// rows, kk / 64 of the stage's keys (rows wc·64 … of its 128).
+				// Each branch issues its MMAs back to back (a branch between
+				// them makes ptxas wait on each).
+				wg_fence();
+				const u32 qa = qbase + (u32)((kcc >> 6) * QR * 128), kb = st + (u32)(wc * (PSA_TC * 128));
+				if (tile < wnt1) {
+#pragma unroll
+					for (int kk = 0; kk < PSA_KC; kk += 16) {
+						const u32 ko = (u32)((kk >> 6) * (2 * PSA_TC * 128) + (kk & 63) * 2), qo = (u32)((kk >> 6) * QR * 128 + (kk & 63) * 2);
+						wgmma_ss_n64(acc[0], wg_desc(qa + qo, 16, 1024), wg_desc(kb + ko, 16, 1024), 1);
+						wgmma_ss_n64(acc[1], wg_desc(qa + qo + 64 * 128, 16, 1024), wg_desc(kb + ko, 16, 1024), 1);
+					}
+				} else {
+#pragma unroll
+					for (int kk = 0; kk < PSA_KC; kk += 16) {
+						const u32 ko = (u32)((kk >> 6) * (2 * PSA_TC * 128) + (kk & 63) * 2), qo = (u32)((kk >> 6) * QR * 128 + (kk & 63) * 2);
+						wgmma_ss_n64(acc[0], wg_desc(qa + qo, 16, 1024), wg_desc(kb + ko, 16, 1024), 1);
+					}
+				}
+				wg_commit();
+				wg_wait0();
+				reg_fence(acc[0]);
+				reg_fence(acc[1]);
+#else
 				const u32 st = kbase + (u32)cst * STB * (PSA_SPLIT ? 2 : 1) + kb0;
 				cst = cst == PSA_NS - 1 ? 0 : cst + 1;
 				if (!on0) continue;
@@ -318,11 +402,17 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 							}
 					}
 				}
+#endif
 			}
 			if (!on0) continue;
 			const int* kt_tile = skt[pr % PSA_KS] + wc * PSA_TC;
-			psa_tile(a, s, acc[0], smx[wc], sml[wc], kt_tile, qsh, R * QP, E, MT, sqt, wr * 32 + g, tile, nc[0], qhi[0], k0, t, tile < ni[0]);
-			if (on1) psa_tile(a, s, acc[1], smx[wc], sml[wc], kt_tile, qsh, R * QP, E, MT, sqt, wr * 32 + 16 + g, tile, nc[1], qhi[1], k0, t, tile < ni[1]);
+#if PSA_WG
+			const int er0 = wr * 16 + g, er1 = 64 + wr * 16 + g;
+#else
+			const int er0 = wr * 32 + g, er1 = wr * 32 + 16 + g;
+#endif
+			psa_tile(a, s, acc[0], smx[wc], sml[wc], kt_tile, qsh, R * QP, E, MT, sqt, er0, tile, nc[0], qhi[0], k0, t, tile < ni[0]);
+			if (on1) psa_tile(a, s, acc[1], smx[wc], sml[wc], kt_tile, qsh, R * QP, E, MT, sqt, er1, tile, nc[1], qhi[1], k0, t, tile < ni[1]);
 		}
 		psa_wait_all(); // no copy of this item lands after the next item's
 		// Each row's maximum and sum: both column warps' running values
