@@ -42,10 +42,9 @@ type psaArgs struct {
 	lscale                                          float32
 }
 
-// psaThreads is PSA_T in kernels/psa.cuh, psaAssignThreads PSA_AT.
+// psaThreads is PSA_T in kernels/psa.cuh.
 const (
-	psaThreads       = 256
-	psaAssignThreads = 64
+	psaThreads = 256
 	// psaOutlierThreads is psa_outliers' CTA: a block's dimension pairs
 	// (16-bit inputs) or dimensions, then its tokens, a thread each.
 	psaOutlierThreads = 128
@@ -359,7 +358,8 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	for n2 < in.stride {
 		n2 *= 2
 	}
-	if fns["psa_assign"], err = in.e.auxFunction(c, file, "psa_assign", "PSA_SORT_E="+strconv.Itoa(psaSortPositions(n2))); err != nil {
+	at := psaAssignThreads(n2)
+	if fns["psa_assign"], err = in.e.auxFunction(c, file, "psa_assign", "PSA_AT="+strconv.Itoa(at), "PSA_SORT_E="+strconv.Itoa(psaSortPositions(n2))); err != nil {
 		return err
 	}
 	if fns["psa_score"], err = in.e.auxFunction(c, "plan_psa_score.cu", "psa_score", sh.scoreDefines()...); err != nil {
@@ -430,16 +430,27 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 	if err := c.SetMaxDynamicShared(fns["psa_assign"], assignSmem); err != nil {
 		return err
 	}
-	return c.Launch(fns["psa_assign"], driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: psaAssignThreads, Y: 1, Z: 1}, assignSmem, driver.Arg(&pa), driver.Arg(&a))
+	return c.Launch(fns["psa_assign"], driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: uint32(at), Y: 1, Z: 1}, assignSmem, driver.Arg(&pa), driver.Arg(&a))
+}
+
+// psaAssignThreads is psa_assign's PSA_AT for rows of at most n2 blocks
+// (a power of two): 64, or a thread per 8 blocks up to 256, so that the
+// longest rows still sort in registers at 8 positions a thread (64
+// registers). A plan's rows all get its longest row's shared memory, so
+// at 64 threads rows of 2048 blocks (128K tokens at 64-token key blocks)
+// left eight warps a multiprocessor, and psa_assign took 3.8 ms of PSA's
+// 24 ms plan on the H200 (BENCHMARKS.md, "Session 38").
+func psaAssignThreads(n2 int) int {
+	return min(max(n2/8, 64), 256)
 }
 
 // psaSortPositions is psa_assign's PSA_SORT_E for rows of at most n2
 // blocks (a power of two): the positions a thread sorts in registers,
 // only as many as the longest row needs, since the register count, and so
 // how many rows a multiprocessor holds, grows with it. Rows of more than
-// 2048 blocks sort in shared memory.
+// 32·256 blocks sort in shared memory.
 func psaSortPositions(n2 int) int {
-	return min(max(n2/64, 8), 32)
+	return min(max(n2/psaAssignThreads(n2), 8), 32)
 }
 
 // psaSumChunk is PSA_SUM_CHUNK in kernels/plan_psa.cu: psa_assign's sums

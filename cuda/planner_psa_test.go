@@ -338,18 +338,24 @@ func TestPsaSortNetwork(t *testing.T) {
 	}
 }
 
-// TestPsaAssignLayout checks psa_assign's compile-time sort size and
-// shared memory for rows of n2 blocks: register sorts only as wide as the
-// longest row (8 positions a thread up to 512 blocks, then 16 and 32), and
-// room for the keys, importances, indices, levels and chunk sums.
+// TestPsaAssignLayout checks psa_assign's compile-time CTA, sort size and
+// shared memory for rows of n2 blocks: 64 threads up to 512 blocks, then a
+// thread per 8 blocks up to 256; register sorts only as wide as the
+// longest row (8 positions a thread up to 2048 blocks, then 16 and 32),
+// and room for the keys, importances, indices, levels and chunk sums.
 func TestPsaAssignLayout(t *testing.T) {
-	for _, tc := range []struct{ n2, e, smem int }{
-		{64, 8, 64*21 + 2*8},
-		{512, 8, 512*21 + 16*8},
-		{1024, 16, 1024*21 + 32*8},
-		{2048, 32, 2048*21 + 64*8},
-		{8192, 32, 8192*21 + 256*8}, // past 2048 blocks: the shared-memory network
+	for _, tc := range []struct{ n2, at, e, smem int }{
+		{64, 64, 8, 64*21 + 2*8},
+		{512, 64, 8, 512*21 + 16*8},
+		{1024, 128, 8, 1024*21 + 32*8},
+		{2048, 256, 8, 2048*21 + 64*8},
+		{4096, 256, 16, 4096*21 + 128*8},
+		{8192, 256, 32, 8192*21 + 256*8},
+		{16384, 256, 32, 16384*21 + 512*8}, // past 8192 blocks: the shared-memory network
 	} {
+		if at := psaAssignThreads(tc.n2); at != tc.at {
+			t.Errorf("rows of %d blocks: PSA_AT %d, want %d", tc.n2, at, tc.at)
+		}
 		if e := psaSortPositions(tc.n2); e != tc.e {
 			t.Errorf("rows of %d blocks: PSA_SORT_E %d, want %d", tc.n2, e, tc.e)
 		}

@@ -285,9 +285,9 @@ extern "C" __global__ void psa_caps(const PlanArgs a, const PsaArgs s, View k) {
 #include "psa_sort.cuh"
 
 // PSA_SORT_E is the most positions a thread of psa_assign sorts in
-// registers (8: rows of up to 512 blocks, 64 registers; 16 and 32 take
-// rows of 1024 and 2048 blocks and about 120 and 220 registers, which the
-// host compiles only for plans whose rows are that long: psaSortPositions).
+// registers (8: rows of up to 8·PSA_AT blocks, 64 registers; 16 and 32
+// about 120 and 220 registers, which the host compiles only for plans
+// whose rows are longer than 8·256 blocks: psaSortPositions).
 #ifndef PSA_SORT_E
 #define PSA_SORT_E 8
 #endif
@@ -301,9 +301,11 @@ extern "C" __global__ void psa_caps(const PlanArgs a, const PsaArgs s, View k) {
 // their levels. The importance sits in shared memory; the two sums whose
 // order fixes their bits (the total in key order, the preceding mass in
 // sorted order) run by chunks of PSA_SUM_CHUNK, a chunk a thread, then the
-// chunks' sums on one thread; the CTA is small (PSA_AT threads) so that a
-// multiprocessor holds many rows at once. Dynamic shared memory:
-// 21·n2 + 8·n2/PSA_SUM_CHUNK bytes (psaAssignSmem).
+// chunks' sums on one thread. The CTA is small (PSA_AT threads: 64, or
+// one per 8 blocks of the plan's longest row up to 256) so that a
+// multiprocessor holds many rows at once while the sort of the longest
+// stays in 64 registers. Dynamic shared memory: 21·n2 + 8·n2/PSA_SUM_CHUNK
+// bytes (psaAssignSmem).
 extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a, const PsaArgs s) {
 	extern __shared__ __align__(16) unsigned char smem[];
 	__shared__ double stot;
@@ -328,25 +330,27 @@ extern "C" __global__ void __launch_bounds__(PSA_AT) psa_assign(const PlanArgs a
 		sidx[i] = i < n ? i : 0x7fffffff;
 	}
 	// Bitonic sort: (key, index) is a strict order, so the network's
-	// result is the stable sort's. Rows of 64 to 64·PSA_SORT_E positions
-	// sort in registers (psa_sort_rows, psa_sort.cuh: shuffles, one
-	// shared-memory step); longer ones in shared memory, where a thread
-	// takes compare-exchange pairs, not indices: pair q is i = q with a 0
-	// bit inserted at j's bit, and i | j, so every iteration does work.
-	switch (n2) {
-	case 64: psa_sort_rows<1>(skey, sidx); break;
-	case 128: psa_sort_rows<2>(skey, sidx); break;
-	case 256: psa_sort_rows<4>(skey, sidx); break;
-	case 512: psa_sort_rows<8>(skey, sidx); break;
+	// result is the stable sort's. Rows of PSA_AT to PSA_AT·PSA_SORT_E
+	// positions sort in registers (psa_sort_rows, psa_sort.cuh: shuffles,
+	// a shared-memory step per warp bit); shorter and longer ones in
+	// shared memory, where a thread takes compare-exchange pairs, not
+	// indices: pair q is i = q with a 0 bit inserted at j's bit, and i | j,
+	// so every iteration does work.
+	const bool inregs = n2 >= PSA_AT && n2 <= PSA_AT * PSA_SORT_E;
+	switch (inregs ? n2 / PSA_AT : 0) {
+	case 1: psa_sort_rows<1>(skey, sidx); break;
+	case 2: psa_sort_rows<2>(skey, sidx); break;
+	case 4: psa_sort_rows<4>(skey, sidx); break;
+	case 8: psa_sort_rows<8>(skey, sidx); break;
 #if PSA_SORT_E >= 16
-	case 1024: psa_sort_rows<16>(skey, sidx); break;
+	case 16: psa_sort_rows<16>(skey, sidx); break;
 #endif
 #if PSA_SORT_E >= 32
-	case 2048: psa_sort_rows<32>(skey, sidx); break;
+	case 32: psa_sort_rows<32>(skey, sidx); break;
 #endif
 	default: __syncthreads();
 	}
-	for (int kq = 2; kq <= (n2 > 64 * PSA_SORT_E ? n2 : 1); kq <<= 1) {
+	for (int kq = 2; kq <= (inregs ? 1 : n2); kq <<= 1) {
 		for (int j = kq >> 1; j > 0; j >>= 1) {
 			for (int q = tid; q < n2 / 2; q += PSA_AT) {
 				const int i = ((q & ~(j - 1)) << 1) | (q & (j - 1)), ixj = i | j;

@@ -41,7 +41,9 @@
 
 
 #define PSA_T 256   // threads of psa_score and psa_caps
-#define PSA_AT 64   // threads of psa_assign: many rows in flight, as its float64 sums run on one thread
+#ifndef PSA_AT
+#define PSA_AT 64   // threads of psa_assign (64 to 256: cuda.psaAssignThreads): many rows in flight, as its float64 sums run on one thread
+#endif
 #define PSA_R 128   // most rows of a psa_score work item
 #define PSA_TC 64   // columns of a logit tile
 #ifndef PSA_KC

@@ -1,6 +1,6 @@
 // psa_assign's sort (plan_psa.cu includes this before the kernel): the
 // bitonic network of (importance, index) pairs, in registers for rows of
-// 64 to 64·PSA_SORT_E blocks.
+// PSA_AT to PSA_AT·PSA_SORT_E blocks.
 
 // psa_precedes orders blocks heavier first, then lower index: the CPU's
 // stable sort. Importances are ≥ 0, so their bits order as they do.
@@ -28,18 +28,18 @@ __device__ __forceinline__ void psa_ce_slots(u64 (&k)[E], int (&x)[E], int i0, i
 }
 
 // psa_sort_regs sorts (key, index) pairs by psa_precedes with a bitonic
-// network over N = 64·E positions held in registers (PSA_AT = 64 threads:
-// position i = 32E·w + E·lane + e of warp w, lane and slot e): distances
-// below E compare slots of one thread, distances E … 16E lanes of a warp
-// by shuffles, and the one distance 32E (the last merge's first step)
-// both warps through shared memory xk/xi (N entries each), with the only
-// barriers. The network is the one psa_assign's shared-memory sort runs,
+// network over N = PSA_AT·E positions held in registers (PSA_AT threads,
+// two to eight warps: position i = 32E·w + E·lane + e of warp w, lane and
+// slot e): distances below E compare slots of one thread, distances E …
+// 16E lanes of a warp by shuffles, and distances 32E and up (the last
+// merges' first steps) two warps' same lane and slot through shared
+// memory xk/xi (N entries each), with the only barriers. The network is the one psa_assign's shared-memory sort runs,
 // so the result is the same stable order. k and x hold the thread's
 // positions in and out.
 template <int E>
 __device__ __forceinline__ void psa_sort_regs(u64 (&k)[E], int (&x)[E], u64* xk, int* xi) {
 	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-	constexpr int N = 64 * E;
+	constexpr int N = PSA_AT * E;
 	const int i0 = 32 * E * w + E * lane; // the thread's first position
 	for (int kq = 2; kq <= N; kq <<= 1) {
 		for (int j = kq >> 1; j > 0; j >>= 1) {
@@ -62,12 +62,12 @@ __device__ __forceinline__ void psa_sort_regs(u64 (&k)[E], int (&x)[E], u64* xk,
 					const bool mine = psa_precedes(k[e], x[e], ok, oi); // this one comes first
 					if (mine != (lower == up)) k[e] = ok, x[e] = oi;
 				}
-			} else { // j = 32E: the other warp's same lane and slot
+			} else { // j ≥ 32E: warp w ^ (j / 32E)'s same lane and slot
 				__syncthreads(); // the last use of xk, xi is done
 #pragma unroll
 				for (int e = 0; e < E; e++) xk[i0 + e] = k[e], xi[i0 + e] = x[e];
 				__syncthreads();
-				const bool lower = w == 0;
+				const bool lower = (w & (j / (32 * E))) == 0;
 #pragma unroll
 				for (int e = 0; e < E; e++) {
 					const int o = (i0 + e) ^ j;
@@ -83,8 +83,8 @@ __device__ __forceinline__ void psa_sort_regs(u64 (&k)[E], int (&x)[E], u64* xk,
 }
 
 // psa_sort_rows sorts psa_assign's n2 keys skey and indices sidx in place
-// by psa_sort_regs with E = n2 / 64 positions a thread (n2 a power of two,
-// 64 ≤ n2 ≤ 2048 here).
+// by psa_sort_regs with E = n2 / PSA_AT positions a thread (n2 a power of
+// two, PSA_AT ≤ n2 ≤ PSA_AT·PSA_SORT_E).
 template <int E>
 __device__ __forceinline__ void psa_sort_rows(u64* skey, int* sidx) {
 	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;

@@ -19,7 +19,7 @@ import (
 // tokens, causal and not: past PlannerCases' shapes, they take work items
 // of many logit tiles, bitonic stages of stride 64 and more, and the
 // query-aware selection spread over many chunks; and psa on rows of 1024
-// and 2048 blocks.
+// and 2048 blocks, and causal on rows of up to 256.
 func wideCases() []PlannerCase {
 	var cs []PlannerCase
 	for _, causal := range []bool{true, false} {
@@ -43,6 +43,12 @@ func wideCases() []PlannerCase {
 		p := psa.Planner{Scale: psa.DefaultScale}
 		cs = append(cs, PlannerCase{Name: p.Name() + "/" + s.Name, Planner: p, Case: s})
 	}
+	// psa causal at 64-query blocks, rows of 1 to 256 blocks: every
+	// psa_assign table from 64 to 256 positions in one plan.
+	s := cuda.Case{Name: "causal N=16384", B: 1, Hq: 2, Hkv: 1, Nq: 16384, Nk: 16384, D: 64, Dv: 64,
+		DType: tensor.BFloat16, Layout: tensor.BHND, Causal: true, BlockQ: 64, BlockK: 64}
+	p := psa.Planner{Scale: psa.DefaultScale}
+	cs = append(cs, PlannerCase{Name: p.Name() + "/" + s.Name, Planner: p, Case: s})
 	return cs
 }
 
