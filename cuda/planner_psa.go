@@ -438,8 +438,8 @@ func (p psaPlanner) plan(c *driver.Ctx, in *planInput) error {
 // longest rows still sort in registers at 8 positions a thread (64
 // registers). A plan's rows all get its longest row's shared memory, so
 // at 64 threads rows of 2048 blocks (128K tokens at 64-token key blocks)
-// left eight warps a multiprocessor, and psa_assign took 3.8 ms of PSA's
-// 24 ms plan on the H200 (BENCHMARKS.md, "Session 38").
+// left eight warps a multiprocessor: psa_assign took 3.8 ms of PSA's 24 ms
+// plan on the H200 then, 3.4–3.5 ms now (BENCHMARKS.md, "Session 38").
 func psaAssignThreads(n2 int) int {
 	return min(max(n2/8, 64), 256)
 }

@@ -35,8 +35,9 @@ func wideCases() []PlannerCase {
 		}
 	}
 	// psa on rows of 1024 and 2048 KV blocks (2048 queries against 64K
-	// and 128K keys, not causal): psa_assign's register sorts of 16 and 32
-	// positions a thread (PSA_SORT_E) and its sums by chunks.
+	// and 128K keys, not causal): psa_assign's CTAs of 128 and 256 threads
+	// (PSA_AT), their register sorts across four and eight warps, and its
+	// sums by chunks.
 	for _, nk := range []int{65536, 131072} {
 		s := cuda.Case{Name: fmt.Sprintf("long rows Nk=%d", nk), B: 1, Hq: 2, Hkv: 1, Nq: 2048, Nk: nk, D: 64, Dv: 64,
 			DType: tensor.BFloat16, Layout: tensor.BHND, BlockQ: 128, BlockK: 64}
