@@ -33,9 +33,9 @@ __device__ __forceinline__ void psa_ce_slots(u64 (&k)[E], int (&x)[E], int i0, i
 // slot e): distances below E compare slots of one thread, distances E …
 // 16E lanes of a warp by shuffles, and distances 32E and up (the last
 // merges' first steps) two warps' same lane and slot through shared
-// memory xk/xi (N entries each), with the only barriers. The network is the one psa_assign's shared-memory sort runs,
-// so the result is the same stable order. k and x hold the thread's
-// positions in and out.
+// memory xk/xi (N entries each), with the only barriers. The network is
+// the one psa_assign's shared-memory sort runs, so the result is the same
+// stable order. k and x hold the thread's positions in and out.
 template <int E>
 __device__ __forceinline__ void psa_sort_regs(u64 (&k)[E], int (&x)[E], u64* xk, int* xi) {
 	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
