@@ -74,11 +74,18 @@ __device__ __forceinline__ void psa_cp16z(u32 dst, const void* src, u32 n) {
 // three dummy shared loads (LDS RZ, [RZ]) before every run of cp.async,
 // and a run of one per copy, interleaved with its address arithmetic,
 // cost 24 of them a stage.
-#define PSA_NJ (2 * PSA_TC * (PSA_KC / 8) / PSA_T)
+//
+// PSA_LT threads stage a stage's keys: all of them, or with PSA_WG each
+// warpgroup its own tile, so that the two warpgroups meet only at a work
+// item's start and end.
 #if PSA_WG
-#define PSA_STEP ((PSA_T / (PSA_KC / 8)) * 128) // rows of 128 bytes, in column blocks of 64 dims
+#define PSA_LT (PSA_T / 2)
+#define PSA_NJ (PSA_TC * (PSA_KC / 8) / PSA_LT)
+#define PSA_STEP ((PSA_LT / (PSA_KC / 8)) * 128) // rows of 128 bytes, in column blocks of 64 dims
 #else
-#define PSA_STEP ((PSA_T / (PSA_KC / 8)) * PSA_KP * 2)
+#define PSA_LT PSA_T
+#define PSA_NJ (2 * PSA_TC * (PSA_KC / 8) / PSA_LT)
+#define PSA_STEP ((PSA_LT / (PSA_KC / 8)) * PSA_KP * 2)
 #endif
 __device__ __forceinline__ void psa_cp16_run(u32 dst, const void* const (&src)[PSA_NJ]) {
 #if PSA_NJ == 8
@@ -107,6 +114,9 @@ __device__ __forceinline__ void psa_cp16_run(u32 dst, const void* const (&src)[P
 __device__ __forceinline__ void psa_cp4(u32 dst, const void* src) {
 	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
 }
+// psa_wg_bar is a barrier of warpgroup wg's 128 threads alone (named
+// barrier 1 + wg; __syncthreads is barrier 0).
+__device__ __forceinline__ void psa_wg_bar(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); }
 __device__ __forceinline__ void psa_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // psa_wait waits for all but the PSA_NS − 2 latest groups: the chunk
 // about to be computed has landed.
@@ -117,6 +127,17 @@ __device__ __forceinline__ void psa_ldsm4(u32 (&r)[4], u32 addr) {
 }
 
 #include "psa_tile.cuh"
+
+#if PSA_WG
+// psa_desc_lo is the low word of wg_desc(addr, 16, 1024), psa_desc the
+// descriptor of low word lo.
+__device__ __forceinline__ u32 psa_desc_lo(u32 addr) { return ((addr & 0x3FFFF) >> 4) | (1u << 16); }
+__device__ __forceinline__ u64 psa_desc(u32 lo) {
+	u64 d;
+	asm("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo), "r"((1024u >> 4) | (1u << 30)));
+	return d;
+}
+#endif
 
 // psa_sw is the byte offset of 16-byte chunk c (of 8 elements) of row r in
 // a PSA_WG operand of rows rows: column block c / 8 of rows × 128 bytes,
@@ -139,7 +160,10 @@ __device__ __forceinline__ u32 psa_sw(int r, int c, int rows) { return (u32)((c 
 // (for padding, the head's token 0: its logits are masked), the bytes
 // psa_gather would copy. With PSA_WG, warpgroup wc computes tile
 // 2·pair + wc for the item's rows in two m64 halves (x), warp wr of it rows
-// x·64 + wr·16 …: the same fragments by row and column, other rows.
+// x·64 + wr·16 …: the same fragments by row and column, other rows; each
+// warpgroup stages its own tile's keys and passes its own barrier (named
+// barrier 1 + wc) at each stage, so that one's epilogue runs while the
+// other's products do (BENCHMARKS.md, "Session 39").
 extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs a, const PsaArgs s, const View q, const View k) {
 	extern __shared__ __align__(16) unsigned char smem[];
 	__shared__ float smt[PSA_R], smx[2][PSA_R], sml[2][PSA_R]; // rows' maxima; running maxima and sums by column warp
@@ -148,7 +172,11 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 	__shared__ int sqt[PSA_R], snv[PSA_R / 16];
 	__shared__ __align__(16) int skt[PSA_KS][2 * PSA_TC]; // the key tokens of a pair's tiles, by pair % PSA_KS
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wr = warp & 3, wc = warp >> 2, g = lane >> 2, t = lane & 3;
-	const int lr = tid / (PSA_KC / 8), lc = (tid % (PSA_KC / 8)) * 8; // the thread's first staged key row, its dims
+	// The thread's first staged key row, its dims, and the key token it
+	// stages (tq < tqn): with PSA_WG, those of its warpgroup's tile.
+	const int lr = (PSA_WG ? wc * PSA_TC : 0) + tid % PSA_LT / (PSA_KC / 8), lc = (tid % (PSA_KC / 8)) * 8;
+	const int tq = PSA_WG ? wc * PSA_TC + tid % PSA_LT : tid;
+	const bool tqn = PSA_WG ? tid % PSA_LT < PSA_TC : tid < 2 * PSA_TC;
 	const int GR = s.G * s.RQ, R = s.P * GR; // rows of a query block, of a work item
 	const int QP = s.Wp + 8;
 #if PSA_WG
@@ -227,12 +255,12 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 		// The chunks in order: dims lkc … lkc + PSA_KC − 1 of tiles 2·lpr and
 		// 2·lpr + 1, into stage lst; columns past the head's last read its
 		// last (they are masked). A thread copies rows lr + j·LS (LS =
-		// PSA_T / (PSA_KC / 8) rows apart), dims lc … lc + 7 of each. The
+		// PSA_LT / (PSA_KC / 8) rows apart), dims lc … lc + 7 of each. The
 		// first chunk of pair lpr stages the key tokens of its pair into
 		// slot lks (gathered), or those of pair lpr + PSA_NS − 1 (direct:
 		// its chunks land before that pair's loads, which read its tokens
 		// from the slot, and after the epilogue of the pair the slot held).
-		constexpr int LS = PSA_T / (PSA_KC / 8);
+		constexpr int LS = PSA_LT / (PSA_KC / 8);
 #if PSA_DIRECT
 		const char* kcp = (const char*)((const u16*)k.ptr + b * k.sb + kh * k.sh + lc); // the head's token 0 at the thread's dims of chunk lkc
 		const int ksn = 2 * (int)k.sn; // bytes a token (cuda.psaDirect: within int)
@@ -252,7 +280,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 			kcp += lkc + PSA_KC == s.Wp ? 2 * (PSA_KC - s.Wp) : 2 * PSA_KC; // (kept apart from lkc: one multiply-add an address)
 			psa_cp16_run(st, src);
 			const int ap = lpr + PSA_NS - 1, ak = lks + PSA_NS - 1 - (lks + PSA_NS - 1 >= PSA_KS ? PSA_KS : 0);
-			if (lkc == 0 && tid < 2 * PSA_TC && ap < npair) psa_cp4(smem_u32(&skt[ak][tid]), kth + min(ap * 2 * PSA_TC + tid, kcols - 1));
+			if (lkc == 0 && tqn && ap < npair) psa_cp4(smem_u32(&skt[ak][tq]), kth + min(ap * 2 * PSA_TC + tq, kcols - 1));
 #else
 			const int row0 = lpr * 2 * PSA_TC + lr;
 			int off[PSA_NJ];
@@ -265,7 +293,7 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 				for (int j = 0; j < PSA_NJ; j++) src[j] = klh + off[j];
 				psa_cp16_run(st + STB, src);
 			}
-			if (lkc == 0 && tid < 2 * PSA_TC) psa_cp4(smem_u32(&skt[lks][tid]), kth + min(lpr * 2 * PSA_TC + tid, kcols - 1));
+			if (lkc == 0 && tqn) psa_cp4(smem_u32(&skt[lks][tq]), kth + min(lpr * 2 * PSA_TC + tq, kcols - 1));
 #endif
 			lkc += PSA_KC;
 			if (lkc == s.Wp) lkc = 0, lpr++, lks = lks == PSA_KS - 1 ? 0 : lks + 1;
@@ -334,9 +362,15 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 			for (int kcc = 0; kcc < s.Wp; kcc += PSA_KC) {
 				psa_wait();
 #if PSA_WG
+				// This chunk of the warpgroup's tile is in, and its warps are
+				// done with the last one's stage; the first chunk also waits
+				// for the query rows, which every thread stages.
 				fence_proxy_async(); // the chunk's copies (and the query rows), to the wgmma's reads
-#endif
+				if (pr == 0 && kcc == 0) __syncthreads();
+				else psa_wg_bar(wc);
+#else
 				__syncthreads(); // this chunk is in; every warp is done with the last one's stage
+#endif
 				if (loaded < total) load();
 				psa_commit();
 #if PSA_WG
@@ -348,19 +382,22 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 				// Each branch issues its MMAs back to back (a branch between
 				// them makes ptxas wait on each).
 				wg_fence();
-				const u32 qa = qbase + (u32)((kcc >> 6) * QR * 128), kb = st + (u32)(wc * (PSA_TC * 128));
+				// Descriptors of shared addresses below 2^18 (16-byte units
+				// in their low 14 bits): an offset adds to the low word alone
+				// with no carry; the high word is the same for all.
+				const u32 dq = psa_desc_lo(qbase + (u32)((kcc >> 6) * QR * 128)), dk = psa_desc_lo(st + (u32)(wc * (PSA_TC * 128)));
 				if (tile < wnt1) {
 #pragma unroll
 					for (int kk = 0; kk < PSA_KC; kk += 16) {
 						const u32 ko = (u32)((kk >> 6) * (2 * PSA_TC * 128) + (kk & 63) * 2), qo = (u32)((kk >> 6) * QR * 128 + (kk & 63) * 2);
-						wgmma_ss_n64(acc[0], wg_desc(qa + qo, 16, 1024), wg_desc(kb + ko, 16, 1024), 1);
-						wgmma_ss_n64(acc[1], wg_desc(qa + qo + 64 * 128, 16, 1024), wg_desc(kb + ko, 16, 1024), 1);
+						wgmma_ss_n64(acc[0], psa_desc(dq + (qo >> 4)), psa_desc(dk + (ko >> 4)), 1);
+						wgmma_ss_n64(acc[1], psa_desc(dq + ((qo + 64 * 128) >> 4)), psa_desc(dk + (ko >> 4)), 1);
 					}
 				} else {
 #pragma unroll
 					for (int kk = 0; kk < PSA_KC; kk += 16) {
 						const u32 ko = (u32)((kk >> 6) * (2 * PSA_TC * 128) + (kk & 63) * 2), qo = (u32)((kk >> 6) * QR * 128 + (kk & 63) * 2);
-						wgmma_ss_n64(acc[0], wg_desc(qa + qo, 16, 1024), wg_desc(kb + ko, 16, 1024), 1);
+						wgmma_ss_n64(acc[0], psa_desc(dq + (qo >> 4)), psa_desc(dk + (ko >> 4)), 1);
 					}
 				}
 				wg_commit();
