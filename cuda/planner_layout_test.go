@@ -224,5 +224,23 @@ func TestCompileBlockMass(t *testing.T) {
 			}
 		}
 		t.Logf("%s %s %v: %s", c.file, c.fn, c.defs, strings.Join(report, "; "))
+		// ptxas waits after every warpgroup MMA of a kernel (C7510 to
+		// C7515: "wgmma.mma_async instructions are serialized") where it
+		// cannot prove the accumulators untouched in flight; the kernel
+		// still computes the same numbers, only slower.
+		if l := serializedWGMMA(log); l != "" {
+			t.Errorf("%s %s %v: %s", c.file, c.fn, c.defs, l)
+		}
 	}
+}
+
+// serializedWGMMA returns ptxas's line saying that it serialized a
+// kernel's warpgroup MMAs, or "".
+func serializedWGMMA(log string) string {
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "wgmma.mma_async instructions are serialized") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }

@@ -171,7 +171,9 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 	__shared__ double srl[PSA_R];                                // rows' sums
 	__shared__ int sqt[PSA_R], snv[PSA_R / 16];
 	__shared__ __align__(16) int skt[PSA_KS][2 * PSA_TC]; // the key tokens of a pair's tiles, by pair % PSA_KS
-	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wr = warp & 3, wc = warp >> 2, g = lane >> 2, t = lane & 3;
+	// wc comes by a shuffle from lane 0, so that the compiler knows it
+	// uniform over the warp.
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wr = warp & 3, wc = __shfl_sync(0xffffffffu, warp >> 2, 0), g = lane >> 2, t = lane & 3;
 	// The thread's first staged key row, its dims, and the key token it
 	// stages (tq < tqn): with PSA_WG, those of its warpgroup's tile.
 	const int lr = (PSA_WG ? wc * PSA_TC : 0) + tid % PSA_LT / (PSA_KC / 8), lc = (tid % (PSA_KC / 8)) * 8;
@@ -335,18 +337,13 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 		// A pair of tiles at a time, its chunks in order: the accumulators
 		// live for one pair, zero at its start. Every thread passes every
 		// chunk's barrier; a warp whose tile is past its rows' columns
-		// (m-tile 1's block is never heavier than m-tile 0's) only loads.
+		// (m-tile 1's block is never heavier than m-tile 0's) only loads
+		// (mma.sync; a warpgroup multiplies every tile, see below).
 		// m-tile 1's products run whenever m-tile 0's do, so that the
 		// tensor-core loop holds no branch: a row past R reads row
 		// lane & 15 instead, and a tile past m-tile 1's columns is
 		// discarded unfinished.
 		int cst = 0; // the stage of the chunk computed
-#if PSA_WG
-		// The warpgroup's halves run where their first (heaviest) rows
-		// see the tile: the tiles of rows 0 and 64 (none past R).
-		const int wnt0 = (visible_blocks(a, qb0) * s.CP + PSA_TC - 1) / PSA_TC;
-		const int wnt1 = R > 64 && qb0 - 64 / GR >= 0 ? (visible_blocks(a, qb0 - 64 / GR) * s.CP + PSA_TC - 1) / PSA_TC : 0;
-#endif
 		const int xrow = wr * 32 + 16 + (lane & 15);
 		const u32 qa0 = qbase + (u32)((wr * 32 + (lane & 15)) * QP + (lane >> 4) * 8) * 2;
 		const u32 qa1 = qbase + (u32)((xrow < R ? xrow : (lane & 15)) * QP + (lane >> 4) * 8) * 2;
@@ -376,29 +373,29 @@ extern "C" __global__ void __launch_bounds__(PSA_T, 2) psa_score(const PlanArgs 
 #if PSA_WG
 				const u32 st = kbase + (u32)cst * STB;
 				cst = cst == PSA_NS - 1 ? 0 : cst + 1;
-				if (tile >= wnt0) continue;
 				// Head dims kcc + kk: column block (kcc + kk) / 64 of the query
 				// rows, kk / 64 of the stage's keys (rows wc·64 … of its 128).
-				// Each branch issues its MMAs back to back (a branch between
-				// them makes ptxas wait on each).
+				// Both m64 halves run for every tile, under no branch: a tile
+				// past a half's columns (or a half past R, reading other
+				// shared memory) is discarded unfinished. NVRTC 13.0's ptxas
+				// waits after every wgmma under a branch on the tile, even a
+				// warp-uniform one (C7520, "compiler-inserted WG.AR in
+				// divergent path"), and psa_score then took 6% longer
+				// (BENCHMARKS.md, "Session 39"). The pins keep the
+				// accumulators' zeros ahead of the fence: ptxas also waits
+				// when another instruction defines them past it (C7515).
+				reg_fence(acc[0]);
+				reg_fence(acc[1]);
 				wg_fence();
 				// Descriptors of shared addresses below 2^18 (16-byte units
 				// in their low 14 bits): an offset adds to the low word alone
 				// with no carry; the high word is the same for all.
 				const u32 dq = psa_desc_lo(qbase + (u32)((kcc >> 6) * QR * 128)), dk = psa_desc_lo(st + (u32)(wc * (PSA_TC * 128)));
-				if (tile < wnt1) {
 #pragma unroll
-					for (int kk = 0; kk < PSA_KC; kk += 16) {
-						const u32 ko = (u32)((kk >> 6) * (2 * PSA_TC * 128) + (kk & 63) * 2), qo = (u32)((kk >> 6) * QR * 128 + (kk & 63) * 2);
-						wgmma_ss_n64(acc[0], psa_desc(dq + (qo >> 4)), psa_desc(dk + (ko >> 4)), 1);
-						wgmma_ss_n64(acc[1], psa_desc(dq + ((qo + 64 * 128) >> 4)), psa_desc(dk + (ko >> 4)), 1);
-					}
-				} else {
-#pragma unroll
-					for (int kk = 0; kk < PSA_KC; kk += 16) {
-						const u32 ko = (u32)((kk >> 6) * (2 * PSA_TC * 128) + (kk & 63) * 2), qo = (u32)((kk >> 6) * QR * 128 + (kk & 63) * 2);
-						wgmma_ss_n64(acc[0], psa_desc(dq + (qo >> 4)), psa_desc(dk + (ko >> 4)), 1);
-					}
+				for (int kk = 0; kk < PSA_KC; kk += 16) {
+					const u32 ko = (u32)((kk >> 6) * (2 * PSA_TC * 128) + (kk & 63) * 2), qo = (u32)((kk >> 6) * QR * 128 + (kk & 63) * 2);
+					wgmma_ss_n64(acc[0], psa_desc(dq + (qo >> 4)), psa_desc(dk + (ko >> 4)), 1);
+					wgmma_ss_n64(acc[1], psa_desc(dq + ((qo + 64 * 128) >> 4)), psa_desc(dk + (ko >> 4)), 1);
 				}
 				wg_commit();
 				wg_wait0();
