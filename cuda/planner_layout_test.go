@@ -224,8 +224,8 @@ func TestCompileBlockMass(t *testing.T) {
 			}
 		}
 		t.Logf("%s %s %v: %s", c.file, c.fn, c.defs, strings.Join(report, "; "))
-		// ptxas waits after every warpgroup MMA of a kernel (C7510 to
-		// C7515: "wgmma.mma_async instructions are serialized") where it
+		// ptxas waits after every warpgroup MMA of a kernel (C7515, C7520:
+		// "wgmma.mma_async instructions are serialized") where it
 		// cannot prove the accumulators untouched in flight; the kernel
 		// still computes the same numbers, only slower.
 		if l := serializedWGMMA(log); l != "" {
